@@ -1,0 +1,122 @@
+//! The lowered grammar: a context-free grammar over terminals, each terminal a DFA.
+//!
+//! Terminal boundaries are an implementation choice, not part of the language: the matcher
+//! considers every way to split the input into terminals, so merging neighbouring regular
+//! pieces into one terminal (fewer parser steps) never changes what is accepted.
+
+use crate::dfa::Dfa;
+
+/// A grammar symbol packed in a `u32`: terminals carry [`Sym::TERMINAL_BIT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sym(pub u32);
+
+impl Sym {
+    /// Bit marking a terminal.
+    pub const TERMINAL_BIT: u32 = 1 << 31;
+    /// Marker for "dot at the end of a production".
+    pub const END: Sym = Sym(u32::MAX);
+
+    /// Terminal `t`.
+    pub fn t(t: u32) -> Sym {
+        Sym(t | Self::TERMINAL_BIT)
+    }
+    /// Nonterminal `n`.
+    pub fn n(n: u32) -> Sym {
+        Sym(n)
+    }
+    /// Terminal index if this is a terminal.
+    #[inline(always)]
+    pub fn as_terminal(self) -> Option<u32> {
+        (self.0 != u32::MAX && self.0 & Self::TERMINAL_BIT != 0).then_some(self.0 & !Self::TERMINAL_BIT)
+    }
+    /// Nonterminal index if this is a nonterminal.
+    #[inline(always)]
+    pub fn as_nonterminal(self) -> Option<u32> {
+        (self.0 & Self::TERMINAL_BIT == 0).then_some(self.0)
+    }
+}
+
+/// One production `lhs ::= rhs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Production {
+    /// Left-hand nonterminal.
+    pub lhs: u32,
+    /// Right-hand symbols.
+    pub rhs: Vec<Sym>,
+}
+
+/// A terminal: its automaton and a label for diagnostics.
+#[derive(Debug, Clone)]
+pub struct Terminal {
+    /// Automaton of the terminal's language (never containing the empty string).
+    pub dfa: Dfa,
+    /// Where it came from (rule name), for messages.
+    pub label: String,
+}
+
+/// What a dotted position ("item core") looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct Dot {
+    /// Symbol after the dot, or [`Sym::END`].
+    pub next: Sym,
+    /// Left-hand side of the production.
+    pub lhs: u32,
+}
+
+/// A context-free grammar over DFA terminals, ready for the Earley parser.
+#[derive(Debug, Clone)]
+pub struct Cfg {
+    /// Names of nonterminals (rule names or generated helper names).
+    pub nt_names: Vec<String>,
+    /// All productions.
+    pub productions: Vec<Production>,
+    /// For each nonterminal, the first dot id of each of its productions.
+    pub prod_starts_of: Vec<Vec<u32>>,
+    /// Dotted positions: production `p` has dots `dot_base[p] ..= dot_base[p] + rhs.len()`.
+    pub dots: Vec<Dot>,
+    /// Terminals.
+    pub terminals: Vec<Terminal>,
+    /// Nonterminals deriving the empty string.
+    pub nullable: Vec<bool>,
+    /// Augmented start nonterminal (`start ::= root`).
+    pub start: u32,
+    /// Number of rules in the source grammar.
+    pub source_rules: usize,
+}
+
+impl Cfg {
+    /// Builds the derived tables (dots, nullable) from productions. Productions must be productive.
+    pub fn new(nt_names: Vec<String>, productions: Vec<Production>, terminals: Vec<Terminal>, start: u32, source_rules: usize) -> Cfg {
+        let n = nt_names.len();
+        let mut prod_starts_of = vec![Vec::new(); n];
+        let mut dots = Vec::new();
+        for p in &productions {
+            prod_starts_of[p.lhs as usize].push(dots.len() as u32);
+            for s in &p.rhs {
+                dots.push(Dot { next: *s, lhs: p.lhs });
+            }
+            dots.push(Dot { next: Sym::END, lhs: p.lhs });
+        }
+        let mut nullable = vec![false; n];
+        loop {
+            let mut changed = false;
+            for p in &productions {
+                if !nullable[p.lhs as usize] && p.rhs.iter().all(|s| s.as_nonterminal().is_some_and(|n| nullable[n as usize])) {
+                    nullable[p.lhs as usize] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        Cfg { nt_names, productions, prod_starts_of, dots, terminals, nullable, start, source_rules }
+    }
+
+    /// Heap bytes used by the grammar tables and automata.
+    pub fn memory_bytes(&self) -> usize {
+        self.terminals.iter().map(|t| t.dfa.memory_bytes()).sum::<usize>()
+            + self.dots.len() * 8
+            + self.productions.iter().map(|p| p.rhs.len() * 4 + 32).sum::<usize>()
+    }
+}

@@ -1,0 +1,293 @@
+//! Dense byte-level DFA of one terminal: byte equivalence classes, a dead state 0,
+//! trimmed so every live state can still reach acceptance.
+//!
+//! Exactness depends on trimming: a live state always has a completion, so a token
+//! whose bytes keep the DFA live really is a prefix of some string of the terminal.
+
+use crate::error::{Error, Result};
+use crate::limits::{Limits, LIMIT_HINT};
+use crate::nfa::Nfa;
+use crate::rx::Rx;
+use rustc_hash::FxHashMap;
+
+/// The dead state: no continuation is possible.
+pub const DEAD: u32 = 0;
+
+/// A deterministic automaton over bytes.
+#[derive(Debug, Clone)]
+pub struct Dfa {
+    classes: [u8; 256],
+    n_classes: usize,
+    /// `trans[state * n_classes + class]`.
+    trans: Vec<u32>,
+    accepting: Vec<bool>,
+    start: u32,
+    /// Whether the original expression matched the empty string (the DFA itself never does).
+    nullable: bool,
+}
+
+impl Dfa {
+    /// Compiles `rx` to a DFA for its language minus the empty string.
+    /// [`Dfa::nullable`] tells whether the empty string was in the language.
+    pub fn from_rx(rx: &Rx, limits: &Limits) -> Result<Dfa> {
+        let nfa = Nfa::build(rx, limits)?;
+        Self::from_nfa(&nfa, limits)
+    }
+
+    fn from_nfa(nfa: &Nfa, limits: &Limits) -> Result<Dfa> {
+        // Byte equivalence classes from range boundaries.
+        let mut boundary = [false; 257];
+        for s in &nfa.states {
+            for &(lo, hi, _) in &s.trans {
+                boundary[lo as usize] = true;
+                boundary[hi as usize + 1] = true;
+            }
+        }
+        let mut classes = [0u8; 256];
+        let mut reps: Vec<u8> = Vec::new();
+        let mut cls: i32 = -1;
+        for b in 0..256usize {
+            if b == 0 || boundary[b] {
+                cls += 1;
+                reps.push(b as u8);
+            }
+            classes[b] = cls as u8;
+        }
+        let n_classes = reps.len();
+
+        let closure = |set: &mut Vec<u32>, stack: &mut Vec<u32>, seen: &mut Vec<bool>| {
+            for &s in set.iter() {
+                seen[s as usize] = true;
+            }
+            stack.clear();
+            stack.extend_from_slice(set);
+            while let Some(s) = stack.pop() {
+                for &t in &nfa.states[s as usize].eps {
+                    if !seen[t as usize] {
+                        seen[t as usize] = true;
+                        set.push(t);
+                        stack.push(t);
+                    }
+                }
+            }
+            for &s in set.iter() {
+                seen[s as usize] = false;
+            }
+            // Keep only states that matter: those with byte edges or the accept state.
+            set.retain(|&s| !nfa.states[s as usize].trans.is_empty() || s == nfa.accept);
+            set.sort_unstable();
+            set.dedup();
+        };
+
+        let mut seen = vec![false; nfa.states.len()];
+        let mut stack = Vec::new();
+        let mut sets: Vec<Vec<u32>> = vec![Vec::new()]; // state 0 = dead
+        let mut index: FxHashMap<(bool, Vec<u32>), u32> = FxHashMap::default();
+        index.insert((false, Vec::new()), DEAD);
+        let mut start_set = vec![nfa.start];
+        closure(&mut start_set, &mut stack, &mut seen);
+        let nullable = start_set.contains(&nfa.accept);
+        // The start state is kept distinct (keyed with `true`) so it can be non-accepting.
+        index.insert((true, start_set.clone()), 1);
+        sets.push(start_set);
+        let mut trans: Vec<u32> = vec![DEAD; n_classes * 2];
+        let mut work = vec![1u32];
+        let mut next: Vec<u32> = Vec::new();
+        while let Some(d) = work.pop() {
+            for (c, &rep) in reps.iter().enumerate() {
+                next.clear();
+                for &s in &sets[d as usize] {
+                    for &(lo, hi, t) in &nfa.states[s as usize].trans {
+                        if lo <= rep && rep <= hi {
+                            next.push(t);
+                        }
+                    }
+                }
+                if next.is_empty() {
+                    continue;
+                }
+                closure(&mut next, &mut stack, &mut seen);
+                let key = (false, next.clone());
+                let id = match index.get(&key) {
+                    Some(&id) => id,
+                    None => {
+                        let id = sets.len() as u32;
+                        if sets.len() >= limits.max_dfa_states {
+                            return Err(Error::Limit {
+                                name: "max_dfa_states",
+                                limit: limits.max_dfa_states,
+                                what: "a terminal's DFA has too many states".into(),
+                                hint: LIMIT_HINT,
+                            });
+                        }
+                        index.insert(key, id);
+                        sets.push(next.clone());
+                        trans.extend(std::iter::repeat_n(DEAD, n_classes));
+                        work.push(id);
+                        id
+                    }
+                };
+                trans[d as usize * n_classes + c] = id;
+            }
+        }
+        let mut accepting: Vec<bool> = sets.iter().map(|s| s.contains(&nfa.accept)).collect();
+        accepting[1] = false;
+        let mut dfa = Dfa { classes, n_classes, trans, accepting, start: 1, nullable };
+        dfa.trim();
+        Ok(dfa)
+    }
+
+    /// Redirects every transition into a state that cannot reach acceptance to [`DEAD`].
+    fn trim(&mut self) {
+        let n = self.accepting.len();
+        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for s in 0..n {
+            for c in 0..self.n_classes {
+                let t = self.trans[s * self.n_classes + c];
+                rev[t as usize].push(s as u32);
+            }
+        }
+        let mut live = vec![false; n];
+        let mut stack: Vec<u32> = (0..n as u32).filter(|&s| self.accepting[s as usize]).collect();
+        for &s in &stack {
+            live[s as usize] = true;
+        }
+        while let Some(s) = stack.pop() {
+            for &p in &rev[s as usize] {
+                if !live[p as usize] {
+                    live[p as usize] = true;
+                    stack.push(p);
+                }
+            }
+        }
+        live[DEAD as usize] = false;
+        for t in self.trans.iter_mut() {
+            if !live[*t as usize] {
+                *t = DEAD;
+            }
+        }
+        if !live[self.start as usize] {
+            self.start = DEAD;
+        }
+    }
+
+    /// Next state after byte `b` (0 = dead).
+    #[inline(always)]
+    pub fn next(&self, state: u32, b: u8) -> u32 {
+        // SAFETY-free indexing: states and classes are always in range by construction.
+        self.trans[state as usize * self.n_classes + self.classes[b as usize] as usize]
+    }
+
+    /// Whether `state` accepts (ends a non-empty match).
+    #[inline(always)]
+    pub fn is_accepting(&self, state: u32) -> bool {
+        self.accepting[state as usize]
+    }
+
+    /// Start state; [`DEAD`] when the language (minus the empty string) is empty.
+    pub fn start(&self) -> u32 {
+        self.start
+    }
+
+    /// Whether the source expression matched the empty string.
+    pub fn nullable(&self) -> bool {
+        self.nullable
+    }
+
+    /// Whether the language, minus the empty string, is empty.
+    pub fn is_empty_language(&self) -> bool {
+        self.start == DEAD
+    }
+
+    /// Number of states, dead state included.
+    pub fn num_states(&self) -> usize {
+        self.accepting.len()
+    }
+
+    /// Heap bytes used by the tables.
+    pub fn memory_bytes(&self) -> usize {
+        self.trans.len() * 4 + self.accepting.len() + 256
+    }
+
+    /// Runs the DFA over `bytes` from the start; true if it ends accepting.
+    pub fn matches(&self, bytes: &[u8]) -> bool {
+        let mut s = self.start;
+        for &b in bytes {
+            s = self.next(s, b);
+            if s == DEAD {
+                return false;
+            }
+        }
+        self.is_accepting(s) || (bytes.is_empty() && self.nullable)
+    }
+
+    /// When exactly one byte leads from `state` to a live state, returns it.
+    pub fn single_next_byte(&self, state: u32) -> Option<u8> {
+        let mut found = None;
+        for b in 0..=255u8 {
+            if self.next(state, b) != DEAD {
+                if found.is_some() {
+                    return None;
+                }
+                found = Some(b);
+            }
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(s: &str) -> Rx {
+        Rx::Literal(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn literal_and_star() {
+        let rx = Rx::concat(vec![lit("ab"), Rx::Repeat { inner: Box::new(lit("c")), min: 0, max: None }]);
+        let d = Dfa::from_rx(&rx, &Limits::default()).unwrap();
+        assert!(d.matches(b"ab"));
+        assert!(d.matches(b"abccc"));
+        assert!(!d.matches(b"a"));
+        assert!(!d.matches(b"abd"));
+    }
+
+    #[test]
+    fn nullable_start_not_accepting() {
+        let rx = Rx::Repeat { inner: Box::new(lit("a")), min: 0, max: Some(3) };
+        let d = Dfa::from_rx(&rx, &Limits::default()).unwrap();
+        assert!(d.nullable());
+        assert!(!d.is_accepting(d.start()));
+        assert!(d.matches(b"aaa"));
+        assert!(!d.matches(b"aaaa"));
+    }
+
+    #[test]
+    fn utf8_classes() {
+        let rx = Rx::char_class(&[('α' as u32, 'ω' as u32)], false);
+        let d = Dfa::from_rx(&rx, &Limits::default()).unwrap();
+        assert!(d.matches("β".as_bytes()));
+        assert!(!d.matches(b"b"));
+        let s = d.next(d.start(), "β".as_bytes()[0]);
+        assert_ne!(s, DEAD);
+        // Negated class: any char but a quote.
+        let rx = Rx::char_class(&[('"' as u32, '"' as u32)], true);
+        let d = Dfa::from_rx(&rx, &Limits::default()).unwrap();
+        assert!(d.matches("😀".as_bytes()));
+        assert!(!d.matches(b"\""));
+        assert!(!d.matches(&[0xED, 0xA0, 0x80])); // surrogate
+        assert_eq!(d.next(d.start(), 0xFF), DEAD);
+    }
+
+    #[test]
+    fn trimmed_dead_ends() {
+        // "a" followed by nothing possible: Concat(a, Nothing) is Nothing.
+        let rx = Rx::alt(vec![lit("ab"), Rx::Concat(vec![lit("ac"), Rx::Nothing])]);
+        let d = Dfa::from_rx(&rx, &Limits::default()).unwrap();
+        let s = d.next(d.start(), b'a');
+        assert_eq!(d.next(s, b'c'), DEAD);
+        assert_ne!(d.next(s, b'b'), DEAD);
+    }
+}

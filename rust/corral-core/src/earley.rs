@@ -1,0 +1,182 @@
+//! Earley parser over terminals, kept as a stack of rows so that a token trie walk
+//! (and rollback) can push and pop parser steps cheaply.
+//!
+//! Rows are created only at terminal boundaries; inside a terminal the DFA does the work.
+
+use crate::cfg::{Cfg, Sym};
+use rustc_hash::FxHashSet;
+
+/// An Earley item: a dotted position and the row where its production started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Item {
+    /// Dot id (see [`Cfg::dots`]).
+    pub dot: u32,
+    /// Origin row.
+    pub origin: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    items_start: u32,
+    items_end: u32,
+    terms_start: u32,
+    terms_end: u32,
+    accepting: bool,
+}
+
+/// The parser's chart: a stack of rows.
+#[derive(Debug, Clone, Default)]
+pub struct Parser {
+    items: Vec<Item>,
+    rows: Vec<Row>,
+    row_terms: Vec<u32>,
+    seen: FxHashSet<u64>,
+    nt_stamp: Vec<u32>,
+    term_stamp: Vec<u32>,
+    stamp: u32,
+}
+
+impl Parser {
+    /// A parser positioned at the start of the input (row 0 holds the predictions of the start rule).
+    pub fn new(cfg: &Cfg) -> Parser {
+        let mut p = Parser {
+            nt_stamp: vec![0; cfg.nt_names.len()],
+            term_stamp: vec![0; cfg.terminals.len()],
+            ..Default::default()
+        };
+        p.begin_row();
+        let row = 0u32;
+        for &d in &cfg.prod_starts_of[cfg.start as usize] {
+            p.add(Item { dot: d, origin: row });
+        }
+        p.nt_stamp[cfg.start as usize] = p.stamp;
+        p.close_row(cfg);
+        p
+    }
+
+    /// Number of rows.
+    #[inline]
+    pub fn num_rows(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Pops rows until `n` remain.
+    #[inline]
+    pub fn truncate(&mut self, n: usize) {
+        if n < self.rows.len() {
+            let r = self.rows[n];
+            self.items.truncate(r.items_start as usize);
+            self.row_terms.truncate(r.terms_start as usize);
+            self.rows.truncate(n);
+        }
+    }
+
+    /// Terminals expected at the start of row `r`.
+    #[inline]
+    pub fn expected(&self, r: u32) -> &[u32] {
+        let row = &self.rows[r as usize];
+        &self.row_terms[row.terms_start as usize..row.terms_end as usize]
+    }
+
+    /// Whether row `r` completes the start rule from the beginning.
+    #[inline]
+    pub fn accepting(&self, r: u32) -> bool {
+        self.rows[r as usize].accepting
+    }
+
+    /// Heap bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        self.items.capacity() * 8 + self.rows.capacity() * 20 + self.row_terms.capacity() * 4
+    }
+
+    fn begin_row(&mut self) {
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.nt_stamp.iter_mut().for_each(|s| *s = 0);
+            self.term_stamp.iter_mut().for_each(|s| *s = 0);
+            self.stamp = 1;
+        }
+        self.seen.clear();
+        let start = self.items.len() as u32;
+        let ts = self.row_terms.len() as u32;
+        self.rows.push(Row { items_start: start, items_end: start, terms_start: ts, terms_end: ts, accepting: false });
+    }
+
+    #[inline]
+    fn add(&mut self, it: Item) {
+        if self.seen.insert(((it.dot as u64) << 32) | it.origin as u64) {
+            self.items.push(it);
+        }
+    }
+
+    /// Pushes the row reached when each `(origin_row, terminal)` in `completed` has just been matched.
+    /// Returns the new row's index.
+    pub fn push_row(&mut self, cfg: &Cfg, completed: &[(u32, u32)]) -> u32 {
+        self.begin_row();
+        for &(r, t) in completed {
+            let row = self.rows[r as usize];
+            let want = Sym::t(t);
+            for i in row.items_start..row.items_end {
+                let it = self.items[i as usize];
+                if cfg.dots[it.dot as usize].next == want {
+                    self.add(Item { dot: it.dot + 1, origin: it.origin });
+                }
+            }
+        }
+        self.close_row(cfg);
+        (self.rows.len() - 1) as u32
+    }
+
+    /// Completion and prediction to a fixpoint for the last row.
+    fn close_row(&mut self, cfg: &Cfg) {
+        let cur = (self.rows.len() - 1) as u32;
+        let stamp = self.stamp;
+        let mut i = self.rows[cur as usize].items_start as usize;
+        let mut accepting = false;
+        while i < self.items.len() {
+            let it = self.items[i];
+            i += 1;
+            let d = cfg.dots[it.dot as usize];
+            if d.next == Sym::END {
+                if it.origin == cur {
+                    // Completed an empty derivation: handled when it was predicted (nullable rule).
+                    if d.lhs == cfg.start && cur == 0 {
+                        accepting = true;
+                    }
+                    continue;
+                }
+                if d.lhs == cfg.start && it.origin == 0 {
+                    accepting = true;
+                }
+                let o = self.rows[it.origin as usize];
+                let want = Sym::n(d.lhs);
+                for j in o.items_start..o.items_end {
+                    let it2 = self.items[j as usize];
+                    if cfg.dots[it2.dot as usize].next == want {
+                        self.add(Item { dot: it2.dot + 1, origin: it2.origin });
+                    }
+                }
+            } else if let Some(t) = d.next.as_terminal() {
+                if self.term_stamp[t as usize] != stamp {
+                    self.term_stamp[t as usize] = stamp;
+                    self.row_terms.push(t);
+                }
+            } else {
+                let x = d.next.0 as usize;
+                if self.nt_stamp[x] != stamp {
+                    self.nt_stamp[x] = stamp;
+                    for &p in &cfg.prod_starts_of[x] {
+                        self.add(Item { dot: p, origin: cur });
+                    }
+                }
+                if cfg.nullable[x] {
+                    self.add(Item { dot: it.dot + 1, origin: it.origin });
+                }
+            }
+        }
+        let row = self.rows.last_mut().unwrap();
+        row.items_end = self.items.len() as u32;
+        row.terms_end = self.row_terms.len() as u32;
+        row.accepting = accepting;
+    }
+}

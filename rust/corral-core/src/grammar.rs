@@ -1,0 +1,76 @@
+//! A compiled, vocabulary-independent grammar: the lowered CFG and its terminal automata.
+
+use crate::cfg::{Cfg, Production, Sym, Terminal};
+use crate::dfa::Dfa;
+use crate::error::{Error, Result};
+use crate::limits::Limits;
+use std::sync::Arc;
+
+/// A grammar ready to be paired with any vocabulary. Cheap to clone (shared).
+#[derive(Debug, Clone)]
+pub struct Grammar {
+    cfg: Arc<Cfg>,
+    source: Arc<str>,
+}
+
+impl Grammar {
+    /// Parses and lowers GBNF text, starting at rule `root`.
+    pub fn from_ebnf(text: &str, root: &str, limits: &Limits) -> Result<Grammar> {
+        let ast = crate::ebnf::parse(text, limits)?;
+        let cfg = crate::lower::lower(&ast, root, limits)?;
+        Ok(Grammar { cfg: Arc::new(cfg), source: format!("ebnf:{root}:{text}").into() })
+    }
+
+    /// A grammar whose language is the strings `pattern` matches in full.
+    pub fn from_regex(pattern: &str, limits: &Limits) -> Result<Grammar> {
+        let rx = crate::regex::parse_regex(pattern, limits)?;
+        let dfa = Dfa::from_rx(&rx, limits)?;
+        if dfa.is_empty_language() && !dfa.nullable() {
+            return Err(Error::Regex { message: format!("regex /{pattern}/ matches no string") });
+        }
+        let mut prods = Vec::new();
+        if dfa.nullable() {
+            prods.push(Production { lhs: 0, rhs: vec![] });
+        }
+        let mut terminals = Vec::new();
+        if !dfa.is_empty_language() {
+            prods.push(Production { lhs: 0, rhs: vec![Sym::t(0)] });
+            terminals.push(Terminal { dfa, label: "regex".into() });
+        } else {
+            terminals.push(Terminal { dfa, label: "regex".into() });
+        }
+        prods.push(Production { lhs: 1, rhs: vec![Sym::n(0)] });
+        let cfg = Cfg::new(vec!["root".into(), "<start>".into()], prods, terminals, 1, 1);
+        Ok(Grammar { cfg: Arc::new(cfg), source: format!("regex:{pattern}").into() })
+    }
+
+    /// The lowered grammar.
+    pub fn cfg(&self) -> &Arc<Cfg> {
+        &self.cfg
+    }
+
+    /// A string identifying the grammar's source (kind, root and text); equal sources give equal grammars.
+    pub fn source_key(&self) -> &str {
+        &self.source
+    }
+
+    /// Number of rules in the source.
+    pub fn num_rules(&self) -> usize {
+        self.cfg.source_rules
+    }
+
+    /// Number of terminals after lowering.
+    pub fn num_terminals(&self) -> usize {
+        self.cfg.terminals.len()
+    }
+
+    /// Number of productions after lowering.
+    pub fn num_productions(&self) -> usize {
+        self.cfg.productions.len()
+    }
+
+    /// Total DFA states over all terminals.
+    pub fn num_dfa_states(&self) -> usize {
+        self.cfg.terminals.iter().map(|t| t.dfa.num_states()).sum()
+    }
+}

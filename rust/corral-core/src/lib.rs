@@ -1,0 +1,29 @@
+//! corral-core: grammars (GBNF, regex) compiled to byte-level automata and an Earley parser,
+//! matched against a tokenizer vocabulary to produce exact next-token bitmasks.
+//!
+//! Layers, each in its own module:
+//! [`rx`] regex AST → [`nfa`] → [`dfa`] (one per terminal); [`ebnf`] GBNF parser →
+//! [`lower`] → [`cfg`] (CFG over DFA terminals); [`earley`] parser rows; [`step`] the joint
+//! byte step; [`vocab`] + [`toktrie`] the vocabulary; [`matcher`] the per-sequence state.
+
+pub mod cfg;
+pub mod dfa;
+pub mod earley;
+pub mod ebnf;
+pub mod error;
+pub mod grammar;
+pub mod limits;
+pub mod lower;
+pub mod matcher;
+pub mod nfa;
+pub mod regex;
+pub mod rx;
+pub mod step;
+pub mod toktrie;
+pub mod vocab;
+
+pub use error::{Error, Location, Result};
+pub use grammar::Grammar;
+pub use limits::Limits;
+pub use matcher::{CompiledGrammar, Matcher};
+pub use vocab::Vocabulary;

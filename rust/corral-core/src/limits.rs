@@ -1,0 +1,26 @@
+//! Resource limits applied while compiling grammars, with safe defaults.
+
+/// Bounds on grammar and automaton size. Exceeding one is an [`crate::Error::Limit`]
+/// naming the field, so users know what to raise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Most NFA states one terminal (a regular sub-grammar) may compile to.
+    pub max_nfa_states: usize,
+    /// Most DFA states one terminal may determinize to.
+    pub max_dfa_states: usize,
+    /// Largest `{m,n}` bound accepted in a repetition.
+    pub max_repeat: u32,
+    /// Most productions the lowered context-free grammar may have.
+    pub max_productions: usize,
+    /// Deepest nesting of groups in grammar or regex source.
+    pub max_nesting: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_nfa_states: 200_000, max_dfa_states: 20_000, max_repeat: 10_000, max_productions: 200_000, max_nesting: 200 }
+    }
+}
+
+/// Hint appended to limit errors.
+pub const LIMIT_HINT: &str = "pass a larger value in `limits=` if the input is legitimate";

@@ -1,0 +1,382 @@
+//! Lowers a [`GrammarAst`] to a [`Cfg`]: rules that cannot reach recursion become regular
+//! expressions, neighbouring regular pieces of a sequence merge into one terminal, and the
+//! rest becomes productions. Unproductive productions are removed so that every parser
+//! state the matcher reaches can still be completed (this is what makes masks exact).
+
+use crate::cfg::{Cfg, Production, Sym, Terminal};
+use crate::dfa::Dfa;
+use crate::ebnf::{Expr, GrammarAst};
+use crate::error::{Error, Location, Result};
+use crate::limits::{Limits, LIMIT_HINT};
+use crate::rx::Rx;
+use rustc_hash::FxHashMap;
+
+/// Lowers `ast` with start rule `root`.
+pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
+    let mut index: FxHashMap<&str, usize> = FxHashMap::default();
+    for (i, r) in ast.rules.iter().enumerate() {
+        if let Some(&prev) = index.get(r.name.as_str()) {
+            return Err(Error::GrammarInvalid {
+                message: format!("rule '{}' is defined twice (first on line {})", r.name, Location::at(&ast.source, ast.rules[prev].offset).line),
+                location: Some(Location::at(&ast.source, r.offset)),
+            });
+        }
+        index.insert(&r.name, i);
+    }
+    let Some(&root_idx) = index.get(root) else {
+        return Err(Error::GrammarInvalid { message: format!("the grammar has no rule named '{root}' (the start rule)"), location: None });
+    };
+    // Resolve references and collect the rule graph.
+    let n = ast.rules.len();
+    let mut refs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, r) in ast.rules.iter().enumerate() {
+        let mut err = None;
+        visit_refs(&r.expr, &mut |name, offset| {
+            match index.get(name) {
+                Some(&j) => refs[i].push(j),
+                None if err.is_none() => {
+                    err = Some(Error::GrammarInvalid {
+                        message: format!("rule '{name}' is used but never defined"),
+                        location: Some(Location::at(&ast.source, offset)),
+                    })
+                }
+                None => {}
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+    }
+    // A rule is regular iff it cannot reach a cycle: peel rules whose references are all peeled.
+    let mut regular = vec![false; n];
+    let mut order = Vec::new();
+    let mut remaining: Vec<usize> = refs.iter().map(|r| r.len()).collect();
+    let mut rev: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, rs) in refs.iter().enumerate() {
+        for &j in rs {
+            rev[j].push(i);
+        }
+    }
+    let mut stack: Vec<usize> = (0..n).filter(|&i| remaining[i] == 0).collect();
+    while let Some(i) = stack.pop() {
+        regular[i] = true;
+        order.push(i);
+        for &p in &rev[i] {
+            remaining[p] -= 1;
+            if remaining[p] == 0 {
+                stack.push(p);
+            }
+        }
+    }
+    let mut lw = Lowerer {
+        index: &index,
+        regular: &regular,
+        rule_rx: vec![None; n],
+        limits,
+        nt_names: Vec::new(),
+        productions: Vec::new(),
+        rule_nt: vec![None; n],
+        terminals: Vec::new(),
+        term_index: FxHashMap::default(),
+        opt_nt: FxHashMap::default(),
+        label: String::new(),
+    };
+    for &i in &order {
+        let rx = lw.to_rx(&ast.rules[i].expr)?;
+        lw.rule_rx[i] = Some(rx);
+    }
+    // Nonterminals for every non-regular rule, and for the root.
+    for i in 0..n {
+        if !regular[i] || i == root_idx {
+            let nt = lw.new_nt(ast.rules[i].name.clone());
+            lw.rule_nt[i] = Some(nt);
+        }
+    }
+    for i in 0..n {
+        if let Some(nt) = lw.rule_nt[i] {
+            lw.label = ast.rules[i].name.clone();
+            let alts = if regular[i] { vec![lw.flush_rx(vec![lw.rule_rx[i].clone().unwrap()])?] } else { lw.lower_alts(&ast.rules[i].expr)? };
+            for rhs in alts {
+                lw.add_prod(nt, rhs)?;
+            }
+        }
+    }
+    let start = lw.new_nt("<start>".into());
+    let root_nt = lw.rule_nt[root_idx].unwrap();
+    lw.add_prod(start, vec![Sym::n(root_nt)])?;
+    let Lowerer { nt_names, productions, terminals, .. } = lw;
+    let productions = prune_unproductive(&nt_names, productions, &terminals, start, root)?;
+    Ok(Cfg::new(nt_names, productions, terminals, start, n))
+}
+
+fn visit_refs(e: &Expr, f: &mut impl FnMut(&str, usize)) {
+    match e {
+        Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(|x| visit_refs(x, f)),
+        Expr::Repeat { inner, .. } => visit_refs(inner, f),
+        Expr::Ref { name, offset } => f(name, *offset),
+        Expr::Literal(_) | Expr::Terminal(_) => {}
+    }
+}
+
+fn prune_unproductive(names: &[String], prods: Vec<Production>, terms: &[Terminal], start: u32, root: &str) -> Result<Vec<Production>> {
+    let mut productive = vec![false; names.len()];
+    loop {
+        let mut changed = false;
+        for p in &prods {
+            if !productive[p.lhs as usize]
+                && p.rhs.iter().all(|s| match s.as_terminal() {
+                    Some(t) => !terms[t as usize].dfa.is_empty_language(),
+                    None => productive[s.0 as usize],
+                })
+            {
+                productive[p.lhs as usize] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    if !productive[start as usize] {
+        return Err(Error::GrammarInvalid {
+            message: format!("rule '{root}' matches no finite string (every alternative recurses forever or uses an empty character class)"),
+            location: None,
+        });
+    }
+    Ok(prods
+        .into_iter()
+        .filter(|p| {
+            p.rhs.iter().all(|s| match s.as_terminal() {
+                Some(t) => !terms[t as usize].dfa.is_empty_language(),
+                None => productive[s.0 as usize],
+            })
+        })
+        .collect())
+}
+
+struct Lowerer<'a> {
+    index: &'a FxHashMap<&'a str, usize>,
+    regular: &'a [bool],
+    rule_rx: Vec<Option<Rx>>,
+    limits: &'a Limits,
+    nt_names: Vec<String>,
+    productions: Vec<Production>,
+    rule_nt: Vec<Option<u32>>,
+    terminals: Vec<Terminal>,
+    term_index: FxHashMap<Rx, u32>,
+    opt_nt: FxHashMap<u32, u32>,
+    label: String,
+}
+
+fn rx_size(rx: &Rx) -> usize {
+    match rx {
+        Rx::Empty | Rx::Nothing => 1,
+        Rx::Literal(b) => b.len() + 1,
+        Rx::Chars(r) => r.len() + 1,
+        Rx::Bytes(r) => r.len() + 1,
+        Rx::Concat(xs) | Rx::Alt(xs) => 1 + xs.iter().map(rx_size).sum::<usize>(),
+        Rx::Repeat { inner, min, max } => 1 + rx_size(inner) * (max.unwrap_or(*min).max(*min) as usize).max(1),
+    }
+}
+
+impl Lowerer<'_> {
+    fn is_regular(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Literal(_) | Expr::Terminal(_) => true,
+            Expr::Ref { name, .. } => self.regular[self.index[name.as_str()]],
+            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().all(|x| self.is_regular(x)),
+            Expr::Repeat { inner, .. } => self.is_regular(inner),
+        }
+    }
+
+    fn to_rx(&self, e: &Expr) -> Result<Rx> {
+        let rx = match e {
+            Expr::Literal(b) => Rx::Literal(b.clone()),
+            Expr::Terminal(rx) => rx.clone(),
+            Expr::Ref { name, .. } => self.rule_rx[self.index[name.as_str()]].clone().expect("regular rules are converted in dependency order"),
+            Expr::Seq(xs) => Rx::concat(xs.iter().map(|x| self.to_rx(x)).collect::<Result<_>>()?),
+            Expr::Alt(xs) => Rx::alt(xs.iter().map(|x| self.to_rx(x)).collect::<Result<_>>()?),
+            Expr::Repeat { inner, min, max } => {
+                self.check_repeat(*min, *max)?;
+                Rx::Repeat { inner: Box::new(self.to_rx(inner)?), min: *min, max: *max }
+            }
+        };
+        if rx_size(&rx) > self.limits.max_nfa_states {
+            return Err(Error::Limit {
+                name: "max_nfa_states",
+                limit: self.limits.max_nfa_states,
+                what: "a regular part of the grammar expands to too many states".into(),
+                hint: LIMIT_HINT,
+            });
+        }
+        Ok(rx)
+    }
+
+    fn check_repeat(&self, min: u32, max: Option<u32>) -> Result<()> {
+        if min > self.limits.max_repeat || max.is_some_and(|m| m > self.limits.max_repeat) {
+            return Err(Error::Limit {
+                name: "max_repeat",
+                limit: self.limits.max_repeat as usize,
+                what: format!("repetition bound {{{min},{}}}", max.map(|m| m.to_string()).unwrap_or_default()),
+                hint: LIMIT_HINT,
+            });
+        }
+        Ok(())
+    }
+
+    fn new_nt(&mut self, name: String) -> u32 {
+        self.nt_names.push(name);
+        (self.nt_names.len() - 1) as u32
+    }
+
+    fn add_prod(&mut self, lhs: u32, rhs: Vec<Sym>) -> Result<()> {
+        if self.productions.len() >= self.limits.max_productions {
+            return Err(Error::Limit {
+                name: "max_productions",
+                limit: self.limits.max_productions,
+                what: "the grammar lowers to too many productions".into(),
+                hint: LIMIT_HINT,
+            });
+        }
+        self.productions.push(Production { lhs, rhs });
+        Ok(())
+    }
+
+    fn lower_alts(&mut self, e: &Expr) -> Result<Vec<Vec<Sym>>> {
+        match e {
+            Expr::Alt(xs) => xs.iter().map(|x| self.lower_seq(x)).collect(),
+            _ => Ok(vec![self.lower_seq(e)?]),
+        }
+    }
+
+    /// Lowers a sequence to symbols, merging runs of regular items into one terminal.
+    fn lower_seq(&mut self, e: &Expr) -> Result<Vec<Sym>> {
+        let mut items = Vec::new();
+        flatten_seq(e, &mut items);
+        let mut out = Vec::new();
+        let mut pending: Vec<Rx> = Vec::new();
+        for item in items {
+            if self.is_regular(item) {
+                pending.push(self.to_rx(item)?);
+            } else {
+                if !pending.is_empty() {
+                    out.extend(self.flush_rx(std::mem::take(&mut pending))?);
+                }
+                out.push(self.lower_item(item)?);
+            }
+        }
+        if !pending.is_empty() {
+            out.extend(self.flush_rx(pending)?);
+        }
+        Ok(out)
+    }
+
+    /// Turns a run of regular pieces into symbols: one terminal when its DFA stays small,
+    /// else one terminal per piece.
+    fn flush_rx(&mut self, pending: Vec<Rx>) -> Result<Vec<Sym>> {
+        let merged = Rx::concat(pending.clone());
+        match self.terminal_syms(merged) {
+            Err(Error::Limit { .. }) if pending.len() > 1 => {
+                let mut out = Vec::new();
+                for rx in pending {
+                    out.extend(self.terminal_syms(rx)?);
+                }
+                Ok(out)
+            }
+            r => r,
+        }
+    }
+
+    /// Symbols for one regular language: nothing for {ε}, `T` or `Opt(T)` otherwise.
+    fn terminal_syms(&mut self, rx: Rx) -> Result<Vec<Sym>> {
+        if rx == Rx::Empty {
+            return Ok(vec![]);
+        }
+        let t = match self.term_index.get(&rx) {
+            Some(&t) => t,
+            None => {
+                let dfa = Dfa::from_rx(&rx, self.limits)?;
+                let t = self.terminals.len() as u32;
+                self.terminals.push(Terminal { dfa, label: self.label.clone() });
+                self.term_index.insert(rx.clone(), t);
+                t
+            }
+        };
+        let dfa = &self.terminals[t as usize].dfa;
+        if !dfa.nullable() {
+            return Ok(vec![Sym::t(t)]);
+        }
+        if dfa.is_empty_language() {
+            return Ok(vec![]);
+        }
+        let opt = match self.opt_nt.get(&t) {
+            Some(&o) => o,
+            None => {
+                let o = self.new_nt(format!("{}?", self.label));
+                self.add_prod(o, vec![])?;
+                self.add_prod(o, vec![Sym::t(t)])?;
+                self.opt_nt.insert(t, o);
+                o
+            }
+        };
+        Ok(vec![Sym::n(opt)])
+    }
+
+    /// A non-regular item as one symbol.
+    fn lower_item(&mut self, e: &Expr) -> Result<Sym> {
+        match e {
+            Expr::Ref { name, .. } => Ok(Sym::n(self.rule_nt[self.index[name.as_str()]].expect("non-regular rules have nonterminals"))),
+            Expr::Alt(_) | Expr::Seq(_) => {
+                let nt = self.new_nt(format!("{}#group", self.label));
+                for rhs in self.lower_alts(e)? {
+                    self.add_prod(nt, rhs)?;
+                }
+                Ok(Sym::n(nt))
+            }
+            Expr::Repeat { inner, min, max } => {
+                self.check_repeat(*min, *max)?;
+                let x = self.lower_seq(inner)?;
+                let nt = self.new_nt(format!("{}#repeat", self.label));
+                let head: Vec<Sym> = (0..*min).flat_map(|_| x.iter().copied()).collect();
+                match max {
+                    None => {
+                        // nt ::= X^min | nt X   (left recursion: cheap for Earley)
+                        self.add_prod(nt, head)?;
+                        let mut rec = vec![Sym::n(nt)];
+                        rec.extend(x.iter().copied());
+                        self.add_prod(nt, rec)?;
+                    }
+                    Some(mx) => {
+                        // tail_k ::= ε | X tail_{k-1}, built from k = 0 up.
+                        let mut tail: Option<u32> = None;
+                        for _ in *min..*mx {
+                            let t = self.new_nt(format!("{}#tail", self.label));
+                            self.add_prod(t, vec![])?;
+                            let mut rhs = x.clone();
+                            if let Some(prev) = tail {
+                                rhs.push(Sym::n(prev));
+                            }
+                            self.add_prod(t, rhs)?;
+                            tail = Some(t);
+                        }
+                        let mut rhs = head;
+                        if let Some(t) = tail {
+                            rhs.push(Sym::n(t));
+                        }
+                        self.add_prod(nt, rhs)?;
+                    }
+                }
+                Ok(Sym::n(nt))
+            }
+            Expr::Literal(_) | Expr::Terminal(_) => unreachable!("regular items are merged into terminals"),
+        }
+    }
+}
+
+fn flatten_seq<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match e {
+        Expr::Seq(xs) => xs.iter().for_each(|x| flatten_seq(x, out)),
+        _ => out.push(e),
+    }
+}
+

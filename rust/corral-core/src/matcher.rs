@@ -1,0 +1,293 @@
+//! Per-sequence matcher state and the compiled (grammar × vocabulary) object it runs on.
+
+use crate::earley::Parser;
+use crate::error::{Error, Result};
+use crate::grammar::Grammar;
+use crate::step::{start_lexemes, step, Lexeme, StepScratch, NO_ROW};
+use crate::vocab::Vocabulary;
+use std::sync::Arc;
+
+/// A grammar paired with a vocabulary: immutable, `Send + Sync`, shared by many matchers.
+#[derive(Debug)]
+pub struct CompiledGrammar {
+    grammar: Grammar,
+    vocab: Arc<Vocabulary>,
+    initial_parser: Parser,
+    initial_lex: Vec<Lexeme>,
+}
+
+impl CompiledGrammar {
+    /// Pairs `grammar` with `vocab`. Cheap: token-level work happens lazily in the matcher.
+    pub fn new(grammar: &Grammar, vocab: Arc<Vocabulary>) -> CompiledGrammar {
+        let cfg = grammar.cfg();
+        let initial_parser = Parser::new(cfg);
+        let mut initial_lex = Vec::new();
+        start_lexemes(cfg, &initial_parser, 0, &mut initial_lex);
+        CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex }
+    }
+
+    /// The grammar.
+    pub fn grammar(&self) -> &Grammar {
+        &self.grammar
+    }
+
+    /// The vocabulary.
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    /// Heap bytes held (grammar tables; the vocabulary is shared and counted separately).
+    pub fn memory_bytes(&self) -> usize {
+        self.grammar.cfg().memory_bytes() + self.initial_parser.memory_bytes()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Snap {
+    rows: u32,
+    lex_start: u32,
+    lex_end: u32,
+    boundary: u32,
+    terminated: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    lex_start: u32,
+    lex_end: u32,
+    rows: u32,
+}
+
+/// The state of one sequence being generated under a grammar.
+///
+/// Each accepted token (or `accept_bytes` call) is one history entry, so `rollback(n)`
+/// undoes the last `n` of them by truncation.
+#[derive(Debug, Clone)]
+pub struct Matcher {
+    g: Arc<CompiledGrammar>,
+    parser: Parser,
+    lex: Vec<Lexeme>,
+    hist: Vec<Snap>,
+    work: Vec<Lexeme>,
+    scratch: StepScratch,
+    frames: Vec<Frame>,
+}
+
+impl Matcher {
+    /// A matcher at the start of the grammar.
+    pub fn new(g: Arc<CompiledGrammar>) -> Matcher {
+        let parser = g.initial_parser.clone();
+        let lex = g.initial_lex.clone();
+        let hist = vec![Snap { rows: 1, lex_start: 0, lex_end: lex.len() as u32, boundary: 0, terminated: false }];
+        Matcher { g, parser, lex, hist, work: Vec::new(), scratch: StepScratch::default(), frames: Vec::new() }
+    }
+
+    /// The compiled grammar this matcher runs on.
+    pub fn compiled(&self) -> &Arc<CompiledGrammar> {
+        &self.g
+    }
+
+    #[inline]
+    fn top(&self) -> Snap {
+        *self.hist.last().unwrap()
+    }
+
+    /// Number of history entries (tokens or byte strings) accepted since the start.
+    pub fn num_accepted(&self) -> usize {
+        self.hist.len() - 1
+    }
+
+    /// Whether the input so far is a complete sentence of the grammar.
+    pub fn is_accepting(&self) -> bool {
+        let s = self.top();
+        s.terminated || (s.boundary != NO_ROW && self.parser.accepting(s.boundary))
+    }
+
+    /// Whether an EOS token has been accepted.
+    pub fn is_terminated(&self) -> bool {
+        self.top().terminated
+    }
+
+    /// Feeds raw bytes (one history entry). Returns false and changes nothing if they
+    /// cannot continue the grammar.
+    pub fn accept_bytes(&mut self, bytes: &[u8]) -> bool {
+        let s = self.top();
+        if s.terminated {
+            return false;
+        }
+        let cfg = self.g.grammar.cfg().clone();
+        self.work.clear();
+        self.work.extend_from_slice(&self.lex[s.lex_start as usize..s.lex_end as usize]);
+        let mut range = 0..self.work.len();
+        let mut boundary = s.boundary;
+        for &b in bytes {
+            let start = self.work.len();
+            let (row, ok) = step(&cfg, &mut self.parser, &mut self.work, range, b, &mut self.scratch);
+            if !ok {
+                self.parser.truncate(s.rows as usize);
+                return false;
+            }
+            range = start..self.work.len();
+            boundary = row;
+        }
+        let ls = self.lex.len() as u32;
+        self.lex.extend_from_slice(&self.work[range]);
+        self.hist.push(Snap { rows: self.parser.num_rows() as u32, lex_start: ls, lex_end: self.lex.len() as u32, boundary, terminated: false });
+        true
+    }
+
+    /// Accepts token `id`. Returns `Ok(false)` and changes nothing if the token is not allowed;
+    /// `Err` only for an id outside the vocabulary.
+    pub fn accept_token(&mut self, id: u32) -> Result<bool> {
+        let vocab = self.g.vocab.clone();
+        vocab.check_id(id)?;
+        let s = self.top();
+        if s.terminated {
+            return Ok(false);
+        }
+        if vocab.is_eos(id) {
+            if self.is_accepting() {
+                self.hist.push(Snap { terminated: true, ..s });
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        if vocab.is_special(id) || vocab.token_bytes(id).is_empty() {
+            return Ok(false);
+        }
+        Ok(self.accept_bytes(vocab.token_bytes(id)))
+    }
+
+    /// Length of the longest prefix of `ids` that could be accepted in turn; the state is unchanged.
+    pub fn validate_tokens(&mut self, ids: &[u32]) -> Result<usize> {
+        for &id in ids {
+            self.g.vocab.check_id(id)?;
+        }
+        let mut n = 0;
+        for &id in ids {
+            if !self.accept_token(id)? {
+                break;
+            }
+            n += 1;
+        }
+        self.rollback(n)?;
+        Ok(n)
+    }
+
+    /// Undoes the last `n` accepted tokens (or byte strings).
+    pub fn rollback(&mut self, n: usize) -> Result<()> {
+        if n > self.num_accepted() {
+            return Err(Error::Usage(format!("cannot roll back {n} tokens: only {} have been accepted", self.num_accepted())));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        self.hist.truncate(self.hist.len() - n);
+        let s = self.top();
+        self.parser.truncate(s.rows as usize);
+        self.lex.truncate(s.lex_end as usize);
+        Ok(())
+    }
+
+    /// Back to the start of the grammar.
+    pub fn reset(&mut self) {
+        let n = self.num_accepted();
+        self.rollback(n).expect("rollback of everything accepted cannot fail");
+    }
+
+    /// Writes the allowed-token bitmask for the next token into `mask`
+    /// (token `i` allowed iff bit `i % 32` of word `i / 32` is set). `mask` needs at least
+    /// `vocab.mask_words()` words; extra words are cleared.
+    pub fn fill_next_token_bitmask(&mut self, mask: &mut [u32]) -> Result<()> {
+        let vocab = self.g.vocab.clone();
+        if mask.len() < vocab.mask_words() {
+            return Err(Error::Usage(format!(
+                "bitmask row has {} words but the vocabulary of size {} needs {}",
+                mask.len(),
+                vocab.size(),
+                vocab.mask_words()
+            )));
+        }
+        mask.fill(0);
+        let s = self.top();
+        if !s.terminated {
+            self.walk_trie(&vocab, s, mask);
+        }
+        if self.is_accepting() {
+            for &e in vocab.eos_token_ids() {
+                mask[e as usize / 32] |= 1 << (e % 32);
+            }
+        }
+        Ok(())
+    }
+
+    fn walk_trie(&mut self, vocab: &Vocabulary, s: Snap, mask: &mut [u32]) {
+        let cfg = self.g.grammar.cfg().clone();
+        let trie = vocab.trie();
+        let nodes = &trie.nodes;
+        self.work.clear();
+        self.work.extend_from_slice(&self.lex[s.lex_start as usize..s.lex_end as usize]);
+        self.frames.clear();
+        self.frames.push(Frame { lex_start: 0, lex_end: self.work.len() as u32, rows: s.rows });
+        let mut i = 0usize;
+        while i < nodes.len() {
+            let node = nodes[i];
+            let d = node.depth as usize;
+            if self.frames.len() > d {
+                self.frames.truncate(d);
+                let p = self.frames[d - 1];
+                self.parser.truncate(p.rows as usize);
+                self.work.truncate(p.lex_end as usize);
+            }
+            let p = self.frames[d - 1];
+            let start = self.work.len();
+            let (_, ok) = step(&cfg, &mut self.parser, &mut self.work, p.lex_start as usize..p.lex_end as usize, node.byte, &mut self.scratch);
+            if !ok {
+                self.parser.truncate(p.rows as usize);
+                i += node.subtree_len as usize;
+                continue;
+            }
+            for &t in trie.tokens_at(i) {
+                mask[t as usize / 32] |= 1 << (t % 32);
+            }
+            self.frames.push(Frame { lex_start: start as u32, lex_end: self.work.len() as u32, rows: self.parser.num_rows() as u32 });
+            i += 1;
+        }
+        self.parser.truncate(s.rows as usize);
+    }
+
+    /// The longest byte string every valid continuation must start with (empty when the
+    /// grammar may end here or several bytes are possible).
+    pub fn forced_bytes(&mut self) -> Vec<u8> {
+        const MAX_FORCED: usize = 4096;
+        let mut out = Vec::new();
+        while out.len() < MAX_FORCED && !self.is_accepting() && !self.is_terminated() {
+            let mut only = None;
+            let mut count = 0;
+            for b in 0..=255u8 {
+                if self.accept_bytes(&[b]) {
+                    self.rollback(1).expect("just accepted");
+                    count += 1;
+                    only = Some(b);
+                    if count > 1 {
+                        break;
+                    }
+                }
+            }
+            match (count, only) {
+                (1, Some(b)) => {
+                    self.accept_bytes(&[b]);
+                    out.push(b);
+                }
+                _ => break,
+            }
+        }
+        self.rollback(out.len()).expect("forced bytes were accepted one by one");
+        out
+    }
+
+    /// Heap bytes held by this matcher.
+    pub fn memory_bytes(&self) -> usize {
+        self.parser.memory_bytes() + (self.lex.capacity() + self.work.capacity()) * 12 + self.hist.capacity() * 20
+    }
+}

@@ -1,0 +1,161 @@
+//! Thompson NFA over bytes, built from an [`Rx`]. Only an intermediate step to the DFA.
+
+use crate::error::{Error, Result};
+use crate::limits::{Limits, LIMIT_HINT};
+use crate::rx::Rx;
+use regex_syntax::utf8::Utf8Sequences;
+
+/// One NFA state: epsilon edges and byte-range edges.
+#[derive(Debug, Default, Clone)]
+pub struct NState {
+    /// Epsilon successors.
+    pub eps: Vec<u32>,
+    /// `(lo, hi, target)` byte-range edges.
+    pub trans: Vec<(u8, u8, u32)>,
+}
+
+/// A byte-level NFA with one start and one accepting state.
+#[derive(Debug, Clone)]
+pub struct Nfa {
+    /// All states.
+    pub states: Vec<NState>,
+    /// Start state.
+    pub start: u32,
+    /// The single accepting state.
+    pub accept: u32,
+}
+
+struct Builder<'a> {
+    states: Vec<NState>,
+    limits: &'a Limits,
+}
+
+impl Builder<'_> {
+    fn add(&mut self) -> Result<u32> {
+        if self.states.len() >= self.limits.max_nfa_states {
+            return Err(Error::Limit {
+                name: "max_nfa_states",
+                limit: self.limits.max_nfa_states,
+                what: "a terminal's automaton grew too large (large repetition counts or long alternations)".into(),
+                hint: LIMIT_HINT,
+            });
+        }
+        self.states.push(NState::default());
+        Ok((self.states.len() - 1) as u32)
+    }
+
+    fn edge(&mut self, from: u32, lo: u8, hi: u8, to: u32) {
+        self.states[from as usize].trans.push((lo, hi, to));
+    }
+
+    fn eps(&mut self, from: u32, to: u32) {
+        self.states[from as usize].eps.push(to);
+    }
+
+    /// Adds `rx` starting at `from`; returns the state where it ends.
+    fn build(&mut self, rx: &Rx, from: u32) -> Result<u32> {
+        Ok(match rx {
+            Rx::Empty => from,
+            Rx::Nothing => self.add()?,
+            Rx::Literal(bytes) => {
+                let mut cur = from;
+                for &b in bytes {
+                    let n = self.add()?;
+                    self.edge(cur, b, b, n);
+                    cur = n;
+                }
+                cur
+            }
+            Rx::Bytes(ranges) => {
+                let end = self.add()?;
+                for &(lo, hi) in ranges {
+                    self.edge(from, lo, hi, end);
+                }
+                end
+            }
+            Rx::Chars(ranges) => {
+                let end = self.add()?;
+                for &(lo, hi) in ranges {
+                    let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else {
+                        return Err(Error::Regex { message: format!("invalid code point range {lo:#x}-{hi:#x}") });
+                    };
+                    for seq in Utf8Sequences::new(lo, hi) {
+                        let parts = seq.as_slice();
+                        let mut cur = from;
+                        for (i, r) in parts.iter().enumerate() {
+                            let to = if i + 1 == parts.len() { end } else { self.add()? };
+                            self.edge(cur, r.start, r.end, to);
+                            cur = to;
+                        }
+                    }
+                }
+                end
+            }
+            Rx::Concat(xs) => {
+                let mut cur = from;
+                for x in xs {
+                    cur = self.build(x, cur)?;
+                }
+                cur
+            }
+            Rx::Alt(xs) => {
+                let end = self.add()?;
+                for x in xs {
+                    let s = self.add()?;
+                    self.eps(from, s);
+                    let e = self.build(x, s)?;
+                    self.eps(e, end);
+                }
+                end
+            }
+            Rx::Repeat { inner, min, max } => {
+                if *min > self.limits.max_repeat || max.is_some_and(|m| m > self.limits.max_repeat) {
+                    return Err(Error::Limit {
+                        name: "max_repeat",
+                        limit: self.limits.max_repeat as usize,
+                        what: format!("repetition bound {{{},{}}}", min, max.map(|m| m.to_string()).unwrap_or_default()),
+                        hint: LIMIT_HINT,
+                    });
+                }
+                let mut cur = from;
+                for _ in 0..*min {
+                    let s = self.add()?;
+                    self.eps(cur, s);
+                    cur = self.build(inner, s)?;
+                }
+                match max {
+                    None => {
+                        let loop_start = self.add()?;
+                        self.eps(cur, loop_start);
+                        let e = self.build(inner, loop_start)?;
+                        self.eps(e, loop_start);
+                        let end = self.add()?;
+                        self.eps(loop_start, end);
+                        end
+                    }
+                    Some(mx) => {
+                        let end = self.add()?;
+                        self.eps(cur, end);
+                        for _ in *min..*mx {
+                            let s = self.add()?;
+                            self.eps(cur, s);
+                            cur = self.build(inner, s)?;
+                            self.eps(cur, end);
+                        }
+                        end
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl Nfa {
+    /// Builds the NFA of `rx`, failing with a limit error if it grows too large.
+    pub fn build(rx: &Rx, limits: &Limits) -> Result<Nfa> {
+        let mut b = Builder { states: Vec::new(), limits };
+        let start = b.add()?;
+        let accept = b.build(rx, start)?;
+        Ok(Nfa { states: b.states, start, accept })
+    }
+}

@@ -1,0 +1,96 @@
+//! Token trie laid out flat in depth-first order: the subtree of a node is the contiguous
+//! run of nodes after it, so a dead automaton state skips a whole subtree in one jump.
+
+/// One trie node (one byte of one or more tokens).
+#[derive(Debug, Clone, Copy)]
+pub struct Node {
+    /// The byte on the edge into this node.
+    pub byte: u8,
+    /// Depth (1 for a first byte).
+    pub depth: u16,
+    /// Nodes in this subtree, this node included.
+    pub subtree_len: u32,
+    /// Start of this node's token ids in [`TokTrie::token_ids`].
+    pub tok_start: u32,
+    /// Number of tokens whose bytes end exactly here.
+    pub tok_len: u32,
+}
+
+/// The flat trie.
+#[derive(Debug, Clone, Default)]
+pub struct TokTrie {
+    /// Nodes in depth-first (pre)order, children sorted by byte.
+    pub nodes: Vec<Node>,
+    /// Token ids, grouped by the node they end at.
+    pub token_ids: Vec<u32>,
+}
+
+impl TokTrie {
+    /// Builds the trie from `(token id, bytes)` pairs; empty byte strings are skipped.
+    pub fn build<'a>(tokens: impl Iterator<Item = (u32, &'a [u8])>) -> TokTrie {
+        let mut toks: Vec<(&[u8], u32)> = tokens.filter(|(_, b)| !b.is_empty()).map(|(i, b)| (b, i)).collect();
+        toks.sort_unstable();
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut token_ids = Vec::with_capacity(toks.len());
+        // open[d] = index of the open node at depth d+1
+        let mut open: Vec<usize> = Vec::new();
+        let mut prev: &[u8] = &[];
+        for (bytes, id) in toks {
+            let lcp = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            while open.len() > lcp {
+                let idx = open.pop().unwrap();
+                nodes[idx].subtree_len = (nodes.len() - idx) as u32;
+            }
+            for (k, &b) in bytes.iter().enumerate().skip(lcp) {
+                nodes.push(Node { byte: b, depth: (k + 1) as u16, subtree_len: 1, tok_start: 0, tok_len: 0 });
+                open.push(nodes.len() - 1);
+            }
+            let last = *open.last().unwrap();
+            if nodes[last].tok_len == 0 {
+                nodes[last].tok_start = token_ids.len() as u32;
+            }
+            nodes[last].tok_len += 1;
+            token_ids.push(id);
+            prev = bytes;
+        }
+        while let Some(idx) = open.pop() {
+            nodes[idx].subtree_len = (nodes.len() - idx) as u32;
+        }
+        TokTrie { nodes, token_ids }
+    }
+
+    /// Token ids ending at node `i`.
+    #[inline(always)]
+    pub fn tokens_at(&self, i: usize) -> &[u32] {
+        let n = &self.nodes[i];
+        &self.token_ids[n.tok_start as usize..(n.tok_start + n.tok_len) as usize]
+    }
+
+    /// Heap bytes used.
+    pub fn memory_bytes(&self) -> usize {
+        self.nodes.len() * std::mem::size_of::<Node>() + self.token_ids.len() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout() {
+        let toks: Vec<(u32, &[u8])> = vec![(0, b"ab"), (1, b"a"), (2, b"b"), (3, b"abc"), (4, b"a")];
+        let t = TokTrie::build(toks.into_iter());
+        // a(1,4) b(0) c(3) | b(2)
+        assert_eq!(t.nodes.len(), 4);
+        assert_eq!(t.nodes[0].byte, b'a');
+        assert_eq!(t.nodes[0].subtree_len, 3);
+        let mut at0 = t.tokens_at(0).to_vec();
+        at0.sort();
+        assert_eq!(at0, vec![1, 4]);
+        assert_eq!(t.tokens_at(1), &[0]);
+        assert_eq!(t.nodes[2].depth, 3);
+        assert_eq!(t.nodes[3].byte, b'b');
+        assert_eq!(t.nodes[3].depth, 1);
+        assert_eq!(t.tokens_at(3), &[2]);
+    }
+}

