@@ -1,1 +1,294 @@
+//! `corral._native`: thin PyO3 bindings over `corral-core`. Converts types and errors,
+//! releases the GIL around mask fills, and never lets a Rust panic cross into Python.
 
+mod bitmask;
+mod errors;
+
+use bitmask::MaskBuf;
+use corral_core as core;
+use errors::{guard, to_py, usage};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+use std::sync::Arc;
+
+/// Token id to bytes for one tokenizer (see `corral.Vocabulary` for the constructors).
+#[pyclass(name = "Vocabulary", module = "corral._native", frozen)]
+struct PyVocabulary {
+    inner: Arc<core::Vocabulary>,
+}
+
+#[pymethods]
+impl PyVocabulary {
+    #[new]
+    #[pyo3(signature = (tokens, eos_token_ids, special_token_ids=Vec::new(), vocab_size=None))]
+    fn new(py: Python<'_>, tokens: Vec<Vec<u8>>, eos_token_ids: Vec<u32>, special_token_ids: Vec<u32>, vocab_size: Option<usize>) -> PyResult<Self> {
+        guard(py, || {
+            let v = py.detach(|| core::Vocabulary::new(tokens, eos_token_ids, special_token_ids, vocab_size)).map_err(|e| to_py(py, e))?;
+            Ok(PyVocabulary { inner: Arc::new(v) })
+        })
+    }
+    /// Model-side size (logits width, padding included).
+    #[getter]
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+    /// Number of tokens the tokenizer defines.
+    #[getter]
+    fn num_tokens(&self) -> usize {
+        self.inner.num_tokens()
+    }
+    /// End-of-sequence token ids.
+    #[getter]
+    fn eos_token_ids(&self) -> Vec<u32> {
+        self.inner.eos_token_ids().to_vec()
+    }
+    /// Hash of everything that affects masks.
+    #[getter]
+    fn fingerprint(&self) -> u64 {
+        self.inner.fingerprint()
+    }
+    /// Heap bytes used.
+    #[getter]
+    fn memory_bytes(&self) -> usize {
+        self.inner.memory_bytes()
+    }
+    /// Bytes of token `id` (empty for special and padding ids).
+    fn token_bytes<'py>(&self, py: Python<'py>, id: u32) -> PyResult<Bound<'py, PyBytes>> {
+        self.inner.check_id(id).map_err(|e| to_py(py, e))?;
+        Ok(PyBytes::new(py, self.inner.token_bytes(id)))
+    }
+    /// Whether `id` is special (never produced by a grammar; EOS is allowed when the grammar can end).
+    fn is_special(&self, py: Python<'_>, id: u32) -> PyResult<bool> {
+        self.inner.check_id(id).map_err(|e| to_py(py, e))?;
+        Ok(self.inner.is_special(id))
+    }
+    fn __len__(&self) -> usize {
+        self.inner.size()
+    }
+    fn __repr__(&self) -> String {
+        format!("Vocabulary(size={}, num_tokens={}, eos_token_ids={:?})", self.inner.size(), self.inner.num_tokens(), self.inner.eos_token_ids())
+    }
+}
+
+/// A grammar independent of any tokenizer. Build with `Grammar.from_ebnf` / `Grammar.from_regex`.
+#[pyclass(name = "Grammar", module = "corral._native", frozen)]
+struct PyGrammar {
+    inner: core::Grammar,
+}
+
+fn text_arg(py: Python<'_>, text: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    if let Ok(s) = text.cast::<PyString>() {
+        return s.extract::<String>();
+    }
+    if let Ok(b) = text.cast::<PyBytes>() {
+        let bytes = b.as_bytes();
+        return match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(s.to_string()),
+            Err(e) => {
+                let ok = &bytes[..e.valid_up_to()];
+                let src = String::from_utf8_lossy(bytes).to_string();
+                let loc = core::Location::at(&src, String::from_utf8_lossy(ok).len());
+                Err(to_py(py, core::Error::GrammarSyntax { message: format!("invalid UTF-8 in {what} (byte {})", e.valid_up_to()), location: loc }))
+            }
+        };
+    }
+    Err(usage(py, format!("{what} must be str or bytes, got {}", text.get_type().name()?)))
+}
+
+#[pymethods]
+impl PyGrammar {
+    /// Parses GBNF (llama.cpp dialect) text starting at rule `root`.
+    #[staticmethod]
+    #[pyo3(signature = (text, root="root"))]
+    fn from_ebnf(py: Python<'_>, text: &Bound<'_, PyAny>, root: &str) -> PyResult<Self> {
+        guard(py, || {
+            let text = text_arg(py, text, "grammar")?;
+            let root = root.to_string();
+            let g = py.detach(|| core::Grammar::from_ebnf(&text, &root, &core::Limits::default())).map_err(|e| to_py(py, e))?;
+            Ok(PyGrammar { inner: g })
+        })
+    }
+    /// A grammar matching exactly the strings `pattern` matches in full.
+    #[staticmethod]
+    fn from_regex(py: Python<'_>, pattern: &Bound<'_, PyAny>) -> PyResult<Self> {
+        guard(py, || {
+            let pattern = text_arg(py, pattern, "regex")?;
+            let g = py.detach(|| core::Grammar::from_regex(&pattern, &core::Limits::default())).map_err(|e| to_py(py, e))?;
+            Ok(PyGrammar { inner: g })
+        })
+    }
+    /// Rules in the source grammar.
+    #[getter]
+    fn num_rules(&self) -> usize {
+        self.inner.num_rules()
+    }
+    /// Terminals after lowering (regular sub-grammars merged into automata).
+    #[getter]
+    fn num_terminals(&self) -> usize {
+        self.inner.num_terminals()
+    }
+    /// Productions of the lowered context-free grammar.
+    #[getter]
+    fn num_productions(&self) -> usize {
+        self.inner.num_productions()
+    }
+    /// Total DFA states over all terminals.
+    #[getter]
+    fn num_dfa_states(&self) -> usize {
+        self.inner.num_dfa_states()
+    }
+    /// Identifies the source (kind, root, text); equal keys mean equal grammars.
+    #[getter]
+    fn source_key(&self) -> &str {
+        self.inner.source_key()
+    }
+    fn __repr__(&self) -> String {
+        format!("Grammar(rules={}, terminals={}, productions={})", self.inner.num_rules(), self.inner.num_terminals(), self.inner.num_productions())
+    }
+}
+
+/// A grammar paired with a vocabulary; immutable and shared by matchers across threads.
+#[pyclass(name = "CompiledGrammar", module = "corral._native", frozen)]
+struct PyCompiledGrammar {
+    inner: Arc<core::CompiledGrammar>,
+    vocab: Py<PyVocabulary>,
+    grammar: Py<PyGrammar>,
+}
+
+#[pymethods]
+impl PyCompiledGrammar {
+    #[new]
+    fn new(py: Python<'_>, grammar: Py<PyGrammar>, vocab: Py<PyVocabulary>) -> PyResult<Self> {
+        guard(py, || {
+            let g = grammar.get().inner.clone();
+            let v = vocab.get().inner.clone();
+            let inner = Arc::new(py.detach(|| core::CompiledGrammar::new(&g, v)));
+            Ok(PyCompiledGrammar { inner, vocab, grammar })
+        })
+    }
+    /// The vocabulary.
+    #[getter]
+    fn vocab(&self, py: Python<'_>) -> Py<PyVocabulary> {
+        self.vocab.clone_ref(py)
+    }
+    /// The grammar.
+    #[getter]
+    fn grammar(&self, py: Python<'_>) -> Py<PyGrammar> {
+        self.grammar.clone_ref(py)
+    }
+    /// Heap bytes held by the grammar tables.
+    #[getter]
+    fn memory_bytes(&self) -> usize {
+        self.inner.memory_bytes()
+    }
+}
+
+/// Per-sequence matcher: which tokens may come next, accept, roll back.
+#[pyclass(name = "Matcher", module = "corral._native")]
+struct PyMatcher {
+    inner: core::Matcher,
+    compiled: Py<PyCompiledGrammar>,
+}
+
+#[pymethods]
+impl PyMatcher {
+    #[new]
+    fn new(py: Python<'_>, compiled: Py<PyCompiledGrammar>) -> PyResult<Self> {
+        guard(py, || Ok(PyMatcher { inner: core::Matcher::new(compiled.get().inner.clone()), compiled }))
+    }
+    /// The compiled grammar.
+    #[getter]
+    fn compiled(&self, py: Python<'_>) -> Py<PyCompiledGrammar> {
+        self.compiled.clone_ref(py)
+    }
+    /// Writes the next-token mask into row `index` of `bitmask` (int32, (batch, ceil(V/32)) or (words,)).
+    #[pyo3(signature = (bitmask, index=0))]
+    fn fill_next_token_bitmask(&mut self, py: Python<'_>, bitmask: &Bound<'_, PyAny>, index: usize) -> PyResult<()> {
+        guard(py, || {
+            let mut buf = MaskBuf::borrow(bitmask)?;
+            let row = buf.row_mut(py, index)?;
+            let m = &mut self.inner;
+            py.detach(|| m.fill_next_token_bitmask(row)).map_err(|e| to_py(py, e))
+        })
+    }
+    /// Accepts token `id`; returns False (state unchanged) if it is not allowed.
+    fn accept_token(&mut self, py: Python<'_>, id: i64) -> PyResult<bool> {
+        guard(py, || {
+            let id = u32::try_from(id).map_err(|_| usage(py, format!("token id {id} is out of range")))?;
+            self.inner.accept_token(id).map_err(|e| to_py(py, e))
+        })
+    }
+    /// Accepts raw bytes as one step; returns False (state unchanged) if they cannot continue the grammar.
+    fn accept_bytes(&mut self, py: Python<'_>, data: &[u8]) -> PyResult<bool> {
+        guard(py, || Ok(self.inner.accept_bytes(data)))
+    }
+    /// Accepts a string (its UTF-8 bytes) as one step.
+    fn accept_string(&mut self, py: Python<'_>, text: &str) -> PyResult<bool> {
+        guard(py, || Ok(self.inner.accept_bytes(text.as_bytes())))
+    }
+    /// Length of the longest acceptable prefix of `ids`; the state is unchanged.
+    fn validate_tokens(&mut self, py: Python<'_>, ids: Vec<i64>) -> PyResult<usize> {
+        guard(py, || {
+            let ids: Vec<u32> = ids.iter().map(|&i| u32::try_from(i).map_err(|_| usage(py, format!("token id {i} is out of range")))).collect::<PyResult<_>>()?;
+            self.inner.validate_tokens(&ids).map_err(|e| to_py(py, e))
+        })
+    }
+    /// Undoes the last `n` accepted tokens.
+    #[pyo3(signature = (n=1))]
+    fn rollback(&mut self, py: Python<'_>, n: usize) -> PyResult<()> {
+        guard(py, || self.inner.rollback(n).map_err(|e| to_py(py, e)))
+    }
+    /// Whether the output so far is a complete sentence.
+    fn is_accepting(&self) -> bool {
+        self.inner.is_accepting()
+    }
+    /// Whether EOS has been accepted.
+    fn is_terminated(&self) -> bool {
+        self.inner.is_terminated()
+    }
+    /// The longest byte string every valid continuation must start with.
+    fn forced_bytes<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        guard(py, || Ok(PyBytes::new(py, &self.inner.forced_bytes())))
+    }
+    /// Back to the start.
+    fn reset(&mut self) {
+        self.inner.reset()
+    }
+    /// Tokens accepted so far.
+    #[getter]
+    fn num_accepted(&self) -> usize {
+        self.inner.num_accepted()
+    }
+    /// Heap bytes held by this matcher.
+    #[getter]
+    fn memory_bytes(&self) -> usize {
+        self.inner.memory_bytes()
+    }
+    /// An independent copy of this matcher.
+    fn copy(&self, py: Python<'_>) -> Self {
+        PyMatcher { inner: self.inner.clone(), compiled: self.compiled.clone_ref(py) }
+    }
+    fn __copy__(&self, py: Python<'_>) -> Self {
+        self.copy(py)
+    }
+    fn __deepcopy__(&self, py: Python<'_>, _memo: &Bound<'_, PyAny>) -> Self {
+        self.copy(py)
+    }
+}
+
+/// Raises a Rust panic inside a guarded entry point (tests prove it becomes `InternalError`).
+#[pyfunction]
+fn _trigger_panic(py: Python<'_>) -> PyResult<()> {
+    guard(py, || panic!("deliberate panic for testing"))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyVocabulary>()?;
+    m.add_class::<PyGrammar>()?;
+    m.add_class::<PyCompiledGrammar>()?;
+    m.add_class::<PyMatcher>()?;
+    m.add_function(wrap_pyfunction!(_trigger_panic, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,60 @@
+"""corral: exact grammar-constrained decoding.
+
+Grammars (GBNF, regex) compile to token-level masks over a tokenizer's vocabulary.
+
+Example::
+
+    >>> import corral
+    >>> vocab = corral.Vocabulary.from_bytes([b"{", b"}", b" ", b"<eos>"], eos_token_ids=[3])
+    >>> grammar = corral.Grammar.from_ebnf('root ::= "{" " "? "}"')
+    >>> matcher = corral.Matcher(corral.compile(grammar, vocab))
+    >>> mask = corral.allocate_token_bitmask(1, vocab.size)
+    >>> matcher.fill_next_token_bitmask(mask)
+    >>> corral.allowed_token_ids(mask[0], vocab.size)
+    [0]
+"""
+
+from __future__ import annotations
+
+from ._native import CompiledGrammar, Grammar, Matcher
+from .bitmask import allocate_token_bitmask, allowed_token_ids, bitmask_words
+from .compiler import compile, load_grammar
+from .errors import (
+    CompileTimeoutError,
+    CorralError,
+    EmptyMaskError,
+    GrammarError,
+    GrammarSyntaxError,
+    InternalError,
+    LimitExceededError,
+    SchemaWarning,
+    TokenizerError,
+    UnsupportedSchemaError,
+    UsageError,
+)
+from .vocab import Vocabulary
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CompiledGrammar",
+    "Grammar",
+    "Matcher",
+    "Vocabulary",
+    "compile",
+    "load_grammar",
+    "allocate_token_bitmask",
+    "allowed_token_ids",
+    "bitmask_words",
+    "CorralError",
+    "GrammarError",
+    "GrammarSyntaxError",
+    "UnsupportedSchemaError",
+    "LimitExceededError",
+    "CompileTimeoutError",
+    "TokenizerError",
+    "UsageError",
+    "EmptyMaskError",
+    "InternalError",
+    "SchemaWarning",
+]

@@ -1,0 +1,60 @@
+"""Allocating and reading token bitmasks.
+
+Layout (shared with vLLM and xgrammar): int32 words, token ``i`` allowed iff bit ``i % 32``
+of word ``i // 32`` is set; shape ``(batch, ceil(vocab_size / 32))``.
+
+Example::
+
+    >>> import corral
+    >>> m = corral.allocate_token_bitmask(2, 100)
+    >>> tuple(m.shape)
+    (2, 4)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import UsageError
+
+
+def bitmask_words(vocab_size: int) -> int:
+    """Words per bitmask row: ``ceil(vocab_size / 32)``."""
+    if vocab_size <= 0:
+        raise UsageError(f"vocab_size must be positive, got {vocab_size}")
+    return (vocab_size + 31) // 32
+
+
+def allocate_token_bitmask(batch_size: int, vocab_size: int) -> Any:
+    """An all-allowed int32 bitmask of shape ``(batch_size, ceil(vocab_size / 32))``.
+
+    A torch tensor on CPU when torch is importable, else a numpy array.
+    """
+    if batch_size <= 0:
+        raise UsageError(f"batch_size must be positive, got {batch_size}")
+    words = bitmask_words(vocab_size)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is installed in the test environment
+        return np.full((batch_size, words), -1, dtype=np.int32)
+    return torch.full((batch_size, words), -1, dtype=torch.int32)
+
+
+def _as_numpy(row: Any) -> np.ndarray:
+    if hasattr(row, "detach") and hasattr(row, "cpu"):
+        row = row.detach().cpu().numpy()
+    return np.asarray(row)
+
+
+def allowed_token_ids(row: Any, vocab_size: int) -> list[int]:
+    """Token ids whose bit is set in one bitmask row (numpy or torch), below ``vocab_size``.
+
+    >>> import numpy as np
+    >>> allowed_token_ids(np.array([0b101], dtype=np.int32), 3)
+    [0, 2]
+    """
+    words = _as_numpy(row).astype(np.int32).view(np.uint32)
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits[:vocab_size]).tolist()

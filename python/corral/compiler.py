@@ -1,0 +1,62 @@
+"""Compiling a grammar against a vocabulary, with a cache keyed by both.
+
+Example::
+
+    >>> import corral
+    >>> v = corral.Vocabulary.from_bytes([b"a", b"<eos>"], eos_token_ids=[1])
+    >>> g = corral.Grammar.from_regex("a+")
+    >>> corral.compile(g, v) is corral.compile(g, v)
+    True
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Union
+
+from . import _native
+from .errors import UsageError
+from .vocab import Vocabulary
+
+_CACHE_SIZE = 256
+_cache: "OrderedDict[tuple[str, int], _native.CompiledGrammar]" = OrderedDict()
+_lock = threading.Lock()
+
+
+def compile(grammar: _native.Grammar, vocab: Vocabulary) -> _native.CompiledGrammar:
+    """Pairs ``grammar`` with ``vocab``. Results are cached by (grammar source, vocabulary
+    fingerprint), so compiling the same grammar again is a dictionary lookup."""
+    if not isinstance(grammar, _native.Grammar):
+        raise UsageError(f"compile() needs a corral.Grammar, got {type(grammar).__name__}")
+    if not isinstance(vocab, Vocabulary):
+        raise UsageError(f"compile() needs a corral.Vocabulary, got {type(vocab).__name__}")
+    key = (grammar.source_key, vocab.fingerprint)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    compiled = _native.CompiledGrammar(grammar, vocab._native)
+    with _lock:
+        _cache[key] = compiled
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return compiled
+
+
+GrammarFormat = Union[str, None]
+
+
+def load_grammar(path: str | Path, format: GrammarFormat = None, *, root: str = "root") -> _native.Grammar:
+    """Reads a grammar file. ``format`` is ``"ebnf"`` or ``"regex"``; by default it is
+    guessed from the extension (``.ebnf``/``.gbnf`` -> ebnf, ``.regex``/``.re`` -> regex)."""
+    p = Path(path)
+    data = p.read_bytes()
+    fmt = format or {".ebnf": "ebnf", ".gbnf": "ebnf", ".regex": "regex", ".re": "regex"}.get(p.suffix.lower())
+    if fmt == "ebnf":
+        return _native.Grammar.from_ebnf(data, root)
+    if fmt == "regex":
+        return _native.Grammar.from_regex(data.decode("utf-8").rstrip("\n"))
+    raise UsageError(f"cannot tell the grammar format of {p.name}; pass format='ebnf' or 'regex'")

@@ -1,0 +1,82 @@
+//! Core errors and panics to the Python exception hierarchy of `corral.errors`.
+
+use corral_core::Error;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+fn raise(py: Python<'_>, class: &str, msg: String, attrs: &[(&str, Py<PyAny>)]) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let cls = py.import("corral.errors")?.getattr(class)?;
+        let exc = cls.call1((msg.clone(),))?;
+        for (k, v) in attrs {
+            exc.setattr(*k, v)?;
+        }
+        Ok(PyErr::from_value(exc))
+    };
+    build().unwrap_or_else(|e| e)
+}
+
+/// Converts a core error to the matching `corral.errors` exception.
+pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::GrammarSyntax { location, message } => raise(
+            py,
+            "GrammarSyntaxError",
+            msg,
+            &[
+                ("line", location.line.into_pyobject(py).unwrap().into_any().unbind()),
+                ("column", location.column.into_pyobject(py).unwrap().into_any().unbind()),
+                ("line_text", location.line_text.into_pyobject(py).unwrap().into_any().unbind()),
+                ("reason", message.into_pyobject(py).unwrap().into_any().unbind()),
+            ],
+        ),
+        Error::GrammarInvalid { location, .. } => {
+            let mut attrs = Vec::new();
+            if let Some(l) = location {
+                attrs.push(("line", l.line.into_pyobject(py).unwrap().into_any().unbind()));
+                attrs.push(("column", l.column.into_pyobject(py).unwrap().into_any().unbind()));
+            }
+            raise(py, "GrammarError", msg, &attrs)
+        }
+        Error::Regex { .. } => raise(py, "GrammarSyntaxError", msg, &[]),
+        Error::Limit { name, limit, .. } => raise(
+            py,
+            "LimitExceededError",
+            msg,
+            &[
+                ("limit_name", name.into_pyobject(py).unwrap().into_any().unbind()),
+                ("limit", limit.into_pyobject(py).unwrap().into_any().unbind()),
+            ],
+        ),
+        Error::Vocabulary(_) => raise(py, "TokenizerError", msg, &[]),
+        Error::Usage(_) => raise(py, "UsageError", msg, &[]),
+    }
+}
+
+/// Python-side usage error with a message.
+pub fn usage(py: Python<'_>, msg: impl Into<String>) -> PyErr {
+    raise(py, "UsageError", msg.into(), &[])
+}
+
+/// Runs `f`, turning a Rust panic into `corral.InternalError` instead of crossing the FFI boundary.
+pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            let e = raise(py, "InternalError", format!("internal error in corral (please report): {what}"), &[]);
+            if e.get_type(py).name().map(|n| n == "InternalError").unwrap_or(false) {
+                Err(e)
+            } else {
+                Err(PyRuntimeError::new_err(what))
+            }
+        }
+    }
+}
+
