@@ -80,6 +80,14 @@ pub struct Cfg {
     pub nullable: Vec<bool>,
     /// Augmented start nonterminal (`start ::= root`).
     pub start: u32,
+    /// Prediction closure of each nonterminal: every dot (origin = the current row) that
+    /// predicting it adds, through nested predictions and nullable skips. Static, so the
+    /// parser copies it instead of recomputing it.
+    pub pred_dots: Vec<Vec<u32>>,
+    /// Terminals expected by the dots of the prediction closure.
+    pub pred_terms: Vec<Vec<u32>>,
+    /// Nonterminals predicted inside the closure (marked as predicted together).
+    pub pred_nts: Vec<Vec<u32>>,
     /// Number of rules in the source grammar.
     pub source_rules: usize,
 }
@@ -110,7 +118,70 @@ impl Cfg {
                 break;
             }
         }
-        Cfg { nt_names, productions, prod_starts_of, dots, terminals, nullable, start, source_rules }
+        let mut cfg = Cfg {
+            nt_names,
+            productions,
+            prod_starts_of,
+            dots,
+            terminals,
+            nullable,
+            start,
+            source_rules,
+            pred_dots: Vec::new(),
+            pred_terms: Vec::new(),
+            pred_nts: Vec::new(),
+        };
+        cfg.compute_prediction_closures();
+        cfg
+    }
+
+    fn compute_prediction_closures(&mut self) {
+        let n = self.nt_names.len();
+        let mut dot_seen = vec![u32::MAX; self.dots.len()];
+        let mut nt_seen = vec![u32::MAX; n];
+        let mut t_seen = vec![u32::MAX; self.terminals.len()];
+        for x in 0..n {
+            let stamp = x as u32;
+            let (mut dots, mut terms, mut nts) = (Vec::new(), Vec::new(), Vec::new());
+            let mut stack = vec![x as u32];
+            nt_seen[x] = stamp;
+            while let Some(y) = stack.pop() {
+                nts.push(y);
+                for &start in &self.prod_starts_of[y as usize] {
+                    let mut d = start;
+                    loop {
+                        if dot_seen[d as usize] == stamp {
+                            break;
+                        }
+                        dot_seen[d as usize] = stamp;
+                        dots.push(d);
+                        let next = self.dots[d as usize].next;
+                        if next == Sym::END {
+                            break;
+                        }
+                        if let Some(t) = next.as_terminal() {
+                            if t_seen[t as usize] != stamp {
+                                t_seen[t as usize] = stamp;
+                                terms.push(t);
+                            }
+                            break;
+                        }
+                        let z = next.0 as usize;
+                        if nt_seen[z] != stamp {
+                            nt_seen[z] = stamp;
+                            stack.push(z as u32);
+                        }
+                        if !self.nullable[z] {
+                            break;
+                        }
+                        d += 1;
+                    }
+                }
+            }
+            self.pred_dots.push(dots);
+            self.pred_terms.push(terms);
+            self.pred_nts.push(nts);
+        }
     }
 
     /// Heap bytes used by the grammar tables and automata.

@@ -4,6 +4,7 @@
 //! Exactness depends on trimming: a live state always has a completion, so a token
 //! whose bytes keep the DFA live really is a prefix of some string of the terminal.
 
+use crate::byteset::ByteSet;
 use crate::error::{Error, Result};
 use crate::limits::{Limits, LIMIT_HINT};
 use crate::nfa::Nfa;
@@ -24,6 +25,8 @@ pub struct Dfa {
     start: u32,
     /// Whether the original expression matched the empty string (the DFA itself never does).
     nullable: bool,
+    /// For each state, the bytes leading to a live state.
+    live_bytes: Vec<ByteSet>,
 }
 
 impl Dfa {
@@ -132,8 +135,19 @@ impl Dfa {
         }
         let mut accepting: Vec<bool> = sets.iter().map(|s| s.contains(&nfa.accept)).collect();
         accepting[1] = false;
-        let mut dfa = Dfa { classes, n_classes, trans, accepting, start: 1, nullable };
+        let mut dfa = Dfa { classes, n_classes, trans, accepting, start: 1, nullable, live_bytes: Vec::new() };
         dfa.trim();
+        dfa.live_bytes = (0..dfa.accepting.len() as u32)
+            .map(|s| {
+                let mut set = ByteSet::default();
+                for b in 0..=255u8 {
+                    if dfa.next(s, b) != DEAD {
+                        set.insert(b);
+                    }
+                }
+                set
+            })
+            .collect();
         Ok(dfa)
     }
 
@@ -178,6 +192,12 @@ impl Dfa {
         self.trans[state as usize * self.n_classes + self.classes[b as usize] as usize]
     }
 
+    /// Bytes that lead from `state` to a live state.
+    #[inline(always)]
+    pub fn live_bytes(&self, state: u32) -> &ByteSet {
+        &self.live_bytes[state as usize]
+    }
+
     /// Whether `state` accepts (ends a non-empty match).
     #[inline(always)]
     pub fn is_accepting(&self, state: u32) -> bool {
@@ -206,7 +226,7 @@ impl Dfa {
 
     /// Heap bytes used by the tables.
     pub fn memory_bytes(&self) -> usize {
-        self.trans.len() * 4 + self.accepting.len() + 256
+        self.trans.len() * 4 + self.accepting.len() * 33 + 256
     }
 
     /// Runs the DFA over `bytes` from the start; true if it ends accepting.

@@ -30,11 +30,17 @@ pub struct Parser {
     items: Vec<Item>,
     rows: Vec<Row>,
     row_terms: Vec<u32>,
+    /// Keys of this row's items whose origin is an earlier row (few; linear dedup).
+    extra: Vec<u64>,
+    /// Hash dedup once `extra` grows large.
     seen: FxHashSet<u64>,
     nt_stamp: Vec<u32>,
     term_stamp: Vec<u32>,
+    dot_stamp: Vec<u32>,
     stamp: u32,
 }
+
+const LINEAR_DEDUP: usize = 24;
 
 impl Parser {
     /// A parser positioned at the start of the input (row 0 holds the predictions of the start rule).
@@ -42,15 +48,13 @@ impl Parser {
         let mut p = Parser {
             nt_stamp: vec![0; cfg.nt_names.len()],
             term_stamp: vec![0; cfg.terminals.len()],
+            dot_stamp: vec![0; cfg.dots.len()],
             ..Default::default()
         };
         p.begin_row();
-        let row = 0u32;
-        for &d in &cfg.prod_starts_of[cfg.start as usize] {
-            p.add(Item { dot: d, origin: row });
-        }
-        p.nt_stamp[cfg.start as usize] = p.stamp;
+        p.predict(cfg, cfg.start, 0);
         p.close_row(cfg);
+        p.rows[0].accepting = cfg.nullable[cfg.start as usize];
         p
     }
 
@@ -94,18 +98,60 @@ impl Parser {
         if self.stamp == 0 {
             self.nt_stamp.iter_mut().for_each(|s| *s = 0);
             self.term_stamp.iter_mut().for_each(|s| *s = 0);
+            self.dot_stamp.iter_mut().for_each(|s| *s = 0);
             self.stamp = 1;
         }
-        self.seen.clear();
+        self.extra.clear();
+        if !self.seen.is_empty() {
+            self.seen.clear();
+        }
         let start = self.items.len() as u32;
         let ts = self.row_terms.len() as u32;
         self.rows.push(Row { items_start: start, items_end: start, terms_start: ts, terms_end: ts, accepting: false });
     }
 
+    /// Adds an item whose origin is an earlier row, unless present.
     #[inline]
     fn add(&mut self, it: Item) {
-        if self.seen.insert(((it.dot as u64) << 32) | it.origin as u64) {
-            self.items.push(it);
+        let key = ((it.dot as u64) << 32) | it.origin as u64;
+        if self.extra.len() < LINEAR_DEDUP {
+            if self.extra.contains(&key) {
+                return;
+            }
+        } else {
+            if self.seen.is_empty() {
+                self.seen.extend(self.extra.iter().copied());
+            }
+            if !self.seen.insert(key) {
+                return;
+            }
+        }
+        self.extra.push(key);
+        self.items.push(it);
+    }
+
+    #[inline]
+    fn add_term(&mut self, t: u32) {
+        if self.term_stamp[t as usize] != self.stamp {
+            self.term_stamp[t as usize] = self.stamp;
+            self.row_terms.push(t);
+        }
+    }
+
+    /// Adds the static prediction closure of `x` (items with origin `cur`).
+    fn predict(&mut self, cfg: &Cfg, x: u32, cur: u32) {
+        let stamp = self.stamp;
+        for &y in &cfg.pred_nts[x as usize] {
+            self.nt_stamp[y as usize] = stamp;
+        }
+        for &d in &cfg.pred_dots[x as usize] {
+            if self.dot_stamp[d as usize] != stamp {
+                self.dot_stamp[d as usize] = stamp;
+                self.items.push(Item { dot: d, origin: cur });
+            }
+        }
+        for &t in &cfg.pred_terms[x as usize] {
+            self.add_term(t);
         }
     }
 
@@ -127,24 +173,20 @@ impl Parser {
         (self.rows.len() - 1) as u32
     }
 
-    /// Completion and prediction to a fixpoint for the last row.
+    /// Completion and prediction to a fixpoint for the last row. Only items whose origin is an
+    /// earlier row need processing: predicted items come with their closure precomputed.
     fn close_row(&mut self, cfg: &Cfg) {
         let cur = (self.rows.len() - 1) as u32;
-        let stamp = self.stamp;
         let mut i = self.rows[cur as usize].items_start as usize;
         let mut accepting = false;
         while i < self.items.len() {
             let it = self.items[i];
             i += 1;
+            if it.origin == cur {
+                continue;
+            }
             let d = cfg.dots[it.dot as usize];
             if d.next == Sym::END {
-                if it.origin == cur {
-                    // Completed an empty derivation: handled when it was predicted (nullable rule).
-                    if d.lhs == cfg.start && cur == 0 {
-                        accepting = true;
-                    }
-                    continue;
-                }
                 if d.lhs == cfg.start && it.origin == 0 {
                     accepting = true;
                 }
@@ -157,19 +199,13 @@ impl Parser {
                     }
                 }
             } else if let Some(t) = d.next.as_terminal() {
-                if self.term_stamp[t as usize] != stamp {
-                    self.term_stamp[t as usize] = stamp;
-                    self.row_terms.push(t);
-                }
+                self.add_term(t);
             } else {
-                let x = d.next.0 as usize;
-                if self.nt_stamp[x] != stamp {
-                    self.nt_stamp[x] = stamp;
-                    for &p in &cfg.prod_starts_of[x] {
-                        self.add(Item { dot: p, origin: cur });
-                    }
+                let x = d.next.0;
+                if self.nt_stamp[x as usize] != self.stamp {
+                    self.predict(cfg, x, cur);
                 }
-                if cfg.nullable[x] {
+                if cfg.nullable[x as usize] {
                     self.add(Item { dot: it.dot + 1, origin: it.origin });
                 }
             }

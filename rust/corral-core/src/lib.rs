@@ -6,7 +6,9 @@
 //! [`lower`] → [`cfg`] (CFG over DFA terminals); [`earley`] parser rows; [`step`] the joint
 //! byte step; [`vocab`] + [`toktrie`] the vocabulary; [`matcher`] the per-sequence state.
 
+pub mod byteset;
 pub mod cfg;
+pub mod ci_cache;
 pub mod dfa;
 pub mod earley;
 pub mod ebnf;
@@ -14,12 +16,14 @@ pub mod error;
 pub mod grammar;
 pub mod limits;
 pub mod lower;
+pub mod mask_fill;
 pub mod matcher;
 pub mod nfa;
 pub mod regex;
 pub mod rx;
 pub mod step;
 pub mod toktrie;
+pub mod testutil;
 pub mod vocab;
 
 pub use error::{Error, Location, Result};

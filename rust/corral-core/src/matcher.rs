@@ -1,5 +1,7 @@
 //! Per-sequence matcher state and the compiled (grammar × vocabulary) object it runs on.
 
+use crate::ci_cache::CiCache;
+use crate::mask_fill::Filler;
 use crate::earley::Parser;
 use crate::error::{Error, Result};
 use crate::grammar::Grammar;
@@ -14,7 +16,11 @@ pub struct CompiledGrammar {
     vocab: Arc<Vocabulary>,
     initial_parser: Parser,
     initial_lex: Vec<Lexeme>,
+    ci: CiCache,
 }
+
+/// Default byte budget of the per-grammar cache of context-independent token sets.
+pub const DEFAULT_CACHE_BUDGET: usize = 256 << 20;
 
 impl CompiledGrammar {
     /// Pairs `grammar` with `vocab`. Cheap: token-level work happens lazily in the matcher.
@@ -23,7 +29,7 @@ impl CompiledGrammar {
         let initial_parser = Parser::new(cfg);
         let mut initial_lex = Vec::new();
         start_lexemes(cfg, &initial_parser, 0, &mut initial_lex);
-        CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex }
+        CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, ci: CiCache::new(DEFAULT_CACHE_BUDGET) }
     }
 
     /// The grammar.
@@ -38,7 +44,12 @@ impl CompiledGrammar {
 
     /// Heap bytes held (grammar tables; the vocabulary is shared and counted separately).
     pub fn memory_bytes(&self) -> usize {
-        self.grammar.cfg().memory_bytes() + self.initial_parser.memory_bytes()
+        self.grammar.cfg().memory_bytes() + self.initial_parser.memory_bytes() + self.ci.memory_bytes()
+    }
+
+    /// Lexer configurations whose context-independent token sets are cached.
+    pub fn cache_entries(&self) -> usize {
+        self.ci.len()
     }
 }
 
@@ -49,13 +60,6 @@ struct Snap {
     lex_end: u32,
     boundary: u32,
     terminated: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Frame {
-    lex_start: u32,
-    lex_end: u32,
-    rows: u32,
 }
 
 /// The state of one sequence being generated under a grammar.
@@ -70,7 +74,7 @@ pub struct Matcher {
     hist: Vec<Snap>,
     work: Vec<Lexeme>,
     scratch: StepScratch,
-    frames: Vec<Frame>,
+    filler: Filler,
 }
 
 impl Matcher {
@@ -79,7 +83,7 @@ impl Matcher {
         let parser = g.initial_parser.clone();
         let lex = g.initial_lex.clone();
         let hist = vec![Snap { rows: 1, lex_start: 0, lex_end: lex.len() as u32, boundary: 0, terminated: false }];
-        Matcher { g, parser, lex, hist, work: Vec::new(), scratch: StepScratch::default(), frames: Vec::new() }
+        Matcher { g, parser, lex, hist, work: Vec::new(), scratch: StepScratch::default(), filler: Filler::default() }
     }
 
     /// The compiled grammar this matcher runs on.
@@ -211,7 +215,9 @@ impl Matcher {
         mask.fill(0);
         let s = self.top();
         if !s.terminated {
-            self.walk_trie(&vocab, s, mask);
+            let cfg = self.g.grammar.cfg().clone();
+            let cur = &self.lex[s.lex_start as usize..s.lex_end as usize];
+            self.filler.fill(&cfg, &self.g.ci, vocab.trie(), vocab.mask_words(), &mut self.parser, cur, mask);
         }
         if self.is_accepting() {
             for &e in vocab.eos_token_ids() {
@@ -219,41 +225,6 @@ impl Matcher {
             }
         }
         Ok(())
-    }
-
-    fn walk_trie(&mut self, vocab: &Vocabulary, s: Snap, mask: &mut [u32]) {
-        let cfg = self.g.grammar.cfg().clone();
-        let trie = vocab.trie();
-        let nodes = &trie.nodes;
-        self.work.clear();
-        self.work.extend_from_slice(&self.lex[s.lex_start as usize..s.lex_end as usize]);
-        self.frames.clear();
-        self.frames.push(Frame { lex_start: 0, lex_end: self.work.len() as u32, rows: s.rows });
-        let mut i = 0usize;
-        while i < nodes.len() {
-            let node = nodes[i];
-            let d = node.depth as usize;
-            if self.frames.len() > d {
-                self.frames.truncate(d);
-                let p = self.frames[d - 1];
-                self.parser.truncate(p.rows as usize);
-                self.work.truncate(p.lex_end as usize);
-            }
-            let p = self.frames[d - 1];
-            let start = self.work.len();
-            let (_, ok) = step(&cfg, &mut self.parser, &mut self.work, p.lex_start as usize..p.lex_end as usize, node.byte, &mut self.scratch);
-            if !ok {
-                self.parser.truncate(p.rows as usize);
-                i += node.subtree_len as usize;
-                continue;
-            }
-            for &t in trie.tokens_at(i) {
-                mask[t as usize / 32] |= 1 << (t % 32);
-            }
-            self.frames.push(Frame { lex_start: start as u32, lex_end: self.work.len() as u32, rows: self.parser.num_rows() as u32 });
-            i += 1;
-        }
-        self.parser.truncate(s.rows as usize);
     }
 
     /// The longest byte string every valid continuation must start with (empty when the
@@ -291,3 +262,4 @@ impl Matcher {
         self.parser.memory_bytes() + (self.lex.capacity() + self.work.capacity()) * 12 + self.hist.capacity() * 20
     }
 }
+

@@ -1,0 +1,39 @@
+//! A set of bytes as 256 bits.
+
+/// A set of bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct ByteSet(pub [u64; 4]);
+
+impl ByteSet {
+    /// Adds `b`.
+    #[inline]
+    pub fn insert(&mut self, b: u8) {
+        self.0[(b >> 6) as usize] |= 1 << (b & 63);
+    }
+    /// Whether `b` is in the set.
+    #[inline]
+    pub fn contains(&self, b: u8) -> bool {
+        self.0[(b >> 6) as usize] >> (b & 63) & 1 == 1
+    }
+    /// Whether the two sets share a byte.
+    #[inline]
+    pub fn intersects(&self, o: &ByteSet) -> bool {
+        (self.0[0] & o.0[0]) | (self.0[1] & o.0[1]) | (self.0[2] & o.0[2]) | (self.0[3] & o.0[3]) != 0
+    }
+    /// Adds every byte of `o`.
+    #[inline]
+    pub fn union_with(&mut self, o: &ByteSet) {
+        for i in 0..4 {
+            self.0[i] |= o.0[i];
+        }
+    }
+    /// Whether the set is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0 == [0; 4]
+    }
+    /// Number of bytes in the set.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+}

@@ -1,0 +1,48 @@
+//! Loading real tokenizer files for benches and examples (tiktoken rank files).
+//! Not used by the library itself.
+
+use crate::error::{Error, Result};
+use crate::vocab::Vocabulary;
+
+fn b64(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => continue,
+            _ => return None,
+        } as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
+/// Reads a tiktoken rank file (`base64 rank` per line) and appends `n_special` special ids
+/// after the ranks; `eos` are ids among them.
+pub fn load_tiktoken(path: &str, n_special: usize, eos: &[u32]) -> Result<Vocabulary> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Vocabulary(format!("{path}: {e}")))?;
+    let mut toks: Vec<Vec<u8>> = Vec::new();
+    for line in text.lines() {
+        let mut it = line.split(' ');
+        let (Some(tok), Some(rank)) = (it.next(), it.next()) else { continue };
+        let rank: usize = rank.parse().map_err(|_| Error::Vocabulary(format!("bad rank in {path}")))?;
+        if toks.len() <= rank {
+            toks.resize(rank + 1, Vec::new());
+        }
+        toks[rank] = b64(tok).ok_or_else(|| Error::Vocabulary(format!("bad base64 in {path}")))?;
+    }
+    let base = toks.len() as u32;
+    toks.extend((0..n_special).map(|_| Vec::new()));
+    let special: Vec<u32> = (base..base + n_special as u32).collect();
+    Vocabulary::new(toks, eos.to_vec(), special, None)
+}
