@@ -1,23 +1,28 @@
-//! Context-independent token sets, cached per lexer configuration.
+//! Context-independent token sets, cached per lexer configuration and per level.
 //!
 //! Given the terminals in progress and their DFA states (the *key*, parser rows left out),
 //! the tokens whose bytes can be consumed by continuing one of those terminals — without
 //! ending any — are allowed whatever the parser stack holds. One lexer-only walk of the
-//! token trie computes that set and also records the trie nodes where some terminal could
-//! end with more bytes still to come: only the subtrees below those nodes need the parser.
-//! Every accepted path is counted exactly once, by the first terminal end it uses, so the
-//! mask is `allowed ∪ (parser walks below the recorded nodes)` — exact, and cheap when
-//! terminals rarely end inside tokens (strings, numbers, whitespace).
+//! token trie computes that set and also records the trie nodes where some terminals could
+//! end with more bytes still to come, grouped by which terminals end there. Below such a
+//! group the parser pushes one row; the terminals that row expects form the key of the next
+//! level, whose walk (below the group's nodes only) is cached the same way, as a child of
+//! the entry. Every accepted path is counted by its terminal ends, so the union over levels
+//! is the exact mask, and a fill on a warm cache is a copy plus one parser row per group.
 
 use crate::byteset::ByteSet;
 use crate::cfg::Cfg;
-use crate::dfa::DEAD;
+use crate::dfa::{Dfa, DEAD};
 use crate::toktrie::TokTrie;
 use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
 /// Most lexemes a key may hold; larger configurations take the plain trie walk.
 pub const MAX_KEY_LEXEMES: usize = 64;
+
+/// A key: the (terminal, DFA state) of each lexeme in progress, in canonical order.
+pub type Key = Vec<(u32, u32)>;
 
 /// Trie nodes below which the parser must be consulted, grouped by which key lexemes end there.
 #[derive(Debug, Clone)]
@@ -26,47 +31,73 @@ pub struct EndGroup {
     pub ending: u64,
     /// Trie node indices (each has children).
     pub nodes: Vec<u32>,
-    /// For each node, the set of bytes on its child edges (256 bits), so a node none of whose
-    /// children can start the next terminal is skipped without walking.
+    /// For each node, the bytes on its child edges, so nodes none of whose children can
+    /// start the next terminals are skipped.
     pub child_bytes: Vec<ByteSet>,
 }
 
-/// The cached result for one key.
-#[derive(Debug, Clone)]
-pub struct CiEntry {
-    /// Mask words of tokens allowed by continuing a terminal.
-    pub allowed: Vec<u32>,
-    /// Where terminal ends need the parser.
+/// One level of the walk for one key.
+#[derive(Debug, Default)]
+pub struct Level {
+    /// Tokens allowed at this level (below level 0; level 0 keeps a bitmask instead).
+    pub tokens: Vec<u32>,
+    /// Where terminals end with bytes to follow.
     pub groups: Vec<EndGroup>,
+    children: RwLock<FxHashMap<u32, FxHashMap<Key, Arc<Level>>>>,
 }
 
-impl CiEntry {
-    /// Heap bytes used.
-    pub fn memory_bytes(&self) -> usize {
-        self.allowed.len() * 4 + self.groups.iter().map(|g| g.nodes.len() * 36 + 64).sum::<usize>()
+impl Level {
+    fn memory_bytes(&self) -> usize {
+        self.tokens.len() * 4 + self.groups.iter().map(|g| g.nodes.len() * 36 + 64).sum::<usize>() + 64
     }
 
-    /// Computes the entry for `key` (terminal, DFA state pairs) by one lexer-only trie walk.
-    pub fn build(cfg: &Cfg, trie: &TokTrie, key: &[(u32, u32)], mask_words: usize) -> CiEntry {
-        let mut allowed = vec![0u32; mask_words];
-        let mut groups: Vec<EndGroup> = Vec::new();
-        let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
-        // states[depth * k + i] = state of key lexeme i at that depth (DEAD when gone).
-        let k = key.len();
-        let max_depth = trie.nodes.iter().map(|n| n.depth as usize).max().unwrap_or(0);
-        let mut states = vec![DEAD; (max_depth + 1) * k];
-        for (i, &(_, s)) in key.iter().enumerate() {
-            states[i] = s;
-        }
-        let dfas: Vec<_> = key.iter().map(|&(t, _)| &cfg.terminals[t as usize].dfa).collect();
-        let nodes = &trie.nodes;
-        let mut i = 0;
-        while i < nodes.len() {
+    /// The cached next level below group `g` for `key`, if present.
+    pub fn child(&self, g: u32, key: &[(u32, u32)]) -> Option<Arc<Level>> {
+        let map = self.children.read().unwrap_or_else(|p| p.into_inner());
+        map.get(&g)?.get(key).cloned()
+    }
+
+    fn insert_child(&self, g: u32, key: &[(u32, u32)], level: Arc<Level>) {
+        let mut map = self.children.write().unwrap_or_else(|p| p.into_inner());
+        map.entry(g).or_default().entry(key.to_vec()).or_insert(level);
+    }
+}
+
+/// Lexer-only walk over `roots` (their subtrees, or the whole trie when `roots` is `None`).
+/// Calls `on_token` for tokens allowed by pure continuation; returns the end groups.
+fn walk(cfg: &Cfg, trie: &TokTrie, key: &[(u32, u32)], roots: Option<&[u32]>, first: &ByteSet, mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+    let k = key.len();
+    let dfas: Vec<&Dfa> = key.iter().map(|&(t, _)| &cfg.terminals[t as usize].dfa).collect();
+    let nodes = &trie.nodes;
+    let mut groups: Vec<EndGroup> = Vec::new();
+    let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut states: Vec<u32> = Vec::new();
+    let whole = [u32::MAX];
+    for &root in roots.unwrap_or(&whole) {
+        let (start, end, base) = if root == u32::MAX {
+            (0, nodes.len(), 0)
+        } else {
+            let r = root as usize;
+            (r + 1, r + nodes[r].subtree_len as usize, nodes[r].depth as usize)
+        };
+        let mut i = start;
+        while i < end {
             let node = nodes[i];
-            let d = node.depth as usize;
+            let d = node.depth as usize - base;
+            if d == 1 && !first.contains(node.byte) {
+                i += node.subtree_len as usize;
+                continue;
+            }
+            if states.len() < (d + 1) * k {
+                states.resize((d + 1) * k, DEAD);
+            }
+            if d == 1 {
+                for (j, &(_, s)) in key.iter().enumerate() {
+                    states[j] = s;
+                }
+            }
             let (prev, cur) = states.split_at_mut(d * k);
             let prev = &prev[(d - 1) * k..];
-            let cur = &mut cur[..k];
             let mut alive = false;
             let mut ending = 0u64;
             for j in 0..k {
@@ -83,34 +114,73 @@ impl CiEntry {
                 i += node.subtree_len as usize;
                 continue;
             }
-            for &t in trie.tokens_at(i) {
-                allowed[t as usize / 32] |= 1 << (t % 32);
-            }
+            on_token(trie.tokens_at(i));
             if ending != 0 && node.subtree_len > 1 {
                 let gi = *group_of.entry(ending).or_insert_with(|| {
                     groups.push(EndGroup { ending, nodes: Vec::new(), child_bytes: Vec::new() });
                     groups.len() - 1
                 });
-                groups[gi].nodes.push(i as u32);
                 let mut cb = ByteSet::default();
                 let mut j = i + 1;
                 while j < i + node.subtree_len as usize {
                     cb.insert(nodes[j].byte);
                     j += nodes[j].subtree_len as usize;
                 }
+                groups[gi].nodes.push(i as u32);
                 groups[gi].child_bytes.push(cb);
             }
             i += 1;
         }
-        CiEntry { allowed, groups }
     }
+    groups
+}
+
+/// Bytes that can start one of the key's lexemes.
+pub fn first_bytes(cfg: &Cfg, key: &[(u32, u32)]) -> ByteSet {
+    let mut f = ByteSet::default();
+    for &(t, s) in key {
+        f.union_with(cfg.terminals[t as usize].dfa.live_bytes(s));
+    }
+    f
+}
+
+/// The cached result for one level-0 key.
+#[derive(Debug)]
+pub struct CiEntry {
+    /// Mask words of tokens allowed by continuing a terminal.
+    pub allowed: Vec<u32>,
+    /// Groups and cached deeper levels.
+    pub level: Level,
+}
+
+impl CiEntry {
+    /// Computes the entry for `key` by one lexer-only walk of the whole trie.
+    pub fn build(cfg: &Cfg, trie: &TokTrie, key: &[(u32, u32)], mask_words: usize) -> CiEntry {
+        let mut allowed = vec![0u32; mask_words];
+        let all = ByteSet([u64::MAX; 4]);
+        let groups = walk(cfg, trie, key, None, &all, |ids| {
+            for &t in ids {
+                allowed[t as usize / 32] |= 1 << (t % 32);
+            }
+        });
+        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+    }
+}
+
+/// Builds the level below `parent`'s group `g` for `key`.
+pub fn build_level(cfg: &Cfg, trie: &TokTrie, parent: &EndGroup, key: &[(u32, u32)]) -> Level {
+    let first = first_bytes(cfg, key);
+    let roots: Vec<u32> = parent.nodes.iter().zip(&parent.child_bytes).filter(|(_, cb)| cb.intersects(&first)).map(|(&n, _)| n).collect();
+    let mut tokens = Vec::new();
+    let groups = walk(cfg, trie, key, Some(&roots), &first, |ids| tokens.extend_from_slice(ids));
+    Level { tokens, groups, children: Default::default() }
 }
 
 /// Shared cache of [`CiEntry`]s for one compiled grammar, bounded by a byte budget.
 #[derive(Debug)]
 pub struct CiCache {
-    map: RwLock<FxHashMap<Vec<(u32, u32)>, Arc<CiEntry>>>,
-    bytes: std::sync::atomic::AtomicUsize,
+    map: RwLock<FxHashMap<Key, Arc<CiEntry>>>,
+    bytes: AtomicUsize,
     budget: usize,
 }
 
@@ -126,11 +196,10 @@ impl CiCache {
             return e.clone();
         }
         let e = Arc::new(CiEntry::build(cfg, trie, key, mask_words));
-        let size = e.memory_bytes() + key.len() * 8 + 64;
+        let size = e.allowed.len() * 4 + e.level.memory_bytes() + key.len() * 8 + 64;
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-        use std::sync::atomic::Ordering::Relaxed;
         if self.bytes.load(Relaxed) + size > self.budget {
-            // Simple and bounded: drop everything and start over (entries rebuild on demand).
+            // Bounded and simple: drop everything; entries rebuild on demand.
             map.clear();
             self.bytes.store(0, Relaxed);
         }
@@ -140,7 +209,21 @@ impl CiCache {
         e
     }
 
-    /// Entries currently cached.
+    /// The level below `parent`'s group `g` for `key`, building (and caching, within budget) on a miss.
+    pub fn level(&self, cfg: &Cfg, trie: &TokTrie, parent: &Level, g: u32, key: &[(u32, u32)]) -> Arc<Level> {
+        if let Some(l) = parent.child(g, key) {
+            return l;
+        }
+        let l = Arc::new(build_level(cfg, trie, &parent.groups[g as usize], key));
+        let size = l.memory_bytes() + key.len() * 8;
+        if self.bytes.load(Relaxed) + size <= self.budget {
+            self.bytes.fetch_add(size, Relaxed);
+            parent.insert_child(g, key, l.clone());
+        }
+        l
+    }
+
+    /// Level-0 entries currently cached.
     pub fn len(&self) -> usize {
         self.map.read().unwrap_or_else(|p| p.into_inner()).len()
     }
@@ -150,8 +233,8 @@ impl CiCache {
         self.len() == 0
     }
 
-    /// Bytes held by cached entries.
+    /// Bytes held by cached entries (all levels).
     pub fn memory_bytes(&self) -> usize {
-        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
+        self.bytes.load(Relaxed)
     }
 }

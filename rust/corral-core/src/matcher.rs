@@ -212,9 +212,11 @@ impl Matcher {
                 vocab.mask_words()
             )));
         }
-        mask.fill(0);
+        mask[vocab.mask_words()..].fill(0);
         let s = self.top();
-        if !s.terminated {
+        if s.terminated {
+            mask[..vocab.mask_words()].fill(0);
+        } else {
             let cfg = self.g.grammar.cfg().clone();
             let cur = &self.lex[s.lex_start as usize..s.lex_end as usize];
             self.filler.fill(&cfg, &self.g.ci, vocab.trie(), vocab.mask_words(), &mut self.parser, cur, mask);

@@ -1,12 +1,20 @@
 //! Access to a caller's bitmask buffer (numpy int32 array, or a CPU torch tensor viewed as one).
+//!
+//! The fast path (a C-contiguous, writeable numpy int32 array) costs a few type checks and no
+//! Python calls; anything else gets a clear `UsageError`.
 
 use crate::errors::usage;
-use numpy::{PyArrayDyn, PyArrayMethods, PyReadwriteArrayDyn, PyUntypedArrayMethods};
+use numpy::npyffi::flags::NPY_ARRAY_WRITEABLE;
+use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+
+static TORCH_INT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// A writable view of a `(batch, words)` or `(words,)` int32 buffer.
 pub struct MaskBuf<'py> {
-    arr: PyReadwriteArrayDyn<'py, i32>,
+    _owner: Bound<'py, PyAny>,
+    data: *mut u32,
     /// Rows in the buffer.
     pub rows: usize,
     /// Words per row.
@@ -14,46 +22,68 @@ pub struct MaskBuf<'py> {
 }
 
 impl<'py> MaskBuf<'py> {
-    /// Borrows `obj` for writing; torch CPU tensors are viewed through `.numpy()` (no copy).
+    /// Borrows `obj` for writing: a numpy int32 array, or a CPU torch int32 tensor (through
+    /// its data pointer; no copy, no `.numpy()` call).
     pub fn borrow(obj: &Bound<'py, PyAny>) -> PyResult<MaskBuf<'py>> {
         let py = obj.py();
-        let arr_obj: Bound<'py, PyAny> = if obj.cast::<numpy::PyUntypedArray>().is_ok() {
-            obj.clone()
-        } else if obj.hasattr("numpy")? && obj.hasattr("device")? {
-            let dev: String = obj.getattr("device")?.getattr("type")?.extract()?;
-            if dev != "cpu" {
+        if let Ok(typed) = obj.cast::<PyArrayDyn<i32>>() {
+            let (rows, words) = Self::shape2(py, typed.shape())?;
+            if !typed.is_c_contiguous() {
+                return Err(usage(py, "bitmask must be C-contiguous"));
+            }
+            // SAFETY: `typed` is a live numpy array object; `flags` is a plain field of its struct.
+            let flags = unsafe { (*typed.as_array_ptr()).fields.flags };
+            if flags & NPY_ARRAY_WRITEABLE == 0 {
+                return Err(usage(py, "bitmask is read-only"));
+            }
+            return Ok(MaskBuf { _owner: obj.clone(), data: typed.data() as *mut u32, rows, words });
+        }
+        if let Ok(untyped) = obj.cast::<PyUntypedArray>() {
+            return Err(usage(py, format!("bitmask must have dtype int32, got {}", untyped.dtype())));
+        }
+        if obj.hasattr("data_ptr")? && obj.hasattr("is_cpu")? {
+            let int32 = TORCH_INT32.get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(py.import("torch")?.getattr("int32")?.unbind()) })?;
+            let dtype = obj.getattr("dtype")?;
+            if !dtype.is(int32.bind(py)) {
+                return Err(usage(py, format!("bitmask must have dtype torch.int32, got {dtype}")));
+            }
+            if !obj.getattr("is_cpu")?.extract::<bool>()? {
+                let dev = obj.getattr("device")?;
                 return Err(usage(
                     py,
                     format!("bitmask is on device '{dev}'; fill a CPU bitmask (corral.allocate_token_bitmask) and copy it with .to(device, non_blocking=True)"),
                 ));
             }
-            obj.call_method0("numpy")?
-        } else {
-            return Err(usage(py, format!("bitmask must be a numpy array or a CPU torch tensor of int32, got {}", obj.get_type().name()?)));
-        };
-        let untyped = arr_obj.cast::<numpy::PyUntypedArray>().map_err(|e| usage(py, e.to_string()))?;
-        let dtype = untyped.dtype().to_string();
-        let Ok(typed) = arr_obj.cast::<PyArrayDyn<i32>>() else {
-            return Err(usage(py, format!("bitmask must have dtype int32, got {dtype}")));
-        };
-        let shape = typed.shape().to_vec();
-        let (rows, words) = match shape.as_slice() {
-            [w] => (1, *w),
-            [b, w] => (*b, *w),
-            _ => return Err(usage(py, format!("bitmask must be 1-D or 2-D (batch, words), got shape {shape:?}"))),
-        };
-        if !typed.is_c_contiguous() {
-            return Err(usage(py, "bitmask must be C-contiguous"));
+            let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+            let (rows, words) = Self::shape2(py, &shape)?;
+            if !obj.call_method0("is_contiguous")?.extract::<bool>()? {
+                return Err(usage(py, "bitmask must be contiguous"));
+            }
+            let ptr: usize = obj.call_method0("data_ptr")?.extract()?;
+            if ptr == 0 && rows * words > 0 {
+                return Err(usage(py, "bitmask has no storage"));
+            }
+            return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
         }
-        let arr = typed.try_readwrite().map_err(|e| usage(py, format!("bitmask is not writable: {e}")))?;
-        Ok(MaskBuf { arr, rows, words })
+        Err(usage(py, format!("bitmask must be a numpy array or a CPU torch tensor of int32, got {}", obj.get_type().name()?)))
+    }
+
+    fn shape2(py: Python<'_>, shape: &[usize]) -> PyResult<(usize, usize)> {
+        match shape {
+            [w] => Ok((1, *w)),
+            [b, w] => Ok((*b, *w)),
+            s => Err(usage(py, format!("bitmask must be 1-D or 2-D (batch, words), got shape {s:?}"))),
+        }
     }
 
     /// The whole buffer as `u32` words.
     pub fn words_mut(&mut self) -> &mut [u32] {
-        let s: &mut [i32] = self.arr.as_slice_mut().expect("checked contiguous");
-        // SAFETY: i32 and u32 have the same size and alignment; every bit pattern is valid.
-        unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut u32, s.len()) }
+        let n = self.rows * self.words;
+        // SAFETY: checked C-contiguous, writeable, int32, with `rows * words` elements; we hold a
+        // reference to the array for the lifetime of the slice and the GIL-free section only
+        // touches this buffer. Aliasing by another Python thread writing the same array at the
+        // same time is the caller's race, as with any numpy buffer handed to native code.
+        unsafe { std::slice::from_raw_parts_mut(self.data, n) }
     }
 
     /// Row `index` as `u32` words, checked.

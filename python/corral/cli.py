@@ -1,0 +1,751 @@
+"""The ``corral`` command line: check grammars, inspect token masks, measure mask fills.
+
+Subcommands (``corral SUBCOMMAND --help`` for details)::
+
+    corral check grammars/json.ebnf                 # does the grammar compile?
+    corral mask --prefix '{"a": '                   # which tokens may come next?
+    corral stats                                    # mask statistics on built-in JSON documents
+
+Exit status: 0 success; 1 the input is wrong (grammar error, unreadable file, rejected prefix,
+unusable tokenizer); 2 bad command line or a feature missing from this version.
+
+Also runnable as ``python -m corral``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+__all__ = ["main", "EXAMPLE_DOCUMENTS", "LLAMA3_PATTERN"]
+
+#: Pre-tokenization pattern of Llama 3 (tiktoken), used for tiktoken rank files whose
+#: ``special_tokens.json`` gives no ``pat_str``. It does not affect masks: a vocabulary is
+#: token id -> bytes only.
+LLAMA3_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+_FORMATS = ("ebnf", "regex", "json-schema")
+_EXTENSIONS = {
+    ".ebnf": "ebnf",
+    ".gbnf": "ebnf",
+    ".regex": "regex",
+    ".re": "regex",
+    ".json": "json-schema",
+}
+
+# --------------------------------------------------------------------------------------------
+# Built-in example documents for `corral stats` (valid JSON; each exercises different parts of
+# the JSON grammar).
+
+EXAMPLE_DOCUMENTS: dict[str, str] = {
+    "api-response": """{
+  "status": "ok",
+  "data": {
+    "user": {
+      "id": 48213,
+      "login": "ada.lovelace",
+      "display_name": "Ada Lovelace",
+      "email": "ada@example.com",
+      "roles": ["admin", "editor"],
+      "verified": true,
+      "avatar_url": null,
+      "created_at": "2023-11-04T09:15:22Z"
+    },
+    "permissions": {"read": true, "write": true, "delete": false}
+  },
+  "meta": {"request_id": "req_7f3a9c2e", "elapsed_ms": 12.75, "rate_limit": {"limit": 5000, "remaining": 4987}}
+}""",
+    "config": r"""{
+	"name": "Café \"Zürich\" ☕",
+	"version": "2.4.1-rc.3",
+	"paths": {"home": "C:\\Users\\zoë\\AppData", "log": "/var/log/app/日本語.log", "url": "https:\/\/example.com\/a?b=c&d=e"},
+	"greeting": "Grüße, мир! \u00e9\u4e2d\ud83d\ude80 \b\f\n\r\t",
+	"limits": {"max_connections": 1024, "timeout_s": 30.0, "backoff": [0.5, 1, 2.5e0, 1E+1], "min_temp_c": -273.15, "avogadro": 6.02214076e23, "epsilon": 1e-9},
+	"features": {"beta": false, "experimental": {"nested": {"deeper": {"deepest": [[1, [2, [3, []]]], {}]}}}},
+	"empty": {"list": [], "object": {}, "string": ""},
+	"zero": 0, "negative_zero": -0, "big": 18446744073709551615
+}""",
+    "records": """[
+  {"id": 1, "sku": "KB-0042", "title": "Mechanical keyboard", "price": 89.99, "tags": ["peripheral", "usb-c"], "in_stock": true},
+  {"id": 2, "sku": "MS-1107", "title": "Wireless mouse", "price": 24.5, "tags": [], "in_stock": false},
+  {"id": 3, "sku": "MN-2719", "title": "27\\" 4K monitor", "price": 329, "tags": ["display"], "in_stock": true},
+  {"id": 4, "sku": "CB-0001", "title": "USB cable (1 m)", "price": 4.99, "tags": ["cable", "usb-c", "bulk"], "in_stock": null}
+]""",
+    "chat-tool-call": """{"role":"assistant","content":null,"tool_calls":[{"id":"call_Qw3rTy","type":"function","function":{"name":"get_weather","arguments":"{\\"city\\": \\"Paris\\", \\"unit\\": \\"celsius\\"}"}}],"usage":{"prompt_tokens":182,"completion_tokens":27,"total_tokens":209}}""",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Errors and output helpers
+
+
+class CliError(Exception):
+    """A failure to report on stderr (already worded for the user), with an exit status."""
+
+    def __init__(self, message: str, code: int = 1, *, about_file: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        #: The message starts with the file it is about ("FILE: ..."): printed as is.
+        self.about_file = about_file
+
+
+def _micro() -> str:
+    """The microsecond symbol, or ``us`` when stdout cannot encode it."""
+    enc = getattr(sys.stdout, "encoding", None) or "ascii"
+    try:
+        "\u00b5".encode(enc)
+    except (UnicodeEncodeError, LookupError):
+        return "us"
+    return "\u00b5s"
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _token_repr(data: bytes) -> str:
+    return repr(data.decode("utf-8", errors="backslashreplace"))
+
+
+# --------------------------------------------------------------------------------------------
+# Grammars
+
+
+@dataclass
+class LoadedGrammar:
+    grammar: Any  # corral.Grammar
+    label: str  # file name, or "built-in json"
+    format: str
+    seconds: float  # time to parse and lower the grammar
+
+
+def _guess_format(path: Path, fmt: str | None) -> str:
+    if fmt:
+        return fmt
+    guessed = _EXTENSIONS.get(path.suffix.lower())
+    if guessed is None:
+        raise CliError(
+            f"cannot tell the grammar format of {path} from its extension "
+            f"(known: {', '.join(sorted(_EXTENSIONS))}); pass --format {'|'.join(_FORMATS)}",
+            2,
+        )
+    return guessed
+
+
+def _json_schema_grammar(path: Path, text: str) -> Any:
+    import corral
+
+    factory = getattr(corral.Grammar, "from_json_schema", None)
+    if factory is None:
+        raise CliError(
+            f"{path}: JSON Schema support is not available in this version of corral "
+            f"({corral.__version__}: corral.Grammar.from_json_schema does not exist); "
+            "convert the schema to an EBNF grammar or upgrade corral",
+            2,
+        )
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as e:
+        line_text = text.splitlines()[e.lineno - 1] if text.splitlines() else ""
+        raise CliError(
+            f"{path}: invalid JSON in the schema: {e.msg} at line {e.lineno}, column {e.colno}:\n"
+            f"  {line_text}\n  {' ' * (e.colno - 1)}^",
+            about_file=True,
+        ) from None
+    try:
+        return factory(text)
+    except (TypeError, corral.UsageError) as first:  # an API that wants the parsed schema?
+        try:
+            return factory(schema)
+        except (TypeError, corral.UsageError):
+            raise first from None
+
+
+def load_grammar_file(path: str | os.PathLike | None, fmt: str | None = None, root: str | None = None) -> LoadedGrammar:
+    """Reads and compiles a grammar file (the built-in JSON grammar when ``path`` is None).
+
+    Raises CliError with the message to print (file name first) and the exit status.
+    """
+    import corral
+
+    if path is None:
+        from .grammars import builtin_grammar_text
+
+        if fmt not in (None, "ebnf") or root not in (None, "root"):
+            raise CliError("--format/--root need --grammar FILE", 2)
+        text = builtin_grammar_text("json")
+        t0 = time.perf_counter()
+        g = corral.Grammar.from_ebnf(text, "root")
+        return LoadedGrammar(g, "the built-in JSON grammar", "ebnf", time.perf_counter() - t0)
+
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except IsADirectoryError:
+        raise CliError(f"{p}: is a directory, not a grammar file", about_file=True) from None
+    except OSError as e:
+        raise CliError(f"{p}: cannot read the grammar file: {e.strerror or e}", about_file=True) from None
+    fmt = _guess_format(p, fmt)
+    if root is not None and fmt != "ebnf":
+        raise CliError(f"--root only applies to EBNF grammars, not {fmt}", 2)
+    t0 = time.perf_counter()
+    try:
+        if fmt == "json-schema":
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise CliError(f"{p}: the schema is not UTF-8 (byte {e.start})", about_file=True) from None
+            g = _json_schema_grammar(p, text)
+        else:
+            g = corral.load_grammar(p, fmt, root=root or "root")
+    except corral.CorralError as e:
+        raise CliError(f"{p}: {e}", about_file=True) from None
+    return LoadedGrammar(g, str(p), fmt, time.perf_counter() - t0)
+
+
+# --------------------------------------------------------------------------------------------
+# Vocabularies
+
+
+@dataclass
+class LoadedVocab:
+    vocab: Any  # corral.Vocabulary
+    label: str
+    seconds: float  # tokenizer load + vocabulary build
+
+
+_TIKTOKEN_LINE = re.compile(rb"[A-Za-z0-9+/]+={0,2} [0-9]+\r?")
+
+
+def _is_tiktoken_file(path: Path) -> bool:
+    """Whether the file's first line looks like ``<base64> <rank>`` (tiktoken BPE ranks)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return False
+    first = head.split(b"\n", 1)[0]
+    return _TIKTOKEN_LINE.fullmatch(first) is not None
+
+
+def _need(module: str, extra: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise CliError(f"this tokenizer needs the {module.split('.')[0]} package: pip install 'corral[{extra}]'") from None
+
+
+def _resolve_tokenizer(path: Path) -> tuple[str, Path]:
+    """(kind, file): kind is 'huggingface', 'tiktoken' or 'sentencepiece'."""
+    if path.is_dir():
+        for name in ("tokenizer.json", "tokenizer.model"):
+            if (path / name).is_file():
+                return _resolve_tokenizer(path / name)
+        ranks = sorted(path.glob("*.tiktoken"))
+        if len(ranks) == 1:
+            return "tiktoken", ranks[0]
+        raise CliError(f"{path}: no tokenizer.json, tokenizer.model or single *.tiktoken file in this directory")
+    if not path.exists():
+        raise CliError(f"{path}: no such tokenizer file or directory")
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return "huggingface", path
+    if suffix == ".tiktoken":
+        return "tiktoken", path
+    if _is_tiktoken_file(path):
+        return "tiktoken", path
+    if suffix == ".model":
+        return "sentencepiece", path
+    try:
+        with open(path, "rb") as f:
+            if f.read(64).lstrip().startswith(b"{"):
+                return "huggingface", path
+    except OSError as e:
+        raise CliError(f"{path}: cannot read the tokenizer: {e.strerror or e}") from None
+    return "sentencepiece", path
+
+
+def _tiktoken_encoding(path: Path) -> Any:
+    tiktoken = _need("tiktoken", "tiktoken")
+    load = _need("tiktoken.load", "tiktoken")
+    try:
+        ranks = load.load_tiktoken_bpe(str(path))
+    except Exception as e:  # noqa: BLE001 - report any parse failure of the rank file
+        raise CliError(f"{path}: cannot read the tiktoken rank file: {e}") from None
+    specials: dict[str, int] = {}
+    pattern = LLAMA3_PATTERN
+    side = path.parent / "special_tokens.json"
+    if side.is_file():
+        try:
+            meta = json.loads(side.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise CliError(f"{side}: cannot read the special tokens: {e}") from None
+        table = meta.get("special_tokens") if isinstance(meta, dict) else None
+        if not isinstance(table, dict) or not all(isinstance(v, int) for v in table.values()):
+            raise CliError(f'{side}: expected {{"special_tokens": {{name: id, ...}}}}')
+        specials = dict(table)
+        if isinstance(meta.get("pat_str"), str):
+            pattern = meta["pat_str"]
+    try:
+        return tiktoken.Encoding(name=path.stem, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+    except Exception as e:  # noqa: BLE001
+        raise CliError(f"{path}: cannot build a tiktoken encoding: {e}") from None
+
+
+def _builtin_vocab(eos: Sequence[int] | None, vocab_size: int | None, fresh: bool) -> Any:
+    from . import vocab as vocab_mod
+
+    base = vocab_mod._builtin.__wrapped__("gpt2") if fresh else vocab_mod.builtin_vocabulary("gpt2")
+    if eos is None and vocab_size is None:
+        return base
+    # builtin_vocabulary() takes no options: rebuild it token by token.
+    eos_ids = list(eos) if eos is not None else base.eos_token_ids
+    n = base.num_tokens
+    tokens = [base.token_bytes(i) for i in range(n)]
+    specials = [i for i in range(n) if base.is_special(i) and i not in eos_ids]
+    for i in eos_ids:
+        if i < n:
+            tokens[i] = b""
+    return vocab_mod.Vocabulary.from_bytes(tokens, eos_token_ids=eos_ids, special_token_ids=specials, vocab_size=vocab_size)
+
+
+def load_vocabulary(
+    tokenizer: str | os.PathLike | None,
+    eos: Sequence[int] | None = None,
+    vocab_size: int | None = None,
+    *,
+    fresh: bool = False,
+) -> LoadedVocab:
+    """Builds the vocabulary of a tokenizer file/directory (built-in GPT-2 when None).
+
+    ``fresh`` bypasses the per-process vocabulary caches so that the build can be timed.
+    """
+    import corral
+
+    t0 = time.perf_counter()
+    try:
+        if tokenizer is None:
+            v = _builtin_vocab(eos, vocab_size, fresh)
+            return LoadedVocab(v, "built-in GPT-2", time.perf_counter() - t0)
+        kind, path = _resolve_tokenizer(Path(tokenizer))
+        if kind == "huggingface":
+            tokenizers = _need("tokenizers", "hf")
+            try:
+                tok = tokenizers.Tokenizer.from_file(str(path))
+            except Exception as e:  # noqa: BLE001
+                raise CliError(f"{path}: not a Hugging Face tokenizer.json: {e}") from None
+            v = corral.Vocabulary.from_huggingface(tok, eos_token_ids=eos, vocab_size=vocab_size)
+            label = f"Hugging Face {path}"
+        elif kind == "tiktoken":
+            enc = _tiktoken_encoding(path)
+            v = corral.Vocabulary.from_tiktoken(enc, eos_token_ids=eos, vocab_size=vocab_size)
+            label = f"tiktoken {path}"
+        else:
+            spm = _need("sentencepiece", "sentencepiece")
+            try:
+                sp = spm.SentencePieceProcessor(model_file=str(path))
+            except Exception as e:  # noqa: BLE001
+                raise CliError(
+                    f"{path}: not a SentencePiece model, Hugging Face tokenizer.json or tiktoken rank file ({e})"
+                ) from None
+            v = corral.Vocabulary.from_sentencepiece(sp, eos_token_ids=eos, vocab_size=vocab_size)
+            label = f"SentencePiece {path}"
+    except corral.CorralError as e:
+        msg = str(e)
+        if "eos_token_ids" in msg:
+            msg += " (on the command line: --eos ID)"
+        raise CliError(f"{tokenizer or 'built-in vocabulary'}: {msg}") from None
+    return LoadedVocab(v, label, time.perf_counter() - t0)
+
+
+def _describe_vocab(lv: LoadedVocab) -> str:
+    v = lv.vocab
+    size = f"{v.num_tokens} tokens" if v.size == v.num_tokens else f"{v.num_tokens} tokens, size {v.size}"
+    return f"{lv.label} ({size}, EOS {v.eos_token_ids})"
+
+
+def _compile(grammar: Any, vocab: Any, fresh: bool = False) -> tuple[Any, float]:
+    """(compiled grammar, seconds). ``fresh`` bypasses corral.compile's cache."""
+    import corral
+
+    t0 = time.perf_counter()
+    if fresh:
+        compiled = corral.CompiledGrammar(grammar, vocab._native)
+    else:
+        compiled = corral.compile(grammar, vocab)
+    return compiled, time.perf_counter() - t0
+
+
+def _new_mask(vocab_size: int) -> np.ndarray:
+    from .bitmask import bitmask_words
+
+    # numpy, not allocate_token_bitmask(): importing torch would cost more than the whole run.
+    return np.full((1, bitmask_words(vocab_size)), -1, dtype=np.int32)
+
+
+def _allowed_count(mask_row: np.ndarray, vocab_size: int) -> int:
+    bits = np.unpackbits(mask_row.view(np.uint8), bitorder="little")
+    return int(np.count_nonzero(bits[:vocab_size]))
+
+
+def _reject_offset(matcher: Any, data: bytes) -> int | None:
+    """First byte offset of ``data`` that a copy of ``matcher`` rejects, fed byte by byte."""
+    probe = matcher.copy()
+    for i in range(len(data)):
+        if not probe.accept_bytes(data[i : i + 1]):
+            return i
+    return None
+
+
+def _caret(data: bytes, offset: int) -> str:
+    shown = data.decode("utf-8", errors="backslashreplace")
+    before = data[:offset].decode("utf-8", errors="backslashreplace")
+    line_start = before.rfind("\n") + 1
+    line_end = shown.find("\n", len(before))
+    line = shown[line_start : line_end if line_end >= 0 else len(shown)]
+    return f"  {line}\n  {' ' * (len(before) - line_start)}^"
+
+
+# --------------------------------------------------------------------------------------------
+# Subcommands
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    lg = load_grammar_file(args.file, args.format, args.root)
+    g = lg.grammar
+    print(
+        f"ok: {lg.label}: {g.num_rules} rules, {g.num_terminals} terminals, "
+        f"{g.num_productions} productions, {g.num_dfa_states} DFA states ({lg.format})"
+    )
+    return 0
+
+
+def cmd_mask(args: argparse.Namespace) -> int:
+    import corral
+
+    lv = load_vocabulary(args.tokenizer, args.eos, args.vocab_size)
+    lg = load_grammar_file(args.grammar, args.format, args.root)
+    vocab = lv.vocab
+    compiled, _ = _compile(lg.grammar, vocab)
+    matcher = corral.Matcher(compiled)
+    prefix = args.prefix.encode("utf-8")
+    if prefix and not matcher.accept_bytes(prefix):
+        off = _reject_offset(matcher, prefix)
+        if off is None:
+            raise CliError(
+                f"the prefix {args.prefix!r} is rejected as a whole although each of its bytes is accepted "
+                "one at a time (this is a corral bug: please report it)"
+            )
+        raise CliError(
+            f"the prefix is rejected by {lg.label}: it fails at byte offset {off} "
+            f"(byte {prefix[off:off + 1]!r}; the first {off} bytes are accepted):\n{_caret(prefix, off)}"
+        )
+    mask = _new_mask(vocab.size)
+    t0 = time.perf_counter_ns()
+    matcher.fill_next_token_bitmask(mask)
+    first_ns = time.perf_counter_ns() - t0
+    t0 = time.perf_counter_ns()
+    matcher.fill_next_token_bitmask(mask)
+    again_ns = time.perf_counter_ns() - t0
+    allowed = corral.allowed_token_ids(mask[0], vocab.size)
+    eos_allowed = [i for i in vocab.eos_token_ids if i in set(allowed)]
+    us = _micro()
+
+    print(f"grammar:      {lg.label} ({lg.format})")
+    print(f"vocabulary:   {_describe_vocab(lv)}")
+    print(f"prefix:       {_token_repr(prefix)} ({len(prefix)} bytes)")
+    print(f"allowed:      {len(allowed)} of {vocab.size} tokens")
+    print(f"eos allowed:  {'yes ' + str(eos_allowed) if eos_allowed else 'no'}")
+    print(f"complete:     {'yes' if matcher.is_accepting() else 'no'} (the prefix is{'' if matcher.is_accepting() else ' not'} a complete sentence)")
+    print(f"forced bytes: {_token_repr(matcher.forced_bytes())}")
+    print(f"fill time:    {first_ns / 1000:.1f} {us} (first fill), {again_ns / 1000:.1f} {us} (repeated)")
+    limit = len(allowed) if args.limit < 0 else args.limit
+    if limit:
+        shown = allowed[:limit]
+        more = f" of {len(allowed)}" if len(shown) < len(allowed) else ""
+        print(f"first {len(shown)}{more} allowed tokens (id, bytes):")
+        eos = set(vocab.eos_token_ids)
+        for i in shown:
+            print(f"{i}\t{_token_repr(vocab.token_bytes(i))}{'  <EOS>' if i in eos else ''}")
+    return 0
+
+
+@dataclass
+class _Walk:
+    name: str
+    num_bytes: int
+    steps: int = 0  # mask fills (one per token, EOS included)
+    tokens: int = 0  # grammar tokens accepted (EOS excluded)
+
+
+def _token_table(vocab: Any) -> tuple[dict[bytes, list[int]], int]:
+    """bytes -> ids (ordinary tokens only), and the longest token length."""
+    table: dict[bytes, list[int]] = {}
+    longest = 0
+    for i in range(vocab.num_tokens):
+        b = vocab.token_bytes(i)
+        if b:
+            table.setdefault(b, []).append(i)
+            if len(b) > longest:
+                longest = len(b)
+    return table, longest
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    import corral
+
+    us = _micro()
+    lv = load_vocabulary(args.tokenizer, args.eos, None, fresh=True)
+    lg = load_grammar_file(args.grammar, args.format, args.root)
+    vocab = lv.vocab
+    compiled, compile_s = _compile(lg.grammar, vocab, fresh=True)
+    mem_compiled = compiled.memory_bytes
+
+    if args.document:
+        docs = {}
+        for d in args.document:
+            try:
+                docs[d] = Path(d).read_bytes()
+            except OSError as e:
+                raise CliError(f"{d}: cannot read the document: {e.strerror or e}") from None
+    else:
+        docs = {name: text.encode("utf-8") for name, text in EXAMPLE_DOCUMENTS.items()}
+    hint = "" if args.document else " (the built-in documents are JSON: pass --document FILE for other grammars)"
+
+    table, longest = _token_table(vocab)
+    size = vocab.size
+    eos_ids = vocab.eos_token_ids
+    mask = _new_mask(size)
+    words = mask[0].view(np.uint32)
+    fill_ns: list[int] = []
+    allowed_counts: list[int] = []
+    walks: list[_Walk] = []
+    first_fill_ns: int | None = None
+
+    def allowed(i: int) -> bool:
+        return bool((int(words[i >> 5]) >> (i & 31)) & 1)
+
+    for name, doc in docs.items():
+        walk = _Walk(name, len(doc))
+        walks.append(walk)
+        m = corral.Matcher(compiled)
+        pos = 0
+        while True:
+            t0 = time.perf_counter_ns()
+            m.fill_next_token_bitmask(mask)
+            dt = time.perf_counter_ns() - t0
+            if first_fill_ns is None:
+                first_fill_ns = dt
+            fill_ns.append(dt)
+            allowed_counts.append(_allowed_count(mask[0], size))
+            walk.steps += 1
+            if pos == len(doc):
+                eos = next((i for i in eos_ids if allowed(i)), None)
+                if eos is None:
+                    raise CliError(
+                        f"document {name}: the grammar does not allow EOS after the whole document "
+                        f"({len(doc)} bytes): it is not a complete sentence of {lg.label}{hint}"
+                    )
+                m.accept_token(eos)
+                break
+            pick = None
+            for k in range(min(longest, len(doc) - pos), 0, -1):
+                ids = table.get(doc[pos : pos + k])
+                if ids:
+                    pick = next((i for i in ids if allowed(i)), None)
+                    if pick is not None:
+                        break
+            if pick is None:
+                raise CliError(
+                    f"document {name}: no allowed token continues it at byte offset {pos} "
+                    f"(it is not in the language of {lg.label}){hint}:\n{_caret(doc, pos)}"
+                )
+            if not m.accept_token(pick):
+                raise CliError(f"document {name}: token {pick} is in the mask but accept_token refused it (corral bug)")
+            walk.tokens += 1
+            pos += len(vocab.token_bytes(pick))
+
+    mem_after = compiled.memory_bytes
+    vocab_mem = getattr(vocab._native, "memory_bytes", None)
+    fills_us = sorted(t / 1000 for t in fill_ns)
+    p99 = fills_us[min(len(fills_us) - 1, max(0, int(round(0.99 * len(fills_us))) - 1))]
+    steps = len(fill_ns)
+
+    print(f"grammar:     {lg.label} ({lg.format}): {lg.grammar.num_rules} rules, {lg.grammar.num_terminals} terminals, "
+          f"{lg.grammar.num_productions} productions, {lg.grammar.num_dfa_states} DFA states")
+    print(f"vocabulary:  {_describe_vocab(lv)}")
+    print("tokenization: deterministic greedy longest match driven by the matcher (at each step the longest "
+          "allowed token whose bytes start the rest of the document; not the tokenizer's own BPE)")
+    print("documents:")
+    for w in walks:
+        print(f"  {w.name:<16} {w.num_bytes:>5} bytes  {w.tokens:>4} tokens + EOS  ({w.num_bytes / max(w.tokens, 1):.2f} bytes/token)")
+    print(f"steps:       {steps} mask fills ({sum(w.tokens for w in walks)} tokens + {len(walks)} EOS)")
+    print(f"allowed tokens per step: min {min(allowed_counts)}, median {statistics.median(allowed_counts):g}, "
+          f"max {max(allowed_counts)} (of {size})")
+    print(f"fill time per step: median {statistics.median(fills_us):.1f} {us}, p99 {p99:.1f} {us}, "
+          f"max {fills_us[-1]:.1f} {us}, mean {statistics.fmean(fills_us):.1f} {us} "
+          f"(first fill {(first_fill_ns or 0) / 1000:.1f} {us})")
+    print(f"grammar parse: {lg.seconds * 1000:.2f} ms")
+    print(f"compile time: {compile_s * 1000:.2f} ms (grammar x vocabulary; per-state tables are built lazily on first fills)")
+    print(f"vocabulary build time: {lv.seconds * 1000:.1f} ms")
+    mem = f"memory:      compiled grammar {_fmt_bytes(mem_compiled)} after compile, {_fmt_bytes(mem_after)} after the walk"
+    if isinstance(vocab_mem, int):
+        mem += f"; vocabulary {_fmt_bytes(vocab_mem)}"
+    print(mem)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Argument parsing
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+def _add_grammar_args(p: argparse.ArgumentParser, *, positional: bool, required: bool = False) -> None:
+    if positional:
+        p.add_argument("file", metavar="FILE", help="grammar file (.ebnf/.gbnf, .regex/.re, .json schema)")
+    else:
+        p.add_argument(
+            "--grammar", "-g", metavar="FILE", required=required,
+            help="grammar file (.ebnf/.gbnf, .regex/.re, .json schema); default: the built-in JSON grammar",
+        )
+    p.add_argument(
+        "--format", "-f", choices=_FORMATS, default=None,
+        help="grammar format (default: guessed from the extension: .ebnf/.gbnf -> ebnf, "
+             ".regex/.re -> regex, .json -> json-schema)",
+    )
+    p.add_argument("--root", metavar="NAME", default=None, help="start rule of an EBNF grammar (default: root)")
+
+
+def _add_vocab_args(p: argparse.ArgumentParser, *, vocab_size: bool) -> None:
+    p.add_argument(
+        "--tokenizer", "-t", metavar="PATH", default=None,
+        help="tokenizer: a Hugging Face tokenizer.json, a SentencePiece .model, a tiktoken rank file "
+             "(*.tiktoken, or a tokenizer.model whose lines are 'base64 rank'; special tokens from a "
+             "special_tokens.json beside it), or a directory holding tokenizer.json or tokenizer.model "
+             "(default: the built-in GPT-2 vocabulary)",
+    )
+    p.add_argument("--eos", metavar="ID", type=int, nargs="+", default=None,
+                   help="end-of-sequence token ids (default: detected from the tokenizer)")
+    if vocab_size:
+        p.add_argument("--vocab-size", metavar="N", type=int, default=None,
+                       help="model-side vocabulary size (logits width) when larger than the tokenizer")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="corral",
+        description="corral: exact grammar-constrained decoding. Check grammars, inspect token masks, "
+                    "measure mask fills.",
+        epilog="examples:\n"
+               "  corral check grammars/json.ebnf\n"
+               "  corral mask --grammar grammars/json.ebnf --prefix '{\"a\": '\n"
+               "  corral stats --tokenizer path/to/tokenizer.json\n\n"
+               "Run 'corral SUBCOMMAND --help' for the options of each subcommand.\n"
+               "Exit status: 0 ok, 1 invalid input (grammar, file, prefix, tokenizer), "
+               "2 bad usage or unavailable feature.",
+        formatter_class=_Formatter,
+    )
+    parser.add_argument("--version", action="version", version=f"corral {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", title="subcommands")
+
+    p = sub.add_parser(
+        "check", help="compile a grammar and print its size",
+        description="Compile a grammar file and print a one-line summary (rules, terminals, productions, "
+                    "DFA states), or the error with its line, column and a caret.",
+        epilog="examples:\n  corral check grammars/json.ebnf\n"
+               "  ok: grammars/json.ebnf: 12 rules, 12 terminals, 24 productions, 403 DFA states (ebnf)\n"
+               "  corral check --format regex pattern.txt",
+        formatter_class=_Formatter,
+    )
+    _add_grammar_args(p, positional=True)
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser(
+        "mask", help="show which tokens the grammar allows after a prefix",
+        description="Compile a grammar against a tokenizer's vocabulary, accept a text prefix, fill the "
+                    "next-token mask and print the allowed tokens, EOS, completeness, forced bytes and "
+                    "the fill time.",
+        epilog="examples:\n  corral mask --grammar grammars/json.ebnf --prefix '{\"a\": ' --limit 5\n"
+               "  corral mask -g grammars/json.ebnf -t /path/to/llama3/tokenizer.model --prefix '[1, '",
+        formatter_class=_Formatter,
+    )
+    _add_grammar_args(p, positional=False)
+    _add_vocab_args(p, vocab_size=True)
+    p.add_argument("--prefix", "-p", metavar="TEXT", default="", help="text already generated (UTF-8; default: empty)")
+    p.add_argument("--limit", "-n", metavar="N", type=int, default=20,
+                   help="how many allowed tokens to list (default 20; -1 for all)")
+    p.set_defaults(func=cmd_mask)
+
+    p = sub.add_parser(
+        "stats", help="mask statistics while walking example JSON documents",
+        description="Compile a grammar (default: the built-in JSON grammar) against a vocabulary "
+                    "(default: built-in GPT-2), walk built-in example JSON documents token by token "
+                    "(greedy longest allowed token, driven by the matcher) and print mask statistics: "
+                    "allowed tokens per step, fill time per step, compile and vocabulary build time, "
+                    "memory.",
+        epilog="examples:\n  corral stats\n  corral stats --tokenizer /path/to/mistral/tokenizer.model\n"
+               "  corral stats --grammar my.gbnf --document sample1.txt --document sample2.txt",
+        formatter_class=_Formatter,
+    )
+    _add_grammar_args(p, positional=False)
+    _add_vocab_args(p, vocab_size=False)
+    p.add_argument("--document", "-d", metavar="FILE", action="append", default=None,
+                   help="walk this document instead of the built-in JSON examples (repeatable)")
+    p.set_defaults(func=cmd_stats)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit status (0 ok, 1 invalid input, 2 usage)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, usage errors
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    if getattr(args, "func", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    if getattr(args, "limit", 0) < -1:
+        print(f"corral {args.command}: error: --limit must be -1 (all) or more", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except CliError as e:
+        # "<file>: <error>" when the error is about a file (compiler style), else "corral CMD: error: ..."
+        print(str(e) if e.about_file else f"corral {args.command}: error: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. `corral mask -n -1 | head`
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
