@@ -140,7 +140,7 @@ RANGES = [
     ("\ue000", "\U0010ffff"),
 ]
 OPS = ["*", "+", "?", "{2}", "{0,2}", "{1,3}", "{2,}", "{0,1}", "{1}", "{0}"]
-RULE_NAMES = ["root", "r1", "item-2", "x_3"]
+RULE_NAMES = ["root", "r1", "item-2", "x_3", "r4", "r5", "r6"]
 
 
 def _esc_lit(c: str, style: int) -> str:
@@ -224,8 +224,8 @@ def render_grammar(rules: Sequence[Tuple[str, List[tuple]]], style: int) -> str:
 
 
 @st.composite
-def grammars(draw) -> Tuple[str, list]:
-    n = draw(st.integers(1, 4))
+def grammars(draw, max_leaves: int = 6, max_rules: int = 4) -> Tuple[str, list]:
+    n = draw(st.integers(1, max_rules))
     names = RULE_NAMES[:n]
     leaf = st.one_of(
         st.text(alphabet=CHARS, min_size=0, max_size=3).map(lambda s: ("lit", s)),
@@ -242,7 +242,7 @@ def grammars(draw) -> Tuple[str, list]:
             st.lists(kids, min_size=2, max_size=3).map(lambda xs: ("alt", xs)),
             st.tuples(kids, st.sampled_from(OPS)).map(lambda t: ("rep", t[0], t[1])),
         ),
-        max_leaves=6,
+        max_leaves=max_leaves,
     )
     rules = [(nm, draw(st.lists(expr, min_size=1, max_size=3))) for nm in names]
     style = draw(st.integers(0, 419))
@@ -687,16 +687,25 @@ def _has_lone_surrogate(x) -> bool:
     return False
 
 
+def bench_files() -> List[str]:
+    """Schema files from every JSONSchemaBench subset in turn (round robin), for a spread sample."""
+    per_subset = [sorted(glob.glob(os.path.join(d, "*.json")))[::5] for d in sorted(glob.glob(str(BENCH / "*"))) if os.path.isdir(d)]
+    out = []
+    for i in range(max((len(f) for f in per_subset), default=0)):
+        out.extend(f[i] for f in per_subset if i < len(f))
+    return out
+
+
 def bench_texts(limit: int = 200, max_chars: int = 6000) -> List[Tuple[str, str]]:
-    files = sorted(glob.glob(str(BENCH / "*" / "*.json")))
+    """(name, text) for ``limit`` valid instances, each as compact JSON (raw UTF-8) and indent=2."""
     texts: List[Tuple[str, str]] = []
     count = 0
-    for path in files[::9]:
+    for path in bench_files():
         if count >= limit:
             break
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-        for test in doc.get("tests", []):
+        for test in doc.get("tests", [])[:2]:
             if not test.get("valid") or count >= limit:
                 continue
             data = test["data"]
@@ -727,6 +736,9 @@ def test_gpt2_jsonschemabench_instances_are_allowed():
     cg = corral.compile(corral.load_grammar(JSON_EBNF), vocab.corral)
     texts = bench_texts()
     assert len(texts) >= 300, len(texts)
+    # The sample happens to be ASCII only; add documents whose GPT-2 tokens split characters.
+    texts += [(f"handwritten {k}", t) for k, t in enumerate(JSON_INPUTS)]
+    texts += [("cjk+emoji", json.dumps({"名前": "山田 太郎 😀🎉", "ß": ["é", "中文", "Ωmega"]}, ensure_ascii=False, indent=2))]
     mask = corral.allocate_token_bitmask(1, vocab.n)
     eos = 50256
     m = corral.Matcher(cg)
@@ -745,3 +757,64 @@ def test_gpt2_jsonschemabench_instances_are_allowed():
         words = np.asarray(mask[0]).view(np.uint32)
         assert (words[eos >> 5] >> np.uint32(eos & 31)) & 1, f"{name}: EOS not allowed at the end"
         assert m.is_accepting() and m.accept_token(eos) and m.is_terminated()
+
+
+# ---------------------------------------------------------------------------------------
+# a'. hand-written tricky grammars, every viable token path up to a depth
+# ---------------------------------------------------------------------------------------
+
+def _b(*pieces: str) -> List[bytes]:
+    """Tokens given as text, or (prefixed by "b:") as raw bytes, one character per byte."""
+    return [p[2:].encode("latin-1") if p.startswith("b:") else p.encode() for p in pieces]
+
+
+TRICKY = {
+    "dyck": ('root ::= s\ns ::= "(" s ")" s | ""', _b("(", ")", "()", ")(", "(()", "x")),
+    "left recursion": (
+        'root ::= e\ne ::= e "+" t | t\nt ::= t "*" f | f\nf ::= "(" e ")" | [0-9]+',
+        _b("1", "+", "*", "(", ")", "1+", "2)", "*(", "12"),
+    ),
+    "terminal then recursion": ('root ::= a b\na ::= "x"*\nb ::= "x" b "y" | "y"', _b("x", "y", "xx", "xy", "yy", "xxy")),
+    "nullable ambiguous": ('root ::= n "z"\nn ::= n n | "" | "a"', _b("a", "z", "aa", "az", "za")),
+    "ambiguous right": ('root ::= r\nr ::= "a" r | "a" r "b" | ""', _b("a", "b", "ab", "ba", "aab")),
+    "multibyte recursion": (
+        'root ::= x\nx ::= "中" x "文" | [^中文]{1,2}',
+        _b("中", "文", "b:\xe4", "b:\xb8", "b:\xad", "b:\xe4\xb8", "b:\xb8\xad\xe6", "b:\x96\x87", "a", "é", "b:\xc3", "b:\xa9"),
+    ),
+    "quoted": (
+        'root ::= q\nq ::= "\\"" ([^"\\\\] | "\\\\" .)* "\\"" | "[" q? "]"',
+        _b('"', "\\", "[", "]", "a", '\\"', '"]', "😀", "b:\xf0\x9f", "b:\x98\x80", "b:\xf0"),
+    ),
+    "repetition of recursion": ('root ::= x{2,3} x\nx ::= "ab" | "a" | "b" x?', _b("a", "b", "ab", "ba", "bb", "aab")),
+    "dot and class": ('root ::= . [a-c]+ | "é" root', _b("a", "é", "b:\xc3", "b:\xa9", "b:\xa9a", "b", "b:\xf4\x8f", "b:\xbf\xbf", "b:\xff")),
+    "surrogate edge": (
+        'root ::= [\\ud7ff\\ue000]+ | "x" [\\u0800-\\uffff]',
+        _b("b:\xed", "b:\x9f", "b:\xbf", "b:\xee", "b:\x80", "b:\xed\xa0", "b:\xed\x9f\xbf", "x", "b:\xef\xbf\xbf", "b:\xe0\xa0", "b:\xe0\x80"),
+    ),
+    "json.gbnf-like ws": ('root ::= "{" ws "}" ws\nws ::= | " " | "\\n" [ \\t]{0,3}', _b("{", "}", " ", "\n", "\t", "\n ", "} ", "{\n")),
+}
+
+
+@pytest.mark.parametrize("name", list(TRICKY))
+def test_tricky_grammars_exhaustive(name):
+    text, pieces = TRICKY[name]
+    ref = Reference(text)
+    tokens = list(pieces)
+    vocab = Vocab(tokens + [b"</s>"], eos=[len(tokens)])
+    m = corral.Matcher(corral.compile(corral.Grammar.from_ebnf(text), vocab.corral))
+    seen = [0]
+
+    def walk(out: bytes, depth: int) -> None:
+        allowed = check_step(ref, m, vocab, out, text)
+        seen[0] += 1
+        if depth == 0:
+            return
+        for t in sorted(allowed):
+            if t in vocab.eos:
+                continue
+            assert m.accept_token(t)
+            walk(out + vocab.tokens[t], depth - 1)
+            m.rollback(1)
+
+    walk(b"", 5 if len(tokens) <= 8 else 4)
+    assert seen[0] > 5

@@ -23,9 +23,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
+
+from .errors import CorralError
 
 __all__ = ["main", "EXAMPLE_DOCUMENTS", "LLAMA3_PATTERN"]
 
@@ -737,6 +739,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # "<file>: <error>" when the error is about a file (compiler style), else "corral CMD: error: ..."
         print(str(e) if e.about_file else f"corral {args.command}: error: {e}", file=sys.stderr)
         return e.code
+    except CorralError as e:  # anything the library raises that the subcommand did not word itself
+        print(f"corral {args.command}: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # e.g. `corral mask -n -1 | head`

@@ -52,6 +52,8 @@ pub struct Terminal {
     pub dfa: Dfa,
     /// Where it came from (rule name), for messages.
     pub label: String,
+    /// Process-wide id of the terminal's language (see [`crate::intern`]).
+    pub gid: u32,
 }
 
 /// What a dotted position ("item core") looks at.

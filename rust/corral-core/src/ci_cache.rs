@@ -11,7 +11,6 @@
 //! is the exact mask, and a fill on a warm cache is a copy plus one parser row per group.
 
 use crate::byteset::ByteSet;
-use crate::cfg::Cfg;
 use crate::dfa::{Dfa, DEAD};
 use crate::toktrie::TokTrie;
 use rustc_hash::FxHashMap;
@@ -21,7 +20,9 @@ use std::sync::{Arc, RwLock};
 /// Most lexemes a key may hold; larger configurations take the plain trie walk.
 pub const MAX_KEY_LEXEMES: usize = 64;
 
-/// A key: the (terminal, DFA state) of each lexeme in progress, in canonical order.
+/// A key: the (terminal id, DFA state) of each lexeme in progress, in canonical order.
+/// Terminal ids are process-wide ([`crate::intern`]), so entries are shared by all grammars
+/// compiled against one vocabulary (the cache lives in the [`crate::Vocabulary`]).
 pub type Key = Vec<(u32, u32)>;
 
 /// Trie nodes below which the parser must be consulted, grouped by which key lexemes end there.
@@ -65,9 +66,8 @@ impl Level {
 
 /// Lexer-only walk over `roots` (their subtrees, or the whole trie when `roots` is `None`).
 /// Calls `on_token` for tokens allowed by pure continuation; returns the end groups.
-fn walk(cfg: &Cfg, trie: &TokTrie, key: &[(u32, u32)], roots: Option<&[u32]>, first: &ByteSet, mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], roots: Option<&[u32]>, first: &ByteSet, mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
     let k = key.len();
-    let dfas: Vec<&Dfa> = key.iter().map(|&(t, _)| &cfg.terminals[t as usize].dfa).collect();
     let nodes = &trie.nodes;
     let mut groups: Vec<EndGroup> = Vec::new();
     let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
@@ -135,11 +135,11 @@ fn walk(cfg: &Cfg, trie: &TokTrie, key: &[(u32, u32)], roots: Option<&[u32]>, fi
     groups
 }
 
-/// Bytes that can start one of the key's lexemes.
-pub fn first_bytes(cfg: &Cfg, key: &[(u32, u32)]) -> ByteSet {
+/// Bytes that can continue one of the key's lexemes (`dfas[i]` is lexeme `i`'s automaton).
+pub fn first_bytes(key: &[(u32, u32)], dfas: &[&Dfa]) -> ByteSet {
     let mut f = ByteSet::default();
-    for &(t, s) in key {
-        f.union_with(cfg.terminals[t as usize].dfa.live_bytes(s));
+    for (&(_, s), d) in key.iter().zip(dfas) {
+        f.union_with(d.live_bytes(s));
     }
     f
 }
@@ -155,10 +155,10 @@ pub struct CiEntry {
 
 impl CiEntry {
     /// Computes the entry for `key` by one lexer-only walk of the whole trie.
-    pub fn build(cfg: &Cfg, trie: &TokTrie, key: &[(u32, u32)], mask_words: usize) -> CiEntry {
+    pub fn build(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], mask_words: usize) -> CiEntry {
         let mut allowed = vec![0u32; mask_words];
-        let all = ByteSet([u64::MAX; 4]);
-        let groups = walk(cfg, trie, key, None, &all, |ids| {
+        let first = first_bytes(key, dfas);
+        let groups = walk(trie, key, dfas, None, &first, |ids| {
             for &t in ids {
                 allowed[t as usize / 32] |= 1 << (t % 32);
             }
@@ -168,11 +168,11 @@ impl CiEntry {
 }
 
 /// Builds the level below `parent`'s group `g` for `key`.
-pub fn build_level(cfg: &Cfg, trie: &TokTrie, parent: &EndGroup, key: &[(u32, u32)]) -> Level {
-    let first = first_bytes(cfg, key);
+pub fn build_level(trie: &TokTrie, parent: &EndGroup, key: &[(u32, u32)], dfas: &[&Dfa]) -> Level {
+    let first = first_bytes(key, dfas);
     let roots: Vec<u32> = parent.nodes.iter().zip(&parent.child_bytes).filter(|(_, cb)| cb.intersects(&first)).map(|(&n, _)| n).collect();
     let mut tokens = Vec::new();
-    let groups = walk(cfg, trie, key, Some(&roots), &first, |ids| tokens.extend_from_slice(ids));
+    let groups = walk(trie, key, dfas, Some(&roots), &first, |ids| tokens.extend_from_slice(ids));
     Level { tokens, groups, children: Default::default() }
 }
 
@@ -191,11 +191,11 @@ impl CiCache {
     }
 
     /// The entry for `key`, building it on a miss.
-    pub fn get(&self, cfg: &Cfg, trie: &TokTrie, key: &[(u32, u32)], mask_words: usize) -> Arc<CiEntry> {
+    pub fn get<'d>(&self, trie: &TokTrie, key: &[(u32, u32)], dfas: impl FnOnce() -> Vec<&'d Dfa>, mask_words: usize) -> Arc<CiEntry> {
         if let Some(e) = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key) {
             return e.clone();
         }
-        let e = Arc::new(CiEntry::build(cfg, trie, key, mask_words));
+        let e = Arc::new(CiEntry::build(trie, key, &dfas(), mask_words));
         let size = e.allowed.len() * 4 + e.level.memory_bytes() + key.len() * 8 + 64;
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         if self.bytes.load(Relaxed) + size > self.budget {
@@ -210,11 +210,11 @@ impl CiCache {
     }
 
     /// The level below `parent`'s group `g` for `key`, building (and caching, within budget) on a miss.
-    pub fn level(&self, cfg: &Cfg, trie: &TokTrie, parent: &Level, g: u32, key: &[(u32, u32)]) -> Arc<Level> {
+    pub fn level(&self, trie: &TokTrie, parent: &Level, g: u32, key: &[(u32, u32)], dfas: &[&Dfa]) -> Arc<Level> {
         if let Some(l) = parent.child(g, key) {
             return l;
         }
-        let l = Arc::new(build_level(cfg, trie, &parent.groups[g as usize], key));
+        let l = Arc::new(build_level(trie, &parent.groups[g as usize], key, dfas));
         let size = l.memory_bytes() + key.len() * 8;
         if self.bytes.load(Relaxed) + size <= self.budget {
             self.bytes.fetch_add(size, Relaxed);

@@ -21,10 +21,18 @@ impl Grammar {
         Ok(Grammar { cfg: Arc::new(cfg), source: format!("ebnf:{root}:{text}").into() })
     }
 
+    /// Lowers a grammar built programmatically (e.g. by a JSON Schema compiler).
+    /// `source_key` must identify the grammar uniquely (it keys compile caches).
+    pub fn from_ast(ast: &crate::ebnf::GrammarAst, root: &str, source_key: &str, limits: &Limits) -> Result<Grammar> {
+        let cfg = crate::lower::lower(ast, root, limits)?;
+        Ok(Grammar { cfg: Arc::new(cfg), source: source_key.into() })
+    }
+
     /// A grammar whose language is the strings `pattern` matches in full.
     pub fn from_regex(pattern: &str, limits: &Limits) -> Result<Grammar> {
         let rx = crate::regex::parse_regex(pattern, limits)?;
         let dfa = Dfa::from_rx(&rx, limits)?;
+        let gid = crate::intern::terminal_id(&rx);
         if dfa.is_empty_language() && !dfa.nullable() {
             return Err(Error::Regex { message: format!("regex /{pattern}/ matches no string") });
         }
@@ -35,9 +43,9 @@ impl Grammar {
         let mut terminals = Vec::new();
         if !dfa.is_empty_language() {
             prods.push(Production { lhs: 0, rhs: vec![Sym::t(0)] });
-            terminals.push(Terminal { dfa, label: "regex".into() });
+            terminals.push(Terminal { dfa, label: "regex".into(), gid });
         } else {
-            terminals.push(Terminal { dfa, label: "regex".into() });
+            terminals.push(Terminal { dfa, label: "regex".into(), gid });
         }
         prods.push(Production { lhs: 1, rhs: vec![Sym::n(0)] });
         let cfg = Cfg::new(vec!["root".into(), "<start>".into()], prods, terminals, 1, 1);

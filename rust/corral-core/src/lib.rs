@@ -6,6 +6,7 @@
 //! [`lower`] → [`cfg`] (CFG over DFA terminals); [`earley`] parser rows; [`step`] the joint
 //! byte step; [`vocab`] + [`toktrie`] the vocabulary; [`matcher`] the per-sequence state.
 
+pub mod batch;
 pub mod byteset;
 pub mod cfg;
 pub mod ci_cache;
@@ -14,6 +15,7 @@ pub mod earley;
 pub mod ebnf;
 pub mod error;
 pub mod grammar;
+pub mod intern;
 pub mod limits;
 pub mod lower;
 pub mod mask_fill;

@@ -297,7 +297,7 @@ impl Lowerer<'_> {
             None => {
                 let dfa = Dfa::from_rx(&rx, self.limits)?;
                 let t = self.terminals.len() as u32;
-                self.terminals.push(Terminal { dfa, label: self.label.clone() });
+                self.terminals.push(Terminal { dfa, label: self.label.clone(), gid: crate::intern::terminal_id(&rx) });
                 self.term_index.insert(rx.clone(), t);
                 t
             }

@@ -43,23 +43,29 @@ impl Filler {
             self.walk_full(cfg, trie, parser, &roots, false, cur, mask);
             return;
         }
-        self.set_level(0, cur);
-        let entry = ci.get(cfg, trie, &self.lex[0].1, mask_words);
+        self.set_level(cfg, 0, cur);
+        let entry = ci.get(trie, &self.lex[0].1, || self.dfas_of(cfg, 0), mask_words);
         mask[..mask_words].copy_from_slice(&entry.allowed);
         self.descend(cfg, ci, trie, parser, &entry.level, 0, mask);
     }
 
     /// Stores `lex` in canonical order (and its key) as level `lvl`'s lexemes.
-    fn set_level(&mut self, lvl: usize, lex: &[Lexeme]) {
+    fn set_level(&mut self, cfg: &Cfg, lvl: usize, lex: &[Lexeme]) {
         if self.lex.len() <= lvl {
             self.lex.resize_with(lvl + 1, Default::default);
         }
         let (sorted, key) = &mut self.lex[lvl];
         sorted.clear();
         sorted.extend_from_slice(lex);
-        sorted.sort_unstable_by_key(|l| (l.term, l.state, l.row));
+        let gid = |l: &Lexeme| cfg.terminals[l.term as usize].gid;
+        sorted.sort_unstable_by_key(|l| (gid(l), l.state, l.row));
         key.clear();
-        key.extend(sorted.iter().map(|l| (l.term, l.state)));
+        key.extend(sorted.iter().map(|l| (gid(l), l.state)));
+    }
+
+    /// The automata of level `lvl`'s lexemes, in key order.
+    fn dfas_of<'c>(&self, cfg: &'c Cfg, lvl: usize) -> Vec<&'c crate::dfa::Dfa> {
+        self.lex[lvl].0.iter().map(|l| &cfg.terminals[l.term as usize].dfa).collect()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -81,8 +87,14 @@ impl Filler {
             if next.len() > MAX_KEY_LEXEMES {
                 self.walk_full(cfg, trie, parser, &group.nodes, true, &next, mask);
             } else if !next.is_empty() {
-                self.set_level(lvl + 1, &next);
-                let child = ci.level(cfg, trie, level, g as u32, &self.lex[lvl + 1].1);
+                self.set_level(cfg, lvl + 1, &next);
+                let child = match level.child(g as u32, &self.lex[lvl + 1].1) {
+                    Some(c) => c,
+                    None => {
+                        let dfas = self.dfas_of(cfg, lvl + 1);
+                        ci.level(trie, level, g as u32, &self.lex[lvl + 1].1, &dfas)
+                    }
+                };
                 set_bits(mask, &child.tokens);
                 if !child.groups.is_empty() {
                     self.work = next;

@@ -1,6 +1,5 @@
 //! Per-sequence matcher state and the compiled (grammar × vocabulary) object it runs on.
 
-use crate::ci_cache::CiCache;
 use crate::mask_fill::Filler;
 use crate::earley::Parser;
 use crate::error::{Error, Result};
@@ -16,11 +15,7 @@ pub struct CompiledGrammar {
     vocab: Arc<Vocabulary>,
     initial_parser: Parser,
     initial_lex: Vec<Lexeme>,
-    ci: CiCache,
 }
-
-/// Default byte budget of the per-grammar cache of context-independent token sets.
-pub const DEFAULT_CACHE_BUDGET: usize = 256 << 20;
 
 impl CompiledGrammar {
     /// Pairs `grammar` with `vocab`. Cheap: token-level work happens lazily in the matcher.
@@ -29,7 +24,7 @@ impl CompiledGrammar {
         let initial_parser = Parser::new(cfg);
         let mut initial_lex = Vec::new();
         start_lexemes(cfg, &initial_parser, 0, &mut initial_lex);
-        CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, ci: CiCache::new(DEFAULT_CACHE_BUDGET) }
+        CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex }
     }
 
     /// The grammar.
@@ -44,12 +39,7 @@ impl CompiledGrammar {
 
     /// Heap bytes held (grammar tables; the vocabulary is shared and counted separately).
     pub fn memory_bytes(&self) -> usize {
-        self.grammar.cfg().memory_bytes() + self.initial_parser.memory_bytes() + self.ci.memory_bytes()
-    }
-
-    /// Lexer configurations whose context-independent token sets are cached.
-    pub fn cache_entries(&self) -> usize {
-        self.ci.len()
+        self.grammar.cfg().memory_bytes() + self.initial_parser.memory_bytes()
     }
 }
 
@@ -219,7 +209,7 @@ impl Matcher {
         } else {
             let cfg = self.g.grammar.cfg().clone();
             let cur = &self.lex[s.lex_start as usize..s.lex_end as usize];
-            self.filler.fill(&cfg, &self.g.ci, vocab.trie(), vocab.mask_words(), &mut self.parser, cur, mask);
+            self.filler.fill(&cfg, vocab.cache(), vocab.trie(), vocab.mask_words(), &mut self.parser, cur, mask);
         }
         if self.is_accepting() {
             for &e in vocab.eos_token_ids() {

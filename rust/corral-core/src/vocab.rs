@@ -2,10 +2,13 @@
 //! end-of-sequence ids, the model-side size (padding included), and the token trie.
 
 use crate::error::{Error, Result};
+use crate::ci_cache::CiCache;
 use crate::toktrie::TokTrie;
 
-/// Token id to bytes, built once per tokenizer and shared (immutable, `Send + Sync`).
-#[derive(Debug, Clone)]
+/// Token id to bytes, built once per tokenizer and shared (`Send + Sync`). Besides the
+/// immutable token data it owns the cache of token sets per lexer configuration, shared by
+/// every grammar compiled against it.
+#[derive(Debug)]
 pub struct Vocabulary {
     tokens: Vec<Vec<u8>>,
     special: Vec<bool>,
@@ -13,7 +16,11 @@ pub struct Vocabulary {
     size: usize,
     trie: TokTrie,
     fingerprint: u64,
+    cache: CiCache,
 }
+
+/// Default byte budget of a vocabulary's token-set cache.
+pub const DEFAULT_CACHE_BUDGET: usize = 512 << 20;
 
 impl Vocabulary {
     /// Builds a vocabulary.
@@ -67,7 +74,7 @@ impl Vocabulary {
             mix(&e.to_le_bytes());
         }
         mix(&(size as u64).to_le_bytes());
-        Ok(Vocabulary { tokens, special: is_special, eos, size, trie, fingerprint: h })
+        Ok(Vocabulary { tokens, special: is_special, eos, size, trie, fingerprint: h, cache: CiCache::new(DEFAULT_CACHE_BUDGET) })
     }
 
     /// Model-side vocabulary size (logits width).
@@ -109,6 +116,11 @@ impl Vocabulary {
     /// The token trie (special tokens excluded).
     pub fn trie(&self) -> &TokTrie {
         &self.trie
+    }
+
+    /// The shared cache of token sets per lexer configuration.
+    pub fn cache(&self) -> &CiCache {
+        &self.cache
     }
 
     /// A hash of everything that affects masks; equal vocabularies have equal fingerprints.

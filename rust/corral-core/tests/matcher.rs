@@ -154,3 +154,34 @@ fn grammar_errors() {
     assert!(m.accept_bytes(b"1+2+3"));
     assert!(m.is_accepting());
 }
+
+#[test]
+fn batch_fill_matches_single_fills() {
+    let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
+    let v = vocab(&toks());
+    let cg = Arc::new(CompiledGrammar::new(&g, v.clone()));
+    let prefixes = ["", "{\"a\": ", "[1, 2", "\"x", "{\"k\": [true, {\"z\": nul"];
+    let mut ms: Vec<Matcher> = prefixes
+        .iter()
+        .map(|p| {
+            let mut m = Matcher::new(cg.clone());
+            assert!(m.accept_bytes(p.as_bytes()));
+            m
+        })
+        .collect();
+    let w = v.mask_words();
+    let mut expected = vec![0u32; w * prefixes.len()];
+    for (i, m) in ms.iter_mut().enumerate() {
+        m.fill_next_token_bitmask(&mut expected[i * w..(i + 1) * w]).unwrap();
+    }
+    let mut got = vec![0xFFFF_FFFFu32; w * (prefixes.len() + 1)];
+    let rows: Vec<usize> = (0..prefixes.len()).rev().collect();
+    let mut refs: Vec<&mut Matcher> = ms.iter_mut().collect();
+    corral_core::batch::fill_batch(&mut refs, &mut got, w, &rows).unwrap();
+    for (i, &r) in rows.iter().enumerate() {
+        assert_eq!(&got[r * w..(r + 1) * w], &expected[i * w..(i + 1) * w]);
+    }
+    assert!(got[prefixes.len() * w..].iter().all(|&x| x == 0xFFFF_FFFF), "untouched row stays");
+    let mut refs: Vec<&mut Matcher> = ms.iter_mut().take(2).collect();
+    assert!(corral_core::batch::fill_batch(&mut refs, &mut got, w, &[1, 1]).is_err());
+}
