@@ -16,7 +16,7 @@ Example::
 
 from __future__ import annotations
 
-from ._native import CompiledGrammar, Grammar, Matcher
+from ._native import CompiledGrammar, Grammar, Matcher, fill_next_token_bitmask_batch
 from .bitmask import allocate_token_bitmask, allowed_token_ids, bitmask_words
 from .compiler import compile, load_grammar
 from .errors import (
@@ -32,7 +32,8 @@ from .errors import (
     UnsupportedSchemaError,
     UsageError,
 )
-from .vocab import Vocabulary
+from .grammars import builtin_grammar
+from .vocab import Vocabulary, builtin_vocabulary
 
 __version__ = "0.1.0"
 
@@ -42,6 +43,9 @@ __all__ = [
     "Matcher",
     "Vocabulary",
     "compile",
+    "fill_next_token_bitmask_batch",
+    "builtin_grammar",
+    "builtin_vocabulary",
     "load_grammar",
     "allocate_token_bitmask",
     "allowed_token_ids",

@@ -271,6 +271,16 @@ class Vocabulary:
         """Hash of everything that affects masks; used as a cache key."""
         return self._native.fingerprint
 
+    @property
+    def memory_bytes(self) -> int:
+        """Heap bytes used by the token data and trie (the shared token-set cache excluded)."""
+        return self._native.memory_bytes
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes held by the token-set cache shared by every grammar compiled against this vocabulary."""
+        return self._native.cache_bytes
+
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes token ``token_id`` stands for (``b""`` for special and padding ids)."""
         return self._native.token_bytes(token_id)

@@ -409,7 +409,7 @@ impl P<'_> {
         self.pos += 1;
         match crate::regex::parse_regex(pat, self.limits) {
             Ok(rx) => Ok(rx),
-            Err(Error::Regex { message }) => self.err(start, message),
+            Err(Error::Regex { message, offset }) => self.err(start + offset.unwrap_or(0), message),
             Err(e) => Err(e),
         }
     }

@@ -69,6 +69,8 @@ pub enum Error {
     Regex {
         /// What is wrong, including the pattern.
         message: String,
+        /// Byte offset in the pattern, when known.
+        offset: Option<usize>,
     },
     /// A configured limit was exceeded.
     #[error("limit exceeded: {what} (limit {name} = {limit}); {hint}")]

@@ -30,11 +30,14 @@ impl Grammar {
 
     /// A grammar whose language is the strings `pattern` matches in full.
     pub fn from_regex(pattern: &str, limits: &Limits) -> Result<Grammar> {
-        let rx = crate::regex::parse_regex(pattern, limits)?;
+        let rx = crate::regex::parse_regex(pattern, limits).map_err(|e| match e {
+            Error::Regex { message, offset: Some(o) } => Error::GrammarSyntax { message, location: crate::error::Location::at(pattern, o) },
+            e => e,
+        })?;
         let dfa = Dfa::from_rx(&rx, limits)?;
         let gid = crate::intern::terminal_id(&rx);
         if dfa.is_empty_language() && !dfa.nullable() {
-            return Err(Error::Regex { message: format!("regex /{pattern}/ matches no string") });
+            return Err(Error::Regex { message: format!("regex /{pattern}/ matches no string"), offset: None });
         }
         let mut prods = Vec::new();
         if dfa.nullable() {

@@ -77,7 +77,7 @@ impl Builder<'_> {
                 let end = self.add()?;
                 for &(lo, hi) in ranges {
                     let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else {
-                        return Err(Error::Regex { message: format!("invalid code point range {lo:#x}-{hi:#x}") });
+                        return Err(Error::Regex { message: format!("invalid code point range {lo:#x}-{hi:#x}"), offset: None });
                     };
                     for seq in Utf8Sequences::new(lo, hi) {
                         let parts = seq.as_slice();

@@ -15,7 +15,14 @@ pub fn parse_regex(pattern: &str, limits: &Limits) -> Result<Rx> {
         .nest_limit(limits.max_nesting as u32)
         .build()
         .parse(pattern)
-        .map_err(|e| Error::Regex { message: format!("cannot parse regex /{pattern}/: {e}") })?;
+        .map_err(|e| {
+            let (kind, offset) = match &e {
+                regex_syntax::Error::Parse(p) => (p.kind().to_string(), Some(p.span().start.offset)),
+                regex_syntax::Error::Translate(t) => (t.kind().to_string(), Some(t.span().start.offset)),
+                other => (other.to_string(), None),
+            };
+            Error::Regex { message: format!("cannot parse regex /{pattern}/: {kind}"), offset }
+        })?;
     let items: Vec<&Hir> = match hir.kind() {
         HirKind::Concat(xs) => xs.iter().collect(),
         _ => vec![&hir],
@@ -51,6 +58,7 @@ fn convert(h: &Hir, pattern: &str) -> Result<Rx> {
         }
         HirKind::Look(look) => {
             return Err(Error::Regex {
+                offset: None,
                 message: format!(
                     "regex /{pattern}/ uses the assertion {look:?}, which cannot be enforced while generating; only a leading '^' and trailing '$' are allowed"
                 ),
@@ -88,5 +96,6 @@ mod tests {
         assert!(e.to_string().contains("cannot be enforced"), "{e}");
         let e = parse_regex(r"a(", &Limits::default()).unwrap_err();
         assert!(e.to_string().contains("cannot parse regex"), "{e}");
+        assert!(matches!(e, Error::Regex { offset: Some(1), .. }), "{e:?}");
     }
 }

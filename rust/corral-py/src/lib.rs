@@ -47,10 +47,15 @@ impl PyVocabulary {
     fn fingerprint(&self) -> u64 {
         self.inner.fingerprint()
     }
-    /// Heap bytes used.
+    /// Heap bytes used by the token data and trie.
     #[getter]
     fn memory_bytes(&self) -> usize {
         self.inner.memory_bytes()
+    }
+    /// Bytes held by the shared token-set cache (grows as grammars are used; bounded).
+    #[getter]
+    fn cache_bytes(&self) -> usize {
+        self.inner.cache().memory_bytes()
     }
     /// Bytes of token `id` (empty for special and padding ids).
     fn token_bytes<'py>(&self, py: Python<'py>, id: u32) -> PyResult<Bound<'py, PyBytes>> {
@@ -151,24 +156,37 @@ impl PyGrammar {
 #[pyclass(name = "CompiledGrammar", module = "corral._native", frozen)]
 struct PyCompiledGrammar {
     inner: Arc<core::CompiledGrammar>,
-    vocab: Py<PyVocabulary>,
+    vocab: Py<PyAny>,
     grammar: Py<PyGrammar>,
+}
+
+/// The native vocabulary behind `obj` (a `corral.Vocabulary` wrapper or the native class).
+fn native_vocab(obj: &Bound<'_, PyAny>) -> PyResult<Arc<core::Vocabulary>> {
+    if let Ok(v) = obj.cast::<PyVocabulary>() {
+        return Ok(v.get().inner.clone());
+    }
+    if let Ok(inner) = obj.getattr("_native") {
+        if let Ok(v) = inner.cast::<PyVocabulary>() {
+            return Ok(v.get().inner.clone());
+        }
+    }
+    Err(usage(obj.py(), format!("expected a corral.Vocabulary, got {}", obj.get_type().name()?)))
 }
 
 #[pymethods]
 impl PyCompiledGrammar {
     #[new]
-    fn new(py: Python<'_>, grammar: Py<PyGrammar>, vocab: Py<PyVocabulary>) -> PyResult<Self> {
+    fn new(py: Python<'_>, grammar: Py<PyGrammar>, vocab: Bound<'_, PyAny>) -> PyResult<Self> {
         guard(py, || {
             let g = grammar.get().inner.clone();
-            let v = vocab.get().inner.clone();
+            let v = native_vocab(&vocab)?;
             let inner = Arc::new(py.detach(|| core::CompiledGrammar::new(&g, v)));
-            Ok(PyCompiledGrammar { inner, vocab, grammar })
+            Ok(PyCompiledGrammar { inner, vocab: vocab.unbind(), grammar })
         })
     }
-    /// The vocabulary.
+    /// The vocabulary this grammar was compiled against (the object passed in).
     #[getter]
-    fn vocab(&self, py: Python<'_>) -> Py<PyVocabulary> {
+    fn vocab(&self, py: Python<'_>) -> Py<PyAny> {
         self.vocab.clone_ref(py)
     }
     /// The grammar.
@@ -276,6 +294,28 @@ impl PyMatcher {
     }
 }
 
+/// Fills row `indices[i]` (default `i`) of `bitmask` for each matcher, in parallel on a Rust
+/// thread pool with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (matchers, bitmask, indices=None))]
+fn fill_next_token_bitmask_batch(py: Python<'_>, matchers: Vec<Bound<'_, PyMatcher>>, bitmask: &Bound<'_, PyAny>, indices: Option<Vec<i64>>) -> PyResult<()> {
+    guard(py, || {
+        let mut buf = MaskBuf::borrow(bitmask)?;
+        let rows: Vec<usize> = match indices {
+            Some(ix) => ix.into_iter().map(|i| usize::try_from(i).map_err(|_| usage(py, format!("row index {i} is negative")))).collect::<PyResult<_>>()?,
+            None => (0..matchers.len()).collect(),
+        };
+        let mut refs = Vec::with_capacity(matchers.len());
+        for (i, m) in matchers.iter().enumerate() {
+            refs.push(m.try_borrow_mut().map_err(|_| usage(py, format!("matcher {i} appears twice in the batch or is in use elsewhere")))?);
+        }
+        let mut ms: Vec<&mut core::Matcher> = refs.iter_mut().map(|r| &mut r.inner).collect();
+        let words = buf.words;
+        let all = buf.words_mut();
+        py.detach(|| core::batch::fill_batch(&mut ms, all, words, &rows)).map_err(|e| to_py(py, e))
+    })
+}
+
 /// Raises a Rust panic inside a guarded entry point (tests prove it becomes `InternalError`).
 #[pyfunction]
 fn _trigger_panic(py: Python<'_>) -> PyResult<()> {
@@ -289,6 +329,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCompiledGrammar>()?;
     m.add_class::<PyMatcher>()?;
     m.add_function(wrap_pyfunction!(_trigger_panic, m)?)?;
+    m.add_function(wrap_pyfunction!(fill_next_token_bitmask_batch, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
