@@ -38,7 +38,7 @@ def compile(grammar: _native.Grammar, vocab: Vocabulary) -> _native.CompiledGram
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    compiled = _native.CompiledGrammar(grammar, vocab._native)
+    compiled = _native.CompiledGrammar(grammar, vocab)
     with _lock:
         _cache[key] = compiled
         while len(_cache) > _CACHE_SIZE:
