@@ -164,7 +164,7 @@ def test_check_regex(capsys, tmp_path):
     broken = tmp_path / "broken.regex"
     broken.write_text("a(b")
     rc, _, err = run(capsys, "check", str(broken))
-    assert rc == 1 and err.startswith(f"{broken}: regex error") and "unclosed group" in err
+    assert rc == 1 and err.startswith(f"{broken}: grammar syntax error") and "unclosed group" in err and "line 1, column 2" in err
 
 
 def test_check_missing_file(capsys, tmp_path):
