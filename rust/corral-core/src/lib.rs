@@ -17,6 +17,7 @@ pub mod error;
 pub mod grammar;
 pub mod intern;
 pub mod limits;
+pub mod logits;
 pub mod lower;
 pub mod mask_fill;
 pub mod matcher;

@@ -3,6 +3,7 @@
 
 mod bitmask;
 mod errors;
+mod logits;
 
 use bitmask::MaskBuf;
 use corral_core as core;
@@ -330,6 +331,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMatcher>()?;
     m.add_function(wrap_pyfunction!(_trigger_panic, m)?)?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmask_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(logits::apply_token_bitmask_cpu, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,156 @@
+//! Applying a token bitmask to a row of logits: every disallowed entry becomes −∞.
+//!
+//! Works on raw element bit patterns so one routine serves f32, f16 and bf16 (−∞ is
+//! `0xFF80_0000`, `0xFC00` and `0xFF80`). Words whose 32 tokens are all allowed are skipped;
+//! words with none allowed are written in one run.
+
+use rayon::prelude::*;
+
+/// −∞ as an f32 bit pattern.
+pub const NEG_INF_F32: u32 = 0xFF80_0000;
+/// −∞ as an IEEE half bit pattern.
+pub const NEG_INF_F16: u16 = 0xFC00;
+/// −∞ as a bfloat16 bit pattern.
+pub const NEG_INF_BF16: u16 = 0xFF80;
+
+/// An element type handled as raw bits (u32 for f32, u16 for f16/bf16).
+pub trait Lane: Copy + Send + Sync + 'static + std::ops::BitAnd<Output = Self> + std::ops::BitOr<Output = Self> + std::ops::Not<Output = Self> {
+    /// All bits clear.
+    const ZERO: Self;
+    /// All bits set.
+    const ONES: Self;
+    /// The cached [`lane_table`] for this type.
+    fn table() -> &'static [[Self; 8]];
+}
+impl Lane for u32 {
+    const ZERO: u32 = 0;
+    const ONES: u32 = u32::MAX;
+    fn table() -> &'static [[u32; 8]] {
+        static T: std::sync::OnceLock<Vec<[u32; 8]>> = std::sync::OnceLock::new();
+        T.get_or_init(lane_table::<u32>)
+    }
+}
+impl Lane for u16 {
+    const ZERO: u16 = 0;
+    const ONES: u16 = u16::MAX;
+    fn table() -> &'static [[u16; 8]] {
+        static T: std::sync::OnceLock<Vec<[u16; 8]>> = std::sync::OnceLock::new();
+        T.get_or_init(lane_table::<u16>)
+    }
+}
+
+/// For each byte of mask bits, eight lanes that are all-ones where the bit is set.
+pub fn lane_table<T: Lane>() -> Vec<[T; 8]> {
+    (0..256u32).map(|byte| std::array::from_fn(|i| if byte >> i & 1 == 1 { T::ONES } else { T::ZERO })).collect()
+}
+
+/// Masks one row: entries `i < vocab` whose bit is clear, and every entry `i >= vocab`,
+/// become `neg_inf`. Returns whether any entry below `vocab` stays allowed.
+#[inline]
+pub fn mask_row<T: Lane>(row: &mut [T], mask: &[u32], vocab: usize, neg_inf: T) -> bool {
+    mask_row_with(row, mask, vocab, neg_inf, T::table())
+}
+
+fn mask_row_with<T: Lane>(row: &mut [T], mask: &[u32], vocab: usize, neg_inf: T, table: &[[T; 8]]) -> bool {
+    let vocab = vocab.min(row.len()).min(mask.len() * 32);
+    let full_words = vocab / 32;
+    let mut any = 0u32;
+    let mut w = 0;
+    while w < full_words {
+        let bits = mask[w];
+        any |= bits;
+        if bits == u32::MAX {
+            w += 1;
+            continue;
+        }
+        if bits == 0 {
+            // A run of fully masked words: one long fill.
+            let start = w;
+            while w < full_words && mask[w] == 0 {
+                w += 1;
+            }
+            row[start * 32..w * 32].fill(neg_inf);
+            continue;
+        }
+        let chunk: &mut [T; 32] = (&mut row[w * 32..w * 32 + 32]).try_into().expect("32 entries");
+        // Branch-free select, eight lanes per mask byte (plain bit operations: vectorises
+        // without variable shifts).
+        for k in 0..4 {
+            let keep = &table[(bits >> (8 * k) & 0xFF) as usize];
+            for i in 0..8 {
+                let x = chunk[k * 8 + i];
+                chunk[k * 8 + i] = (x & keep[i]) | (neg_inf & !keep[i]);
+            }
+        }
+        w += 1;
+    }
+    let rem = vocab - full_words * 32;
+    if rem > 0 {
+        let bits = mask[full_words] & ((1u64 << rem) - 1) as u32;
+        any |= bits;
+        for b in 0..rem {
+            if bits >> b & 1 == 0 {
+                row[full_words * 32 + b] = neg_inf;
+            }
+        }
+    }
+    row[vocab..].fill(neg_inf);
+    any != 0
+}
+
+/// Masks rows `rows` of a `(batch, width)` logits buffer with the same rows of a
+/// `(batch, words)` bitmask. Returns the rows left with nothing allowed.
+pub fn mask_rows<T: Lane>(logits: &mut [T], width: usize, mask: &[u32], words: usize, rows: &[usize], vocab: usize, neg_inf: T) -> Vec<usize> {
+    let table = T::table();
+    let mut chunks: Vec<Option<&mut [T]>> = logits.chunks_mut(width).map(Some).collect();
+    let mut jobs: Vec<(usize, &mut [T])> = Vec::with_capacity(rows.len());
+    for &r in rows {
+        if let Some(c) = chunks.get_mut(r).and_then(|c| c.take()) {
+            jobs.push((r, c));
+        }
+    }
+    let run = |(r, row): (usize, &mut [T])| if mask_row_with(row, &mask[r * words..(r + 1) * words], vocab, neg_inf, table) { None } else { Some(r) };
+    let mut empty: Vec<usize> = if jobs.len() >= 4 && width >= 4096 {
+        jobs.into_par_iter().filter_map(run).collect()
+    } else {
+        jobs.into_iter().filter_map(run).collect()
+    };
+    empty.sort_unstable();
+    empty
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_exactly_the_clear_bits_and_padding() {
+        let one = 1.0f32.to_bits();
+        let mut row = vec![one; 70];
+        let mut mask = vec![0u32; 3];
+        for i in [0usize, 5, 31, 32, 63, 64, 65] {
+            mask[i / 32] |= 1 << (i % 32);
+        }
+        mask[1] |= 1 << 30; // id 62
+        assert!(mask_row(&mut row, &mask, 66, NEG_INF_F32));
+        assert!(row.iter().all(|&x| x == one || x == NEG_INF_F32));
+        let allowed: Vec<usize> = (0..70).filter(|&i| row[i] == one).collect();
+        assert_eq!(allowed, vec![0, 5, 31, 32, 62, 63, 64, 65]);
+        let mut row = vec![0u16; 40];
+        assert!(!mask_row(&mut row, &[0, 0], 40, NEG_INF_BF16));
+        assert!(row.iter().all(|&x| x == NEG_INF_BF16));
+    }
+
+    #[test]
+    fn rows_and_empty_rows() {
+        let mut logits = vec![0u32; 4 * 64];
+        let mask = vec![u32::MAX, 0, 0, 0, 1, 0, u32::MAX, u32::MAX];
+        let empty = mask_rows(&mut logits, 64, &mask, 2, &[1, 2, 3], 64, NEG_INF_F32);
+        assert_eq!(empty, vec![1]);
+        assert!(logits[..64].iter().all(|&x| x == 0), "row 0 not selected");
+        assert!(logits[64..128].iter().all(|&x| x == NEG_INF_F32));
+        assert_eq!(logits[128], 0);
+        assert!(logits[129..192].iter().all(|&x| x == NEG_INF_F32));
+        assert!(logits[192..].iter().all(|&x| x == 0));
+    }
+}
