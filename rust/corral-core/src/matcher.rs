@@ -50,6 +50,8 @@ struct Snap {
     lex_end: u32,
     boundary: u32,
     terminated: bool,
+    /// Token id accepted to reach this entry (`u32::MAX` for raw bytes and the start).
+    token: u32,
 }
 
 /// The state of one sequence being generated under a grammar.
@@ -72,7 +74,7 @@ impl Matcher {
     pub fn new(g: Arc<CompiledGrammar>) -> Matcher {
         let parser = g.initial_parser.clone();
         let lex = g.initial_lex.clone();
-        let hist = vec![Snap { rows: 1, lex_start: 0, lex_end: lex.len() as u32, boundary: 0, terminated: false }];
+        let hist = vec![Snap { rows: 1, lex_start: 0, lex_end: lex.len() as u32, boundary: 0, terminated: false, token: u32::MAX }];
         Matcher { g, parser, lex, hist, work: Vec::new(), scratch: StepScratch::default(), filler: Filler::default() }
     }
 
@@ -126,8 +128,14 @@ impl Matcher {
         }
         let ls = self.lex.len() as u32;
         self.lex.extend_from_slice(&self.work[range]);
-        self.hist.push(Snap { rows: self.parser.num_rows() as u32, lex_start: ls, lex_end: self.lex.len() as u32, boundary, terminated: false });
+        self.hist.push(Snap { rows: self.parser.num_rows() as u32, lex_start: ls, lex_end: self.lex.len() as u32, boundary, terminated: false, token: u32::MAX });
         true
+    }
+
+    /// Token ids of the last `n` history entries, oldest first (`None` for raw-byte entries).
+    pub fn last_tokens(&self, n: usize) -> Vec<Option<u32>> {
+        let k = n.min(self.num_accepted());
+        self.hist[self.hist.len() - k..].iter().map(|s| (s.token != u32::MAX).then_some(s.token)).collect()
     }
 
     /// Accepts token `id`. Returns `Ok(false)` and changes nothing if the token is not allowed;
@@ -141,7 +149,7 @@ impl Matcher {
         }
         if vocab.is_eos(id) {
             if self.is_accepting() {
-                self.hist.push(Snap { terminated: true, ..s });
+                self.hist.push(Snap { terminated: true, token: id, ..s });
                 return Ok(true);
             }
             return Ok(false);
@@ -149,7 +157,11 @@ impl Matcher {
         if vocab.is_special(id) || vocab.token_bytes(id).is_empty() {
             return Ok(false);
         }
-        Ok(self.accept_bytes(vocab.token_bytes(id)))
+        let ok = self.accept_bytes(vocab.token_bytes(id));
+        if ok {
+            self.hist.last_mut().expect("just pushed").token = id;
+        }
+        Ok(ok)
     }
 
     /// Length of the longest prefix of `ids` that could be accepted in turn; the state is unchanged.

@@ -66,6 +66,38 @@ impl TokTrie {
         &self.token_ids[n.tok_start as usize..(n.tok_start + n.tok_len) as usize]
     }
 
+    /// The node reached by `bytes` from the root, if some token starts with them.
+    pub fn find(&self, bytes: &[u8]) -> Option<usize> {
+        let mut i = 0usize;
+        let mut end = self.nodes.len();
+        let mut found = None;
+        for (d, &b) in bytes.iter().enumerate() {
+            // Scan the children (depth d + 1) of the current range.
+            let mut hit = None;
+            while i < end {
+                let n = &self.nodes[i];
+                if n.depth as usize == d + 1 && n.byte == b {
+                    hit = Some(i);
+                    break;
+                }
+                i += n.subtree_len as usize;
+            }
+            let h = hit?;
+            found = Some(h);
+            end = h + self.nodes[h].subtree_len as usize;
+            i = h + 1;
+        }
+        found
+    }
+
+    /// Whether some token's bytes strictly extend `bytes`.
+    pub fn has_extension(&self, bytes: &[u8]) -> bool {
+        match self.find(bytes) {
+            Some(i) => self.nodes[i].subtree_len > 1,
+            None => bytes.is_empty() && !self.nodes.is_empty(),
+        }
+    }
+
     /// Heap bytes used.
     pub fn memory_bytes(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<Node>() + self.token_ids.len() * 4
@@ -92,5 +124,8 @@ mod tests {
         assert_eq!(t.nodes[3].byte, b'b');
         assert_eq!(t.nodes[3].depth, 1);
         assert_eq!(t.tokens_at(3), &[2]);
+        assert_eq!(t.find(b"abc"), Some(2));
+        assert_eq!(t.find(b"ac"), None);
+        assert!(t.has_extension(b"ab") && !t.has_extension(b"abc") && !t.has_extension(b"b"));
     }
 }

@@ -63,6 +63,10 @@ impl PyVocabulary {
         self.inner.check_id(id).map_err(|e| to_py(py, e))?;
         Ok(PyBytes::new(py, self.inner.token_bytes(id)))
     }
+    /// Whether some (non-special) token's bytes strictly extend `prefix`.
+    fn has_token_extending(&self, prefix: &[u8]) -> bool {
+        self.inner.trie().has_extension(prefix)
+    }
     /// Whether `id` is special (never produced by a grammar; EOS is allowed when the grammar can end).
     fn is_special(&self, py: Python<'_>, id: u32) -> PyResult<bool> {
         self.inner.check_id(id).map_err(|e| to_py(py, e))?;
@@ -268,6 +272,16 @@ impl PyMatcher {
     /// The longest byte string every valid continuation must start with.
     fn forced_bytes<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         guard(py, || Ok(PyBytes::new(py, &self.inner.forced_bytes())))
+    }
+    /// Token ids of the last `n` accepted entries, oldest first (None for `accept_bytes` entries).
+    fn last_tokens(&self, n: usize) -> Vec<Option<u32>> {
+        self.inner.last_tokens(n)
+    }
+    /// Tokens that can be appended without a decode step, as the model itself would produce
+    /// them (see `corral.forced.forced_tokens`).
+    fn forced_tokens(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        Ok(py.import("corral.forced")?.getattr("forced_tokens")?.call1((slf,))?.unbind())
     }
     /// Back to the start.
     fn reset(&mut self) {
