@@ -64,22 +64,53 @@ impl Level {
     }
 }
 
+/// Records trie node `i` (which has children) in the group of lexemes `ending`.
+fn record_end(nodes: &[crate::toktrie::Node], i: usize, ending: u64, groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
+    let gi = *group_of.entry(ending).or_insert_with(|| {
+        groups.push(EndGroup { ending, nodes: Vec::new(), child_bytes: Vec::new() });
+        groups.len() - 1
+    });
+    let node = nodes[i];
+    let mut cb = ByteSet::default();
+    let mut j = i + 1;
+    while j < i + node.subtree_len as usize {
+        cb.insert(nodes[j].byte);
+        j += nodes[j].subtree_len as usize;
+    }
+    groups[gi].nodes.push(i as u32);
+    groups[gi].child_bytes.push(cb);
+}
+
+/// The `(start, end, base depth)` node ranges a walk covers.
+fn ranges(trie: &TokTrie, roots: Option<&[u32]>) -> Vec<(usize, usize, usize)> {
+    match roots {
+        None => vec![(0, trie.nodes.len(), 0)],
+        Some(r) => r
+            .iter()
+            .map(|&root| {
+                let r = root as usize;
+                (r + 1, r + trie.nodes[r].subtree_len as usize, trie.nodes[r].depth as usize)
+            })
+            .collect(),
+    }
+}
+
 /// Lexer-only walk over `roots` (their subtrees, or the whole trie when `roots` is `None`).
 /// Calls `on_token` for tokens allowed by pure continuation; returns the end groups.
-fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], roots: Option<&[u32]>, first: &ByteSet, mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], roots: Option<&[u32]>, first: &ByteSet, on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+    if key.len() == 1 {
+        return walk_one(trie, key[0].1, dfas[0], roots, first, on_token);
+    }
+    let mut on_token = on_token;
     let k = key.len();
     let nodes = &trie.nodes;
     let mut groups: Vec<EndGroup> = Vec::new();
     let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
-    let mut states: Vec<u32> = Vec::new();
-    let whole = [u32::MAX];
-    for &root in roots.unwrap_or(&whole) {
-        let (start, end, base) = if root == u32::MAX {
-            (0, nodes.len(), 0)
-        } else {
-            let r = root as usize;
-            (r + 1, r + nodes[r].subtree_len as usize, nodes[r].depth as usize)
-        };
+    let mut states: Vec<u32> = vec![DEAD; (trie.max_depth() + 1) * k];
+    for (start, end, base) in ranges(trie, roots) {
+        for (j, &(_, s)) in key.iter().enumerate() {
+            states[j] = s;
+        }
         let mut i = start;
         while i < end {
             let node = nodes[i];
@@ -87,14 +118,6 @@ fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], roots: Option<&[u32]>
             if d == 1 && !first.contains(node.byte) {
                 i += node.subtree_len as usize;
                 continue;
-            }
-            if states.len() < (d + 1) * k {
-                states.resize((d + 1) * k, DEAD);
-            }
-            if d == 1 {
-                for (j, &(_, s)) in key.iter().enumerate() {
-                    states[j] = s;
-                }
             }
             let (prev, cur) = states.split_at_mut(d * k);
             let prev = &prev[(d - 1) * k..];
@@ -114,20 +137,45 @@ fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], roots: Option<&[u32]>
                 i += node.subtree_len as usize;
                 continue;
             }
-            on_token(trie.tokens_at(i));
+            if node.tok_len > 0 {
+                on_token(trie.tokens_at(i));
+            }
             if ending != 0 && node.subtree_len > 1 {
-                let gi = *group_of.entry(ending).or_insert_with(|| {
-                    groups.push(EndGroup { ending, nodes: Vec::new(), child_bytes: Vec::new() });
-                    groups.len() - 1
-                });
-                let mut cb = ByteSet::default();
-                let mut j = i + 1;
-                while j < i + node.subtree_len as usize {
-                    cb.insert(nodes[j].byte);
-                    j += nodes[j].subtree_len as usize;
-                }
-                groups[gi].nodes.push(i as u32);
-                groups[gi].child_bytes.push(cb);
+                record_end(nodes, i, ending, &mut groups, &mut group_of);
+            }
+            i += 1;
+        }
+    }
+    groups
+}
+
+/// [`walk`] for a single lexeme: the common case (inside a string, a number...), kept tight.
+fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, roots: Option<&[u32]>, first: &ByteSet, mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+    let nodes = &trie.nodes;
+    let mut groups: Vec<EndGroup> = Vec::new();
+    let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut states: Vec<u32> = vec![DEAD; trie.max_depth() + 1];
+    for (start, end, base) in ranges(trie, roots) {
+        assert!(end <= nodes.len() && s0 != DEAD);
+        states[0] = s0;
+        let mut i = start;
+        while i < end {
+            // SAFETY: `i < end <= nodes.len()`; node depths are in `base + 1 ..= max_depth`, so
+            // `d` indexes `states` (length max_depth + 1); `states[d - 1]` holds a live state of
+            // `dfa` (written below or `s0`), as `next_unchecked` requires.
+            let node = unsafe { *nodes.get_unchecked(i) };
+            let d = node.depth as usize - base;
+            let s = if d == 1 && !first.contains(node.byte) { DEAD } else { unsafe { dfa.next_unchecked(*states.get_unchecked(d - 1), node.byte) } };
+            if s == DEAD {
+                i += node.subtree_len as usize;
+                continue;
+            }
+            unsafe { *states.get_unchecked_mut(d) = s };
+            if node.tok_len > 0 {
+                on_token(trie.tokens_at(i));
+            }
+            if node.subtree_len > 1 && dfa.is_accepting(s) {
+                record_end(nodes, i, 1, &mut groups, &mut group_of);
             }
             i += 1;
         }
@@ -160,6 +208,7 @@ impl CiEntry {
         let first = first_bytes(key, dfas);
         let groups = walk(trie, key, dfas, None, &first, |ids| {
             for &t in ids {
+                // Token ids are below the vocabulary size, so within `mask_words` words.
                 allowed[t as usize / 32] |= 1 << (t % 32);
             }
         });

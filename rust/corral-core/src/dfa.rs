@@ -198,6 +198,16 @@ impl Dfa {
         &self.live_bytes[state as usize]
     }
 
+    /// [`Dfa::next`] without bounds checks, for the trie walks' inner loops.
+    ///
+    /// # Safety
+    /// `state` must be a state of this DFA (every state it ever returned is).
+    #[inline(always)]
+    pub unsafe fn next_unchecked(&self, state: u32, b: u8) -> u32 {
+        debug_assert!((state as usize) < self.accepting.len());
+        *self.trans.get_unchecked(state as usize * self.n_classes + *self.classes.get_unchecked(b as usize) as usize)
+    }
+
     /// Whether `state` accepts (ends a non-empty match).
     #[inline(always)]
     pub fn is_accepting(&self, state: u32) -> bool {

@@ -23,6 +23,8 @@ pub struct TokTrie {
     pub nodes: Vec<Node>,
     /// Token ids, grouped by the node they end at.
     pub token_ids: Vec<u32>,
+    /// Greatest node depth (the longest token's length).
+    max_depth: usize,
 }
 
 impl TokTrie {
@@ -56,7 +58,14 @@ impl TokTrie {
         while let Some(idx) = open.pop() {
             nodes[idx].subtree_len = (nodes.len() - idx) as u32;
         }
-        TokTrie { nodes, token_ids }
+        let max_depth = nodes.iter().map(|n| n.depth as usize).max().unwrap_or(0);
+        TokTrie { nodes, token_ids, max_depth }
+    }
+
+    /// Greatest node depth (the longest token's length).
+    #[inline]
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
     }
 
     /// Token ids ending at node `i`.
