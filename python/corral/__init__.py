@@ -32,7 +32,9 @@ from .errors import (
     UnsupportedSchemaError,
     UsageError,
 )
+from .forced import forced_tokens
 from .grammars import builtin_grammar
+from .logits import apply_token_bitmask_inplace
 from .vocab import Vocabulary, builtin_vocabulary
 
 __version__ = "0.1.0"
@@ -61,4 +63,34 @@ __all__ = [
     "EmptyMaskError",
     "InternalError",
     "SchemaWarning",
+    "apply_token_bitmask_inplace",
+    "forced_tokens",
+    "SamplingParams",
+    "sample",
+    "generate",
+    "GenerationResult",
 ]
+
+# Names whose modules import torch: loaded on first use, so that `import corral` (and the CLI)
+# stays fast without it.
+_LAZY = {
+    "SamplingParams": "sampling",
+    "sample": "sampling",
+    "generate": "generate",
+    "GenerationResult": "generate",
+}
+
+
+def __getattr__(name: str):  # PEP 562
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'corral' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -11,6 +11,11 @@ built from a tokenizer with one of the adapters below and cached per tokenizer o
 * :meth:`Vocabulary.from_bytes` -- any tokenizer, given each token's bytes;
 * :func:`builtin_vocabulary` -- the GPT-2 vocabulary shipped with corral (no downloads).
 
+Vocabularies built by these adapters (and by :meth:`Vocabulary.from_bytes` given ``encode=``)
+can also *encode* text with the tokenizer they came from (:meth:`Vocabulary.encode`,
+:attr:`Vocabulary.can_encode`): :func:`corral.forced.forced_tokens` uses it to append forced
+runs as the tokenizer itself would tokenize them.
+
 Example::
 
     >>> import corral
@@ -31,7 +36,7 @@ import weakref
 from typing import Any, Callable, Iterable, Sequence, Union
 
 from . import _native
-from .errors import TokenizerError
+from .errors import TokenizerError, UsageError
 
 __all__ = ["Vocabulary", "builtin_vocabulary", "KNOWN_EOS_TOKENS"]
 
@@ -73,10 +78,11 @@ class Vocabulary:
     (50257, [50256], b'Hello', True)
     """
 
-    __slots__ = ("_native", "__weakref__")
+    __slots__ = ("_native", "_encoder", "__weakref__")
 
-    def __init__(self, native: _native.Vocabulary) -> None:
+    def __init__(self, native: _native.Vocabulary, encoder: "_Encoder | None" = None) -> None:
         self._native = native
+        self._encoder = encoder
 
     # ---------------------------------------------------------------- constructors
 
@@ -88,14 +94,26 @@ class Vocabulary:
         eos_token_ids: Iterable[int],
         special_token_ids: Iterable[int] = (),
         vocab_size: int | None = None,
+        encode: Callable[[bytes], Sequence[int]] | None = None,
     ) -> "Vocabulary":
         """Builds a vocabulary from each token's bytes (``None`` or ``b""``: never produced).
 
+        ``encode``, when given, is the tokenizer's encoder: ``encode(text: bytes)`` returns the
+        ids the tokenizer gives ``text`` (no BOS/special tokens). It enables :meth:`encode`
+        and forced-token runs (:func:`corral.forced.forced_tokens`).
+
         >>> Vocabulary.from_bytes([b"x", b"<eos>"], eos_token_ids=[1], vocab_size=64).size
         64
+        >>> v = Vocabulary.from_bytes([b"a", b"b", b""], eos_token_ids=[2],
+        ...                           encode=lambda data: [c - ord("a") for c in data])
+        >>> v.can_encode, v.encode(b"abba")
+        (True, [0, 1, 1, 0])
         """
         toks = [bytes(t) if t is not None else b"" for t in tokens]
-        return cls(_native.Vocabulary(toks, list(eos_token_ids), list(special_token_ids), vocab_size))
+        if encode is not None and not callable(encode):
+            raise UsageError(f"encode must be a callable (bytes -> list of ids), got {type(encode).__name__}")
+        native = _native.Vocabulary(toks, list(eos_token_ids), list(special_token_ids), vocab_size)
+        return cls(native, _CallableEncoder(encode) if encode is not None else None)
 
     @classmethod
     def from_huggingface(
@@ -289,6 +307,85 @@ class Vocabulary:
         """Whether ``token_id`` is special (never produced by a grammar, EOS aside)."""
         return self._native.is_special(token_id)
 
+    @property
+    def can_encode(self) -> bool:
+        """Whether :meth:`encode` is available (the vocabulary knows its tokenizer's encoder).
+
+        True for vocabularies from :meth:`from_huggingface`, :meth:`from_tiktoken`,
+        :meth:`from_sentencepiece`, :meth:`from_bytes` with ``encode=`` and
+        :func:`builtin_vocabulary` (whose encoder needs ``tiktoken`` or ``regex``).
+
+        >>> Vocabulary.from_bytes([b"a", b""], eos_token_ids=[1]).can_encode
+        False
+        """
+        enc = self._encoder
+        return enc is not None and enc.available()
+
+    def encode(self, text: bytes | str) -> list[int]:
+        """The token ids the tokenizer gives ``text`` (no BOS or other special tokens).
+
+        The ids always spell ``text`` exactly (their :meth:`token_bytes` concatenate to it),
+        otherwise :class:`~corral.TokenizerError` is raised (e.g. a normalizer that rewrites
+        the text). Tokenizers that add a dummy-prefix space (SentencePiece, Metaspace) can only
+        encode text that starts with a space (the prefix is then taken from the text itself);
+        other text raises :class:`~corral.TokenizerError`, since how a model would tokenize it
+        in the middle of a document is ambiguous.
+
+        Raises:
+            UsageError: no encoder (:attr:`can_encode` is False).
+            TokenizerError: the text cannot be encoded faithfully (see above; byte strings that
+                are not UTF-8, for tokenizers that only encode text).
+
+        >>> v = builtin_vocabulary()
+        >>> v.encode(b'{"name": "Ada"}')
+        [4895, 3672, 1298, 366, 2782, 64, 20662]
+        """
+        enc = self._encoder
+        if enc is None or not enc.available():
+            raise UsageError(
+                "this vocabulary cannot encode text: it was built without its tokenizer's encoder "
+                "(use Vocabulary.from_huggingface / from_tiktoken / from_sentencepiece, or "
+                "Vocabulary.from_bytes(..., encode=callable))"
+            )
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        if not data:
+            return []
+        ids = self._checked(enc, data)
+        spelled = self._spell(ids)
+        if spelled == data:
+            return ids
+        if spelled == b" " + data:  # a dummy-prefix space (SentencePiece, Metaspace)
+            if data.startswith(b" "):
+                ids = self._checked(enc, data[1:])
+                if self._spell(ids) == data:
+                    return ids
+            else:
+                raise TokenizerError(
+                    f"the tokenizer adds a dummy-prefix space: {data[:40]!r} (which does not start "
+                    "with a space) has no encoding that spells it exactly"
+                )
+        raise TokenizerError(
+            f"the tokenizer's encoding of {data[:40]!r} spells {spelled[:40]!r}, not the text itself "
+            "(a normalizer rewrites it, or the encoder and the vocabulary disagree)"
+        )
+
+    def _checked(self, enc: "_Encoder", data: bytes) -> list[int]:
+        try:
+            ids = [operator.index(i) for i in enc(data)]
+        except (TokenizerError, UsageError):
+            raise
+        except Exception as e:  # noqa: BLE001 - any encoder failure is a tokenizer problem
+            raise TokenizerError(f"the tokenizer failed to encode {data[:40]!r}: {type(e).__name__}: {e}") from e
+        n = self._native.num_tokens
+        for i in ids:
+            if not 0 <= i < n or self._native.is_special(i):
+                raise TokenizerError(f"the tokenizer encoded {data[:40]!r} with token id {i}, which is special or out of range")
+        return ids
+
+    def _spell(self, ids: Sequence[int]) -> bytes:
+        tb = self._native.token_bytes
+        return b"".join([tb(i) for i in ids])
+
     def __len__(self) -> int:
         return self.size
 
@@ -337,14 +434,18 @@ def _builtin(name: str) -> Vocabulary:
         strings[i] = s
     tokens = _byte_level_decode(strings)
     eos = vocab[eos_name]
-    return _finish(Vocabulary, tokens, {eos}, [eos], None, None, f"built-in vocabulary {name!r}")
+    v = _finish(Vocabulary, tokens, {eos}, [eos], None, None, f"built-in vocabulary {name!r}")
+    # GPT-2's merge ranks are its token ids (merge i made token 256 + i), so rank-ordered
+    # byte-pair merging with the ids as ranks is GPT-2's own BPE.
+    v._encoder = _RankBpeEncoder(v._native, _GPT2_PATTERN)
+    return v
 
 
 # --------------------------------------------------------------------------------------------
 # Cache: once per tokenizer object and keyword arguments
 
 _CACHE_LOCK = threading.RLock()
-_WEAK_CACHE: "weakref.WeakKeyDictionary[Any, dict[tuple, Vocabulary]]" = weakref.WeakKeyDictionary()
+_WEAK_CACHE: "weakref.WeakKeyDictionary[Any, dict[tuple, weakref.ref[Vocabulary]]]" = weakref.WeakKeyDictionary()
 # Objects that cannot be weakly referenced (or hashed): keyed by id(), kept alive so that the
 # id is never reused by another object.
 _STRONG_CACHE: dict[int, tuple[Any, dict[tuple, Vocabulary]]] = {}
@@ -352,6 +453,10 @@ _PATH_CACHE: dict[tuple, Vocabulary] = {}
 
 
 def _cached(obj: Any, key: tuple, build: Callable[[], Vocabulary]) -> Vocabulary:
+    # Weakly referenceable tokenizers: the entry holds the vocabulary weakly too, because a
+    # vocabulary holds its tokenizer (its encoder): a strong value would keep the weak key
+    # alive forever. The vocabulary is reused as long as someone (a compiled grammar...)
+    # holds it.
     with _CACHE_LOCK:
         try:
             per = _WEAK_CACHE.get(obj)
@@ -361,19 +466,25 @@ def _cached(obj: Any, key: tuple, build: Callable[[], Vocabulary]) -> Vocabulary
             entry = _STRONG_CACHE.get(id(obj))
             per = entry[1] if entry is not None and entry[0] is obj else None
         if per is not None and key in per:
-            return per[key]
+            hit = per[key]() if weak else per[key]
+            if hit is not None:
+                return hit
     vocab = build()  # outside the lock: other tokenizers build concurrently
     with _CACHE_LOCK:
         if weak:
-            per = _WEAK_CACHE.get(obj)
-            if per is None:
-                per = _WEAK_CACHE[obj] = {}
-        else:
-            entry = _STRONG_CACHE.get(id(obj))
-            if entry is None or entry[0] is not obj:
-                entry = _STRONG_CACHE[id(obj)] = (obj, {})
-            per = entry[1]
-        return per.setdefault(key, vocab)  # a concurrent build of the same key: first one wins
+            wper = _WEAK_CACHE.get(obj)
+            if wper is None:
+                wper = _WEAK_CACHE[obj] = {}
+            ref = wper.get(key)
+            old = ref() if ref is not None else None
+            if old is not None:
+                return old  # a concurrent build of the same key: first one wins
+            wper[key] = weakref.ref(vocab)
+            return vocab
+        entry = _STRONG_CACHE.get(id(obj))
+        if entry is None or entry[0] is not obj:
+            entry = _STRONG_CACHE[id(obj)] = (obj, {})
+        return entry[1].setdefault(key, vocab)  # a concurrent build of the same key: first one wins
 
 
 def _ids_key(ids: IdsArg) -> tuple[int, ...] | None:
@@ -640,7 +751,10 @@ def _build_huggingface(cls: type, tokenizer: Any, eos: IdsArg, extra_special: Id
         eos_ids = _detect_eos([added_names, model_vocab], what, declared_eos)
     else:
         eos_ids = _as_ids(eos, "eos_token_ids")
-    return _finish(cls, tokens, specials, eos_ids, extra_special, vocab_size, what)
+    v = _finish(cls, tokens, specials, eos_ids, extra_special, vocab_size, what)
+    if hasattr(backend, "encode"):
+        v._encoder = _HuggingFaceEncoder(backend)
+    return v
 
 
 # --------------------------------------------------------------------------------------------
@@ -675,7 +789,10 @@ def _build_tiktoken(cls: type, encoding: Any, eos: IdsArg, extra_special: IdsArg
                 pass  # a hole in the id space
     what = f"tiktoken encoding {getattr(encoding, 'name', '?')!r}"
     eos_ids = _detect_eos([specials_by_name], what) if eos is None else _as_ids(eos, "eos_token_ids")
-    return _finish(cls, tokens, special_ids, eos_ids, extra_special, vocab_size, what)
+    v = _finish(cls, tokens, special_ids, eos_ids, extra_special, vocab_size, what)
+    if callable(getattr(encoding, "encode_ordinary", None)):
+        v._encoder = _TiktokenEncoder(encoding)
+    return v
 
 
 # --------------------------------------------------------------------------------------------
@@ -720,4 +837,167 @@ def _build_sentencepiece(cls: type, sp: Any, eos: IdsArg, extra_special: IdsArg,
         eos_ids = _detect_eos([names], what, [eid] if 0 <= eid < n else [])
     else:
         eos_ids = _as_ids(eos, "eos_token_ids")
-    return _finish(cls, tokens, specials, eos_ids, extra_special, vocab_size, what)
+    v = _finish(cls, tokens, specials, eos_ids, extra_special, vocab_size, what)
+    if callable(getattr(sp, "encode", None)):
+        v._encoder = _SentencePieceEncoder(sp)
+    return v
+
+
+# --------------------------------------------------------------------------------------------
+# Encoders (the hook behind Vocabulary.encode)
+
+#: GPT-2's pre-tokenization pattern.
+_GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+class _Encoder:
+    """bytes -> token ids with the tokenizer a vocabulary came from (see Vocabulary.encode)."""
+
+    def available(self) -> bool:
+        return True
+
+    def __call__(self, data: bytes) -> Sequence[int]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _utf8(data: bytes, who: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TokenizerError(f"{who} encodes text only, and {data[:40]!r} is not UTF-8 (byte {e.start})") from None
+
+
+class _CallableEncoder(_Encoder):
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[bytes], Sequence[int]]) -> None:
+        self.fn = fn
+
+    def __call__(self, data: bytes) -> Sequence[int]:
+        return self.fn(data)
+
+
+class _HuggingFaceEncoder(_Encoder):
+    """``tokenizers.Tokenizer.encode(text, add_special_tokens=False)``."""
+
+    __slots__ = ("tok",)
+
+    def __init__(self, tok: Any) -> None:
+        self.tok = tok
+
+    def __call__(self, data: bytes) -> Sequence[int]:
+        return self.tok.encode(_utf8(data, "a Hugging Face tokenizer"), add_special_tokens=False).ids
+
+
+class _TiktokenEncoder(_Encoder):
+    """``encoding.encode_ordinary`` (``_encode_bytes`` for bytes that are not UTF-8)."""
+
+    __slots__ = ("enc",)
+
+    def __init__(self, enc: Any) -> None:
+        self.enc = enc
+
+    def __call__(self, data: bytes) -> Sequence[int]:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raw = getattr(self.enc, "_encode_bytes", None)
+            if raw is None:
+                _utf8(data, "this tiktoken encoding")
+            return raw(data)
+        return self.enc.encode_ordinary(text)
+
+
+class _SentencePieceEncoder(_Encoder):
+    """``SentencePieceProcessor.encode`` (no BOS/EOS); its dummy prefix is handled by
+    :meth:`Vocabulary.encode`."""
+
+    __slots__ = ("sp",)
+
+    def __init__(self, sp: Any) -> None:
+        self.sp = sp
+
+    def __call__(self, data: bytes) -> Sequence[int]:
+        return self.sp.encode(_utf8(data, "a SentencePiece model"))
+
+
+class _RankBpeEncoder(_Encoder):
+    """Byte-level BPE whose merge ranks are the token ids (GPT-2, tiktoken-style files), with a
+    regex pre-tokenizer. Uses ``tiktoken`` when installed, else pure Python with ``regex``;
+    built lazily on first use."""
+
+    def __init__(self, native: _native.Vocabulary, pattern: str) -> None:
+        self._native = native
+        self._pattern = pattern
+        self._impl: Callable[[bytes], Sequence[int]] | None = None
+        self._lock = threading.Lock()
+        self._missing = False
+
+    def available(self) -> bool:
+        if self._impl is not None:
+            return True
+        if self._missing:
+            return False
+        import importlib.util
+
+        ok = any(importlib.util.find_spec(m) is not None for m in ("tiktoken", "regex"))
+        self._missing = not ok
+        return ok
+
+    def _ranks(self) -> dict[bytes, int]:
+        nv = self._native
+        ranks: dict[bytes, int] = {}
+        for i in range(nv.num_tokens):
+            b = nv.token_bytes(i)
+            if b and not nv.is_special(i):
+                ranks.setdefault(b, i)
+        return ranks
+
+    def _build(self) -> Callable[[bytes], Sequence[int]]:
+        ranks = self._ranks()
+        try:
+            import tiktoken
+        except ImportError:
+            pass
+        else:
+            enc = tiktoken.Encoding(name="corral-rank-bpe", pat_str=self._pattern, mergeable_ranks=ranks, special_tokens={})
+            return _TiktokenEncoder(enc)
+        try:
+            import regex
+        except ImportError:
+            raise TokenizerError("encoding with the built-in vocabulary needs the tiktoken or regex package") from None
+        pat = regex.compile(self._pattern)
+
+        @functools.lru_cache(maxsize=65536)
+        def bpe(piece: bytes) -> tuple[int, ...]:
+            hit = ranks.get(piece)
+            if hit is not None:
+                return (hit,)
+            parts = [piece[i : i + 1] for i in range(len(piece))]
+            while len(parts) > 1:
+                best, at = None, -1
+                for i in range(len(parts) - 1):
+                    r = ranks.get(parts[i] + parts[i + 1])
+                    if r is not None and (best is None or r < best):
+                        best, at = r, i
+                if best is None:
+                    break
+                parts[at : at + 2] = [parts[at] + parts[at + 1]]
+            return tuple(ranks[p] for p in parts)
+
+        def encode(data: bytes) -> list[int]:
+            out: list[int] = []
+            for m in pat.finditer(_utf8(data, "the built-in GPT-2 encoder")):
+                out.extend(bpe(m.group().encode("utf-8")))
+            return out
+
+        return encode
+
+    def __call__(self, data: bytes) -> Sequence[int]:
+        impl = self._impl
+        if impl is None:
+            with self._lock:
+                if self._impl is None:
+                    self._impl = self._build()
+                impl = self._impl
+        return impl(data)

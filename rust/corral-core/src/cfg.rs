@@ -96,7 +96,7 @@ pub struct Cfg {
 
 impl Cfg {
     /// Builds the derived tables (dots, nullable) from productions. Productions must be productive.
-    pub fn new(nt_names: Vec<String>, productions: Vec<Production>, terminals: Vec<Terminal>, start: u32, source_rules: usize) -> Cfg {
+    pub fn new(nt_names: Vec<String>, productions: Vec<Production>, terminals: Vec<Terminal>, start: u32, source_rules: usize, limits: &crate::limits::Limits) -> crate::error::Result<Cfg> {
         let n = nt_names.len();
         let mut prod_starts_of = vec![Vec::new(); n];
         let mut dots = Vec::new();
@@ -133,11 +133,12 @@ impl Cfg {
             pred_terms: Vec::new(),
             pred_nts: Vec::new(),
         };
-        cfg.compute_prediction_closures();
-        cfg
+        cfg.compute_prediction_closures(limits)?;
+        Ok(cfg)
     }
 
-    fn compute_prediction_closures(&mut self) {
+    fn compute_prediction_closures(&mut self, limits: &crate::limits::Limits) -> crate::error::Result<()> {
+        let mut total = 0usize;
         let n = self.nt_names.len();
         let mut dot_seen = vec![u32::MAX; self.dots.len()];
         let mut nt_seen = vec![u32::MAX; n];
@@ -180,10 +181,20 @@ impl Cfg {
                     }
                 }
             }
+            total += dots.len() + terms.len() + nts.len();
+            if total > limits.max_closure_items {
+                return Err(crate::error::Error::Limit {
+                    name: "max_closure_items",
+                    limit: limits.max_closure_items,
+                    what: "the grammar's prediction closures are too large (long chains of rules that start with other rules)".into(),
+                    hint: crate::limits::LIMIT_HINT,
+                });
+            }
             self.pred_dots.push(dots);
             self.pred_terms.push(terms);
             self.pred_nts.push(nts);
         }
+        Ok(())
     }
 
     /// Heap bytes used by the grammar tables and automata.

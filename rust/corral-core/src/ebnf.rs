@@ -230,6 +230,7 @@ impl P<'_> {
     }
 
     fn postfix(&mut self, mut item: Expr) -> Result<Expr> {
+        let mut count = 0usize;
         loop {
             self.space(false);
             let at = self.pos;
@@ -263,6 +264,10 @@ impl P<'_> {
                 _ => return Ok(item),
             };
             self.pos += 1;
+            count += 1;
+            if self.depth + count > self.limits.max_nesting {
+                return self.err(at, format!("too many repetition operators on one item (max_nesting = {})", self.limits.max_nesting));
+            }
             item = Expr::Repeat { inner: Box::new(item), min, max };
         }
     }
@@ -442,6 +447,10 @@ mod tests {
         assert!(e.to_string().contains("invalid escape"), "{e}");
         let e = p("root ::= [a-").unwrap_err();
         assert!(e.to_string().contains("unterminated character class"), "{e}");
+        let e = p(&format!("root ::= \"a\"{}", "?".repeat(100_000))).unwrap_err();
+        assert!(e.to_string().contains("too many repetition operators"), "{e}");
+        let e = p(&format!("root ::= {}\"a\"{}", "(".repeat(100_000), ")".repeat(100_000))).unwrap_err();
+        assert!(e.to_string().contains("nested deeper"), "{e}");
         let e = p("").unwrap_err();
         assert!(e.to_string().contains("empty"), "{e}");
         let e = p("root ::= \"a\" b ::= c").unwrap_err();

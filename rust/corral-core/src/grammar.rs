@@ -51,7 +51,7 @@ impl Grammar {
             terminals.push(Terminal { dfa, label: "regex".into(), gid });
         }
         prods.push(Production { lhs: 1, rhs: vec![Sym::n(0)] });
-        let cfg = Cfg::new(vec!["root".into(), "<start>".into()], prods, terminals, 1, 1);
+        let cfg = Cfg::new(vec!["root".into(), "<start>".into()], prods, terminals, 1, 1, limits)?;
         Ok(Grammar { cfg: Arc::new(cfg), source: format!("regex:{pattern}").into() })
     }
 

@@ -14,11 +14,14 @@ pub struct Limits {
     pub max_productions: usize,
     /// Deepest nesting of groups in grammar or regex source.
     pub max_nesting: usize,
+    /// Most items in all precomputed prediction closures together (grammars whose rules
+    /// start with long chains of other rules grow quadratically here).
+    pub max_closure_items: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_nfa_states: 200_000, max_dfa_states: 20_000, max_repeat: 10_000, max_productions: 200_000, max_nesting: 200 }
+        Limits { max_nfa_states: 200_000, max_dfa_states: 20_000, max_repeat: 10_000, max_productions: 200_000, max_nesting: 200, max_closure_items: 4_000_000 }
     }
 }
 

@@ -106,7 +106,7 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
     lw.add_prod(start, vec![Sym::n(root_nt)])?;
     let Lowerer { nt_names, productions, terminals, .. } = lw;
     let productions = prune_unproductive(&nt_names, productions, &terminals, start, root)?;
-    Ok(Cfg::new(nt_names, productions, terminals, start, n))
+    Cfg::new(nt_names, productions, terminals, start, n, limits)
 }
 
 fn visit_refs(e: &Expr, f: &mut impl FnMut(&str, usize)) {

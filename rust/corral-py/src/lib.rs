@@ -86,6 +86,31 @@ struct PyGrammar {
     inner: core::Grammar,
 }
 
+/// Limits from a `{name: value}` dict (unknown names are an error listing the valid ones).
+fn limits_arg(py: Python<'_>, limits: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<core::Limits> {
+    let mut l = core::Limits::default();
+    let Some(d) = limits else { return Ok(l) };
+    for (k, v) in d.iter() {
+        let name: String = k.extract()?;
+        let val: usize = v.extract().map_err(|_| usage(py, format!("limit {name} must be a non-negative integer")))?;
+        match name.as_str() {
+            "max_nfa_states" => l.max_nfa_states = val,
+            "max_dfa_states" => l.max_dfa_states = val,
+            "max_repeat" => l.max_repeat = u32::try_from(val).unwrap_or(u32::MAX),
+            "max_productions" => l.max_productions = val,
+            "max_nesting" => l.max_nesting = val,
+            "max_closure_items" => l.max_closure_items = val,
+            _ => {
+                return Err(usage(
+                    py,
+                    format!("unknown limit '{name}'; valid: max_nfa_states, max_dfa_states, max_repeat, max_productions, max_nesting, max_closure_items"),
+                ))
+            }
+        }
+    }
+    Ok(l)
+}
+
 fn text_arg(py: Python<'_>, text: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     if let Ok(s) = text.cast::<PyString>() {
         return s.extract::<String>();
@@ -109,21 +134,24 @@ fn text_arg(py: Python<'_>, text: &Bound<'_, PyAny>, what: &str) -> PyResult<Str
 impl PyGrammar {
     /// Parses GBNF (llama.cpp dialect) text starting at rule `root`.
     #[staticmethod]
-    #[pyo3(signature = (text, root="root"))]
-    fn from_ebnf(py: Python<'_>, text: &Bound<'_, PyAny>, root: &str) -> PyResult<Self> {
+    #[pyo3(signature = (text, root="root", *, limits=None))]
+    fn from_ebnf(py: Python<'_>, text: &Bound<'_, PyAny>, root: &str, limits: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<Self> {
         guard(py, || {
             let text = text_arg(py, text, "grammar")?;
             let root = root.to_string();
-            let g = py.detach(|| core::Grammar::from_ebnf(&text, &root, &core::Limits::default())).map_err(|e| to_py(py, e))?;
+            let limits = limits_arg(py, limits)?;
+            let g = py.detach(|| core::Grammar::from_ebnf(&text, &root, &limits)).map_err(|e| to_py(py, e))?;
             Ok(PyGrammar { inner: g })
         })
     }
     /// A grammar matching exactly the strings `pattern` matches in full.
     #[staticmethod]
-    fn from_regex(py: Python<'_>, pattern: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (pattern, *, limits=None))]
+    fn from_regex(py: Python<'_>, pattern: &Bound<'_, PyAny>, limits: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<Self> {
         guard(py, || {
             let pattern = text_arg(py, pattern, "regex")?;
-            let g = py.detach(|| core::Grammar::from_regex(&pattern, &core::Limits::default())).map_err(|e| to_py(py, e))?;
+            let limits = limits_arg(py, limits)?;
+            let g = py.detach(|| core::Grammar::from_regex(&pattern, &limits)).map_err(|e| to_py(py, e))?;
             Ok(PyGrammar { inner: g })
         })
     }

@@ -1,0 +1,254 @@
+"""Hugging Face transformers integration.
+
+* :class:`LogitsProcessor` -- plugs a grammar into ``model.generate``: batch-aware (one matcher
+  per row), stateful across calls, resets itself when a new ``generate()`` call starts.
+* :func:`make_model_fn` -- wraps a causal LM as the ``model_fn`` of :func:`corral.generate`,
+  with a KV cache (forced tokens are fed in one forward pass).
+* :func:`vocabulary` -- the :class:`corral.Vocabulary` of a tokenizer, sized for a model.
+
+Example (a tiny random GPT-2-shaped model, no download)::
+
+    >>> import torch, transformers, corral, corral.hf
+    >>> from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessorList
+    >>> _ = torch.manual_seed(0)
+    >>> model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=50257)).eval()
+    >>> vocab = corral.builtin_vocabulary()
+    >>> g = corral.Grammar.from_ebnf('root ::= "[" [0-9] ("," [0-9]){0,3} "]"')
+    >>> proc = corral.hf.LogitsProcessor(corral.compile(g, vocab))
+    >>> out = model.generate(torch.tensor([[50256], [50256]]), max_new_tokens=12, do_sample=True,
+    ...                      logits_processor=LogitsProcessorList([proc]), pad_token_id=50256)
+    >>> texts = [b"".join(vocab.token_bytes(t) for t in row[1:]) for row in out.tolist()]
+    >>> import json
+    >>> all(isinstance(json.loads(t), list) for t in texts)
+    True
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Sequence, Union
+
+import numpy as np
+import torch
+
+from . import _native
+from .bitmask import bitmask_words
+from .compiler import compile as _compile
+from .errors import UsageError
+from .logits import apply_token_bitmask_inplace
+from .vocab import Vocabulary
+
+__all__ = ["LogitsProcessor", "make_model_fn", "vocabulary"]
+
+try:  # subclass transformers' base class when it is installed (isinstance checks, docs)
+    from transformers import LogitsProcessor as _Base
+except Exception:  # noqa: BLE001 - transformers missing or broken: plain object
+    _Base = object  # type: ignore[assignment,misc]
+
+
+class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
+    """Constrains ``model.generate`` to a grammar: ``logits_processor=LogitsProcessorList([proc])``.
+
+    On each call it accepts, in each row's matcher, the tokens appended to ``input_ids`` since
+    the previous call; fills one bitmask for the whole batch on corral's thread pool
+    (:func:`corral.fill_next_token_bitmask_batch`) and masks ``scores`` in place
+    (:func:`corral.apply_token_bitmask_inplace`; ``scores`` may be wider than the vocabulary,
+    as for padded models). A row whose matcher accepted EOS allows only EOS from then on, so
+    ``generate`` can finish it; the padding ``generate`` appends to finished rows is ignored.
+
+    A new ``generate()`` call is detected (and the matchers reset) when the batch size
+    changes, ``input_ids`` gets no longer than at the previous call, or the prompt changes.
+    When rows are reordered (beam search), each row's matcher is rebuilt from a matcher whose
+    tokens are a prefix of the row's (or from scratch).
+
+    Args:
+        compiled_grammar: a :class:`corral.CompiledGrammar` (or a :class:`corral.Grammar`
+            with ``vocab``).
+        vocab: the vocabulary; default ``compiled_grammar.vocab``.
+        check_empty: passed to :func:`corral.apply_token_bitmask_inplace`.
+
+    Raises (when called):
+        UsageError: a generated token is not allowed by the grammar (the mask was not
+            applied before sampling: e.g. another processor changed the scores after this one).
+    """
+
+    def __init__(
+        self,
+        compiled_grammar: Union[_native.CompiledGrammar, _native.Grammar],
+        *,
+        vocab: Union[Vocabulary, None] = None,
+        check_empty: Union[bool, None] = None,
+    ) -> None:
+        if isinstance(compiled_grammar, _native.Grammar):
+            if vocab is None:
+                raise UsageError("LogitsProcessor(grammar) needs vocab=...; or pass corral.compile(grammar, vocab)")
+            compiled_grammar = _compile(compiled_grammar, vocab)
+        if not isinstance(compiled_grammar, _native.CompiledGrammar):
+            raise UsageError(f"expected a corral.CompiledGrammar, got {type(compiled_grammar).__name__}")
+        self.compiled = compiled_grammar
+        self.vocab: Vocabulary = vocab if vocab is not None else compiled_grammar.vocab
+        self.check_empty = check_empty
+        self._size = self.vocab.size
+        self._words = bitmask_words(self._size)
+        self._matchers: list[Any] | None = None
+        self._hist: list[list[int]] = []
+        self._prompt: torch.Tensor | None = None
+        self._seen = 0
+        self._bitmask: torch.Tensor | None = None
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def matchers(self) -> list[Any]:
+        """The per-row matchers of the current ``generate()`` call (empty before the first)."""
+        return list(self._matchers or [])
+
+    def reset(self) -> None:
+        """Forgets the current batch: the next call starts fresh matchers."""
+        self._matchers = None
+        self._hist = []
+        self._prompt = None
+        self._seen = 0
+
+    def _start(self, input_ids: torch.Tensor) -> None:
+        rows, length = input_ids.shape
+        self._matchers = [_native.Matcher(self.compiled) for _ in range(rows)]
+        self._hist = [[] for _ in range(rows)]
+        self._prompt = input_ids.detach().to("cpu", copy=True)
+        self._seen = length
+
+    def _accept(self, row: int, matcher: Any, tokens: Sequence[int]) -> None:
+        hist = self._hist[row]
+        for tok in tokens:
+            if matcher.is_terminated():
+                break  # generate() pads finished rows
+            if not matcher.accept_token(tok):
+                text = b"".join(self.vocab.token_bytes(t) for t in hist)[-60:]
+                raise UsageError(
+                    f"row {row}: token {tok} ({self.vocab.token_bytes(tok)!r}) is not allowed after {text!r}: "
+                    "the grammar mask must be applied before sampling (is another logits processor changing "
+                    "the scores after this one?)"
+                )
+            hist.append(tok)
+
+    def _rebuild(self, row: int, generated: list[int]) -> Any:
+        """A matcher for a row whose tokens are ``generated`` (rows reordered by beam search)."""
+        best, best_len = None, -1
+        for j, h in enumerate(self._hist):
+            if len(h) > best_len and generated[: len(h)] == h and self._matchers is not None:
+                best, best_len = j, len(h)
+        if best is not None:
+            m = self._matchers[best].copy()
+            hist = list(self._hist[best])
+        else:
+            m, hist, best_len = _native.Matcher(self.compiled), [], 0
+        return m, hist, generated[best_len:]
+
+    def _advance(self, input_ids: torch.Tensor) -> None:
+        length = input_ids.shape[1]
+        assert self._matchers is not None
+        new = input_ids[:, self._seen : length].tolist()
+        prompt_len = self._prompt.shape[1] if self._prompt is not None else 0
+        # Rows stay in place unless beam search reorders them: check each row's last token.
+        last = input_ids[:, self._seen - 1].tolist() if self._seen > prompt_len else None
+        moved = []
+        for i, m in enumerate(self._matchers):
+            hist = self._hist[i]
+            if last is not None and not m.is_terminated() and (not hist or hist[-1] != last[i]):
+                moved.append(i)
+        if moved:
+            rows = input_ids[:, prompt_len:length].tolist()
+            rebuilt = {i: self._rebuild(i, rows[i]) for i in moved}
+            for i, (m, hist, rest) in rebuilt.items():
+                self._matchers[i] = m
+                self._hist[i] = hist
+                self._accept(i, m, rest)
+        for i, m in enumerate(self._matchers):
+            if i not in moved:
+                self._accept(i, m, new[i])
+        self._seen = length
+
+    # ------------------------------------------------------------------ call
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """Masks ``scores`` (batch, V) in place for the next token of each row; returns it."""
+        if input_ids.dim() != 2 or scores.dim() != 2 or input_ids.shape[0] != scores.shape[0]:
+            raise UsageError(
+                f"expected input_ids (batch, len) and scores (batch, V) with the same batch, got "
+                f"{tuple(input_ids.shape)} and {tuple(scores.shape)}"
+            )
+        rows, length = input_ids.shape
+        restart = (
+            self._matchers is None
+            or len(self._matchers) != rows
+            or length <= self._seen
+            or self._prompt is None
+            or not torch.equal(input_ids[:, : self._prompt.shape[1]].to("cpu"), self._prompt)
+        )
+        if restart:
+            self._start(input_ids)
+        else:
+            self._advance(input_ids)
+        if self._bitmask is None or self._bitmask.shape[0] != rows:
+            self._bitmask = torch.empty((rows, self._words), dtype=torch.int32)
+        _native.fill_next_token_bitmask_batch(self._matchers, self._bitmask)
+        apply_token_bitmask_inplace(scores, self._bitmask, vocab_size=self._size, check_empty=self.check_empty)
+        return scores
+
+
+def vocabulary(tokenizer: Any, model: Any = None, **kwargs: Any) -> Vocabulary:
+    """The vocabulary of a Hugging Face tokenizer, sized for ``model``'s logits
+    (``model.config.vocab_size``, when larger than the tokenizer). ``kwargs`` go to
+    :meth:`corral.Vocabulary.from_huggingface`.
+
+    >>> from tokenizers import Tokenizer, models
+    >>> tok = Tokenizer(models.BPE({"a": 0, "</s>": 1}, []))
+    >>> vocabulary(tok).size
+    2
+    """
+    if model is not None and "vocab_size" not in kwargs:
+        size = getattr(getattr(model, "config", None), "vocab_size", None)
+        if isinstance(size, int) and size > 0:
+            kwargs["vocab_size"] = size
+    return Vocabulary.from_huggingface(tokenizer, **kwargs)
+
+
+def make_model_fn(model: Any, *, device: Union[str, "torch.device", None] = None) -> Callable[[list], torch.Tensor]:
+    """Wraps a transformers causal LM as ``model_fn(ids) -> logits (V,)`` for
+    :func:`corral.generate`, keeping a KV cache: a call whose ids extend the previous call's
+    ids feeds only the new tokens (several at once after a forced run); any other call starts
+    over. Runs under ``torch.no_grad()``; ``ids`` must not be empty (start with a BOS id).
+
+    >>> import torch
+    >>> from transformers import GPT2Config, GPT2LMHeadModel
+    >>> _ = torch.manual_seed(0)
+    >>> model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=100)).eval()
+    >>> fn = make_model_fn(model)
+    >>> a = fn([1, 2, 3]); b = fn([1, 2, 3, 4, 5])
+    >>> torch.allclose(b, model(torch.tensor([[1, 2, 3, 4, 5]])).logits[0, -1], atol=1e-5)
+    True
+    """
+    params = inspect.signature(model.forward).parameters
+    cache_kw = "cache" if "cache" in params else "past_key_values"
+    dev = torch.device(device) if device is not None else next(model.parameters()).device
+    state: dict[str, Any] = {"ids": [], "cache": None}
+
+    def model_fn(ids: Sequence[int]) -> torch.Tensor:
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise UsageError("make_model_fn: the model needs at least one input token (start the prompt with a BOS id)")
+        prev = state["ids"]
+        kwargs: dict[str, Any] = {"use_cache": True}
+        if state["cache"] is not None and len(ids) > len(prev) and ids[: len(prev)] == prev:
+            feed = ids[len(prev) :]
+            kwargs[cache_kw] = state["cache"]
+        else:
+            feed = ids
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([feed], dtype=torch.long, device=dev), **kwargs)
+        cache = out.get("cache") if hasattr(out, "get") else None
+        state["cache"] = cache if cache is not None else getattr(out, "past_key_values", None)
+        state["ids"] = ids
+        return out.logits[0, -1]
+
+    return model_fn

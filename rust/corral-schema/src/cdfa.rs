@@ -1,0 +1,674 @@
+//! Deterministic automata over Unicode code points, used where the schema compiler needs
+//! Boolean operations on regular languages (pattern ∧ length, key sets minus declared names,
+//! numeric bound ∧ integer ∧ multipleOf, negation) before handing a plain [`Rx`] to the core.
+//!
+//! Code points are `u32` scalar values; transitions are sorted, disjoint inclusive ranges.
+//! A missing transition goes to an implicit dead state.
+
+use corral_core::rx::Rx;
+use rustc_hash::FxHashMap;
+
+/// Largest Unicode scalar value.
+pub const MAXC: u32 = 0x10FFFF;
+
+/// The automaton (or an intermediate) grew past its size bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooBig;
+
+/// A DFA over code points.
+#[derive(Debug, Clone)]
+pub struct CDfa {
+    /// Per state: sorted disjoint `(lo, hi, target)`.
+    pub trans: Vec<Vec<(u32, u32, u32)>>,
+    /// Accepting states.
+    pub accept: Vec<bool>,
+    /// Start state.
+    pub start: u32,
+}
+
+#[derive(Default)]
+struct Nfa {
+    eps: Vec<Vec<u32>>,
+    edges: Vec<Vec<(u32, u32, u32)>>,
+    limit: usize,
+}
+
+impl Nfa {
+    fn add(&mut self) -> Result<u32, TooBig> {
+        if self.eps.len() >= self.limit {
+            return Err(TooBig);
+        }
+        self.eps.push(Vec::new());
+        self.edges.push(Vec::new());
+        Ok((self.eps.len() - 1) as u32)
+    }
+
+    fn build(&mut self, rx: &Rx, from: u32) -> Result<u32, TooBig> {
+        Ok(match rx {
+            Rx::Empty => from,
+            Rx::Nothing => self.add()?,
+            Rx::Literal(bytes) => {
+                let mut cur = from;
+                for c in String::from_utf8_lossy(bytes).chars() {
+                    let n = self.add()?;
+                    self.edges[cur as usize].push((c as u32, c as u32, n));
+                    cur = n;
+                }
+                cur
+            }
+            Rx::Bytes(r) => {
+                let n = self.add()?;
+                for &(a, b) in r {
+                    self.edges[from as usize].push((a as u32, b as u32, n));
+                }
+                n
+            }
+            Rx::Chars(r) => {
+                let n = self.add()?;
+                for &(a, b) in r {
+                    self.edges[from as usize].push((a, b, n));
+                }
+                n
+            }
+            Rx::Concat(xs) => {
+                let mut cur = from;
+                for x in xs {
+                    cur = self.build(x, cur)?;
+                }
+                cur
+            }
+            Rx::Alt(xs) => {
+                let end = self.add()?;
+                for x in xs {
+                    let s = self.add()?;
+                    self.eps[from as usize].push(s);
+                    let e = self.build(x, s)?;
+                    self.eps[e as usize].push(end);
+                }
+                end
+            }
+            Rx::Repeat { inner, min, max } => {
+                let mut cur = from;
+                for _ in 0..*min {
+                    let s = self.add()?;
+                    self.eps[cur as usize].push(s);
+                    cur = self.build(inner, s)?;
+                }
+                match max {
+                    None => {
+                        let s = self.add()?;
+                        self.eps[cur as usize].push(s);
+                        let e = self.build(inner, s)?;
+                        self.eps[e as usize].push(s);
+                        let end = self.add()?;
+                        self.eps[s as usize].push(end);
+                        end
+                    }
+                    Some(mx) => {
+                        let end = self.add()?;
+                        for _ in *min..*mx {
+                            self.eps[cur as usize].push(end);
+                            let s = self.add()?;
+                            self.eps[cur as usize].push(s);
+                            cur = self.build(inner, s)?;
+                        }
+                        self.eps[cur as usize].push(end);
+                        end
+                    }
+                }
+            }
+        })
+    }
+
+    fn closure(&self, set: &mut Vec<u32>) {
+        let mut stack = set.clone();
+        let mut seen: rustc_hash::FxHashSet<u32> = set.iter().copied().collect();
+        while let Some(s) = stack.pop() {
+            for &t in &self.eps[s as usize] {
+                if seen.insert(t) {
+                    set.push(t);
+                    stack.push(t);
+                }
+            }
+        }
+        set.retain(|&s| !self.edges[s as usize].is_empty() || self.eps[s as usize].is_empty());
+        set.sort_unstable();
+        set.dedup();
+    }
+}
+
+/// Splits overlapping `(lo, hi, x)` items into disjoint segments, each with the list of `x`.
+fn segments<T: Copy + Ord>(items: &[(u32, u32, T)]) -> Vec<(u32, u32, Vec<T>)> {
+    if items.is_empty() {
+        return Vec::new();
+    }
+    let mut pts: Vec<u32> = Vec::with_capacity(items.len() * 2);
+    for &(a, b, _) in items {
+        pts.push(a);
+        if b < u32::MAX {
+            pts.push(b + 1);
+        }
+    }
+    pts.sort_unstable();
+    pts.dedup();
+    let mut out: Vec<(u32, u32, Vec<T>)> = Vec::new();
+    // sweep: for each segment starting at pts[i]
+    let mut sorted: Vec<(u32, u32, T)> = items.to_vec();
+    sorted.sort_unstable_by_key(|x| x.0);
+    let mut active: Vec<(u32, u32, T)> = Vec::new();
+    let mut j = 0;
+    for i in 0..pts.len() {
+        let lo = pts[i];
+        let hi = if i + 1 < pts.len() { pts[i + 1] - 1 } else { continue };
+        while j < sorted.len() && sorted[j].0 <= lo {
+            active.push(sorted[j]);
+            j += 1;
+        }
+        active.retain(|x| x.1 >= lo);
+        if active.is_empty() {
+            continue;
+        }
+        let mut ts: Vec<T> = active.iter().map(|x| x.2).collect();
+        ts.sort_unstable();
+        ts.dedup();
+        out.push((lo, hi, ts));
+    }
+    // the last point only closes segments
+    out
+}
+
+fn merge_adjacent(v: &mut Vec<(u32, u32, u32)>) {
+    let mut out: Vec<(u32, u32, u32)> = Vec::with_capacity(v.len());
+    for &(a, b, t) in v.iter() {
+        if let Some(l) = out.last_mut() {
+            if l.2 == t && l.1.checked_add(1) == Some(a) {
+                l.1 = b;
+                continue;
+            }
+        }
+        out.push((a, b, t));
+    }
+    *v = out;
+}
+
+impl CDfa {
+    /// Compiles a code-point regular expression (literals are UTF-8 text).
+    pub fn from_rx(rx: &Rx, limit: usize) -> Result<CDfa, TooBig> {
+        let mut nfa = Nfa { limit: limit * 20 + 1000, ..Default::default() };
+        let start = nfa.add()?;
+        let accept = nfa.build(rx, start)?;
+        let mut init = vec![start];
+        nfa.closure(&mut init);
+        let mut map: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
+        let mut sets = vec![init.clone()];
+        map.insert(init, 0);
+        let mut trans = Vec::new();
+        let mut acc = Vec::new();
+        let mut i = 0;
+        while i < sets.len() {
+            let set = sets[i].clone();
+            acc.push(set.contains(&accept));
+            let mut items = Vec::new();
+            for &s in &set {
+                items.extend_from_slice(&nfa.edges[s as usize]);
+            }
+            let mut row = Vec::new();
+            for (lo, hi, ts) in segments(&items) {
+                let mut t = ts;
+                nfa.closure(&mut t);
+                let id = match map.get(&t) {
+                    Some(&id) => id,
+                    None => {
+                        if sets.len() >= limit {
+                            return Err(TooBig);
+                        }
+                        let id = sets.len() as u32;
+                        map.insert(t.clone(), id);
+                        sets.push(t);
+                        id
+                    }
+                };
+                row.push((lo, hi, id));
+            }
+            merge_adjacent(&mut row);
+            trans.push(row);
+            i += 1;
+        }
+        Ok(CDfa { trans, accept: acc, start: 0 }.minimize())
+    }
+
+    /// The automaton accepting nothing.
+    pub fn empty() -> CDfa {
+        CDfa { trans: vec![vec![]], accept: vec![false], start: 0 }
+    }
+
+    /// Number of states.
+    pub fn len(&self) -> usize {
+        self.trans.len()
+    }
+
+    /// Runs the automaton on a string.
+    pub fn accepts(&self, s: &str) -> bool {
+        let mut st = self.start;
+        for c in s.chars() {
+            match self.next(st, c as u32) {
+                Some(t) => st = t,
+                None => return false,
+            }
+        }
+        self.accept[st as usize]
+    }
+
+    /// The successor on code point `c`.
+    pub fn next(&self, s: u32, c: u32) -> Option<u32> {
+        let row = &self.trans[s as usize];
+        let i = row.partition_point(|x| x.1 < c);
+        row.get(i).filter(|x| x.0 <= c).map(|x| x.2)
+    }
+
+    /// True when the language is empty.
+    pub fn is_empty(&self) -> bool {
+        let mut seen = vec![false; self.len()];
+        let mut stack = vec![self.start];
+        seen[self.start as usize] = true;
+        while let Some(s) = stack.pop() {
+            if self.accept[s as usize] {
+                return false;
+            }
+            for &(_, _, t) in &self.trans[s as usize] {
+                if !seen[t as usize] {
+                    seen[t as usize] = true;
+                    stack.push(t);
+                }
+            }
+        }
+        true
+    }
+
+    /// Intersection (`and = true`) or union of two automata.
+    pub fn product(&self, o: &CDfa, and: bool, limit: usize) -> Result<CDfa, TooBig> {
+        let (a, b) = if and { (self.clone(), o.clone()) } else { (self.complete(), o.complete()) };
+        let mut map: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+        let mut pairs = vec![(a.start, b.start)];
+        map.insert((a.start, b.start), 0);
+        let mut trans = Vec::new();
+        let mut acc = Vec::new();
+        let mut i = 0;
+        while i < pairs.len() {
+            let (p, q) = pairs[i];
+            acc.push(if and { a.accept[p as usize] && b.accept[q as usize] } else { a.accept[p as usize] || b.accept[q as usize] });
+            let mut row = Vec::new();
+            let (ra, rb) = (&a.trans[p as usize], &b.trans[q as usize]);
+            let (mut x, mut y) = (0, 0);
+            while x < ra.len() && y < rb.len() {
+                let (a0, a1, at) = ra[x];
+                let (b0, b1, bt) = rb[y];
+                let lo = a0.max(b0);
+                let hi = a1.min(b1);
+                if lo <= hi {
+                    let key = (at, bt);
+                    let id = match map.get(&key) {
+                        Some(&id) => id,
+                        None => {
+                            if pairs.len() >= limit {
+                                return Err(TooBig);
+                            }
+                            let id = pairs.len() as u32;
+                            map.insert(key, id);
+                            pairs.push(key);
+                            id
+                        }
+                    };
+                    row.push((lo, hi, id));
+                }
+                if a1 < b1 {
+                    x += 1;
+                } else {
+                    y += 1;
+                }
+            }
+            merge_adjacent(&mut row);
+            trans.push(row);
+            i += 1;
+        }
+        Ok(CDfa { trans, accept: acc, start: 0 }.minimize())
+    }
+
+    /// Adds a dead state so every scalar value has a transition.
+    fn complete(&self) -> CDfa {
+        let dead = self.len() as u32;
+        let mut trans = Vec::with_capacity(self.len() + 1);
+        for row in self.trans.iter().chain(std::iter::once(&Vec::new())) {
+            let mut out = Vec::new();
+            let mut next = 0u32;
+            for &(a, b, t) in row {
+                if a > next {
+                    out.push((next, a - 1, dead));
+                }
+                out.push((a, b, t));
+                next = b + 1;
+            }
+            if next <= MAXC {
+                out.push((next, MAXC, dead));
+            }
+            // drop surrogates from the alphabet
+            let mut clean = Vec::new();
+            for (a, b, t) in out {
+                if b < 0xD800 || a > 0xDFFF {
+                    clean.push((a, b, t));
+                } else {
+                    if a < 0xD800 {
+                        clean.push((a, 0xD7FF, t));
+                    }
+                    if b > 0xDFFF {
+                        clean.push((0xE000, b, t));
+                    }
+                }
+            }
+            trans.push(clean);
+        }
+        let mut accept = self.accept.clone();
+        accept.push(false);
+        CDfa { trans, accept, start: self.start }
+    }
+
+    /// The complement over all strings of scalar values restricted to `alphabet`
+    /// (`None` = every scalar value).
+    pub fn complement(&self, alphabet: Option<&[(u32, u32)]>) -> CDfa {
+        let mut c = self.complete();
+        for a in c.accept.iter_mut() {
+            *a = !*a;
+        }
+        if let Some(alpha) = alphabet {
+            let star = CDfa::from_rx(&Rx::Repeat { inner: Box::new(Rx::Chars(alpha.to_vec())), min: 0, max: None }, 100).expect("small");
+            return c.product(&star, true, usize::MAX).expect("no limit");
+        }
+        c.minimize()
+    }
+
+    /// `self ∖ other`.
+    pub fn minus(&self, o: &CDfa, limit: usize) -> Result<CDfa, TooBig> {
+        self.product(&o.complement(None), true, limit)
+    }
+
+    /// Removes states that cannot reach acceptance and merges equivalent states (Moore).
+    pub fn minimize(&self) -> CDfa {
+        let n = self.len();
+        // live = reaches accept
+        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (s, row) in self.trans.iter().enumerate() {
+            for &(_, _, t) in row {
+                rev[t as usize].push(s as u32);
+            }
+        }
+        let mut live = vec![false; n];
+        let mut stack: Vec<u32> = (0..n as u32).filter(|&s| self.accept[s as usize]).collect();
+        for &s in &stack {
+            live[s as usize] = true;
+        }
+        while let Some(s) = stack.pop() {
+            for &p in &rev[s as usize] {
+                if !live[p as usize] {
+                    live[p as usize] = true;
+                    stack.push(p);
+                }
+            }
+        }
+        if !live[self.start as usize] {
+            return CDfa::empty();
+        }
+        // reachable live states
+        let mut idx = vec![u32::MAX; n];
+        let mut order = vec![self.start];
+        idx[self.start as usize] = 0;
+        let mut i = 0;
+        while i < order.len() {
+            let s = order[i];
+            for &(_, _, t) in &self.trans[s as usize] {
+                if live[t as usize] && idx[t as usize] == u32::MAX {
+                    idx[t as usize] = order.len() as u32;
+                    order.push(t);
+                }
+            }
+            i += 1;
+        }
+        let m = order.len();
+        let rows: Vec<Vec<(u32, u32, u32)>> = order
+            .iter()
+            .map(|&s| {
+                let mut r: Vec<(u32, u32, u32)> =
+                    self.trans[s as usize].iter().filter(|x| live[x.2 as usize]).map(|&(a, b, t)| (a, b, idx[t as usize])).collect();
+                merge_adjacent(&mut r);
+                r
+            })
+            .collect();
+        let acc: Vec<bool> = order.iter().map(|&s| self.accept[s as usize]).collect();
+        // Moore refinement on signatures (ranges with target classes).
+        let mut class: Vec<u32> = acc.iter().map(|&a| a as u32).collect();
+        let mut nclass = 0;
+        loop {
+            let mut sig_map: FxHashMap<(u32, Vec<(u32, u32, u32)>), u32> = FxHashMap::default();
+            let mut newc = vec![0u32; m];
+            for s in 0..m {
+                let mut sig: Vec<(u32, u32, u32)> = rows[s].iter().map(|&(a, b, t)| (a, b, class[t as usize])).collect();
+                merge_adjacent(&mut sig);
+                let k = (class[s], sig);
+                let l = sig_map.len() as u32;
+                newc[s] = *sig_map.entry(k).or_insert(l);
+            }
+            let cnt = sig_map.len();
+            class = newc;
+            if cnt == nclass {
+                break;
+            }
+            nclass = cnt;
+        }
+        let mut trans = vec![Vec::new(); nclass];
+        let mut accept = vec![false; nclass];
+        let mut done = vec![false; nclass];
+        for s in 0..m {
+            let c = class[s] as usize;
+            if done[c] {
+                continue;
+            }
+            done[c] = true;
+            accept[c] = acc[s];
+            let mut r: Vec<(u32, u32, u32)> = rows[s].iter().map(|&(a, b, t)| (a, b, class[t as usize])).collect();
+            merge_adjacent(&mut r);
+            trans[c] = r;
+        }
+        CDfa { trans, accept, start: class[0] }
+    }
+
+    /// True when some state on a path from start to acceptance lies on a cycle.
+    pub fn is_infinite(&self) -> bool {
+        // DFS for back edges (states are all live after minimize).
+        let n = self.len();
+        let mut color = vec![0u8; n];
+        let mut stack: Vec<(u32, usize)> = vec![(self.start, 0)];
+        color[self.start as usize] = 1;
+        while let Some(&mut (s, ref mut i)) = stack.last_mut() {
+            let row = &self.trans[s as usize];
+            if *i < row.len() {
+                let t = row[*i].2;
+                *i += 1;
+                match color[t as usize] {
+                    0 => {
+                        color[t as usize] = 1;
+                        stack.push((t, 0));
+                    }
+                    1 => return true,
+                    _ => {}
+                }
+            } else {
+                color[s as usize] = 2;
+                stack.pop();
+            }
+        }
+        false
+    }
+
+    /// All accepted strings when there are at most `max` of them (None if more or infinite).
+    pub fn enumerate(&self, max: usize) -> Option<Vec<String>> {
+        if self.is_infinite() {
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut stack: Vec<(u32, String)> = vec![(self.start, String::new())];
+        while let Some((s, pre)) = stack.pop() {
+            if self.accept[s as usize] {
+                out.push(pre.clone());
+                if out.len() > max {
+                    return None;
+                }
+            }
+            for &(a, b, t) in &self.trans[s as usize] {
+                if (b - a) as usize > max {
+                    return None;
+                }
+                for c in a..=b {
+                    if let Some(ch) = char::from_u32(c) {
+                        let mut p = pre.clone();
+                        p.push(ch);
+                        stack.push((t, p));
+                        if stack.len() > max * 4 + 64 {
+                            return None;
+                        }
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// A regular expression for the language by state elimination; `None` past `cap` nodes.
+    pub fn to_rx(&self, cap: usize) -> Option<Rx> {
+        let n = self.len();
+        if self.is_empty() {
+            return Some(Rx::Nothing);
+        }
+        let s_node = n as u32;
+        let f_node = n as u32 + 1;
+        let mut out: Vec<FxHashMap<u32, Rx>> = vec![FxHashMap::default(); n + 2];
+        let mut inc: Vec<rustc_hash::FxHashSet<u32>> = vec![Default::default(); n + 2];
+        for (s, row) in self.trans.iter().enumerate() {
+            let mut by: FxHashMap<u32, Vec<(u32, u32)>> = FxHashMap::default();
+            for &(a, b, t) in row {
+                by.entry(t).or_default().push((a, b));
+            }
+            for (t, r) in by {
+                out[s].insert(t, Rx::Chars(r));
+                inc[t as usize].insert(s as u32);
+            }
+            if self.accept[s] {
+                out[s].insert(f_node, Rx::Empty);
+                inc[f_node as usize].insert(s as u32);
+            }
+        }
+        out[s_node as usize].insert(self.start, Rx::Empty);
+        inc[self.start as usize].insert(s_node);
+        let mut alive: Vec<bool> = vec![true; n];
+        let mut total: usize = out.iter().flat_map(|m| m.values()).map(rx_size).sum();
+        for _ in 0..n {
+            // pick the state with the least in*out
+            let mut best = None;
+            let mut best_cost = usize::MAX;
+            for q in 0..n {
+                if !alive[q] {
+                    continue;
+                }
+                let i = inc[q].iter().filter(|&&p| p as usize != q).count();
+                let o = out[q].keys().filter(|&&r| r as usize != q).count();
+                let c = i * o;
+                if c < best_cost {
+                    best_cost = c;
+                    best = Some(q);
+                }
+            }
+            let q = best.unwrap();
+            alive[q] = false;
+            let self_loop = out[q].remove(&(q as u32));
+            inc[q].remove(&(q as u32));
+            let star = self_loop.map(|l| Rx::Repeat { inner: Box::new(l), min: 0, max: None });
+            let succs: Vec<(u32, Rx)> = out[q].drain().collect();
+            let preds: Vec<u32> = inc[q].drain().collect();
+            for &p in &preds {
+                let a = out[p as usize].remove(&(q as u32)).unwrap();
+                total -= rx_size(&a).min(total);
+                for (r, b) in &succs {
+                    let mut parts = vec![a.clone()];
+                    if let Some(s) = &star {
+                        parts.push(s.clone());
+                    }
+                    parts.push(b.clone());
+                    let new = Rx::concat(parts);
+                    let merged = match out[p as usize].remove(r) {
+                        Some(old) => {
+                            total -= rx_size(&old).min(total);
+                            alt2(old, new)
+                        }
+                        None => new,
+                    };
+                    total += rx_size(&merged);
+                    out[p as usize].insert(*r, merged);
+                    inc[*r as usize].insert(p);
+                }
+            }
+            for (r, b) in &succs {
+                inc[*r as usize].remove(&(q as u32));
+                total -= rx_size(b).min(total);
+            }
+            if total > cap {
+                return None;
+            }
+        }
+        Some(out[s_node as usize].remove(&f_node).unwrap_or(Rx::Nothing))
+    }
+}
+
+fn alt2(a: Rx, b: Rx) -> Rx {
+    if a == b {
+        return a;
+    }
+    if let (Rx::Chars(x), Rx::Chars(y)) = (&a, &b) {
+        let mut r = x.clone();
+        r.extend_from_slice(y);
+        return Rx::Chars(corral_core::rx::normalize_ranges(&r));
+    }
+    Rx::alt(vec![a, b])
+}
+
+/// Rough size of an expression (node count).
+pub fn rx_size(rx: &Rx) -> usize {
+    match rx {
+        Rx::Empty | Rx::Nothing | Rx::Chars(_) | Rx::Bytes(_) => 1,
+        Rx::Literal(b) => b.len().max(1),
+        Rx::Concat(xs) | Rx::Alt(xs) => 1 + xs.iter().map(rx_size).sum::<usize>(),
+        Rx::Repeat { inner, min, max } => 1 + rx_size(inner) * (max.unwrap_or(*min).max(*min) as usize).max(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(s: &str) -> Rx {
+        Rx::Literal(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn basics() {
+        let a = CDfa::from_rx(&Rx::alt(vec![lit("ab"), lit("ac"), lit("b")]), 1000).unwrap();
+        assert!(a.accepts("ab") && a.accepts("b") && !a.accepts("a"));
+        let star = Rx::Repeat { inner: Box::new(Rx::Chars(vec![('a' as u32, 'c' as u32)])), min: 0, max: None };
+        let b = CDfa::from_rx(&star, 1000).unwrap();
+        let d = b.minus(&a, 1000).unwrap();
+        assert!(d.accepts("") && d.accepts("abc") && !d.accepts("ab") && !d.accepts("b"));
+        let rx = d.to_rx(10000).unwrap();
+        let d2 = CDfa::from_rx(&rx, 1000).unwrap();
+        for s in ["", "a", "ab", "ac", "b", "bb", "abc", "ca"] {
+            assert_eq!(d.accepts(s), d2.accepts(s), "{s}");
+        }
+        assert_eq!(a.enumerate(10).unwrap().len(), 3);
+    }
+}

@@ -1,0 +1,195 @@
+//! corral-schema: JSON Schema → exact corral grammar.
+//!
+//! [`compile_schema`] turns a JSON Schema (draft 4 to 2020-12) into a
+//! [`corral_core::Grammar`] whose language is exactly the JSON texts (with the configured
+//! [`Whitespace`]) whose value validates against the schema. Where a keyword cannot be enforced
+//! exactly by a grammar, strict mode (the default) fails with [`SchemaError::Unsupported`]
+//! naming the keyword and its JSON pointer; non-strict mode compiles the closest *looser*
+//! grammar (it never rejects a valid instance) and reports one [`SchemaWarning`] per ignored
+//! keyword.
+//!
+//! # Design decisions
+//!
+//! * **Property order.** By default ([`PropertyOrder::AnyOrder`]) declared properties may come
+//!   in any order, each at most once: the grammar tracks the set of declared properties already
+//!   written (a subset automaton). That is exact but exponential, so it is bounded by
+//!   [`Options::max_any_order_properties`] declared properties per object (default 10). Above
+//!   the bound, strict mode fails with an `Unsupported` error suggesting
+//!   `property_order = SchemaOrder`; non-strict mode lets declared properties repeat (looser;
+//!   a warning says so) and still tracks the required ones when there are at most as many as
+//!   the bound. With [`PropertyOrder::SchemaOrder`], declared properties appear in the
+//!   schema's order (undeclared ones may be interleaved anywhere); this is tighter than the
+//!   schema by design (the caller asks for a canonical order).
+//!   Declared keys can never repeat. Undeclared keys (`additionalProperties`,
+//!   `patternProperties`) cannot be kept distinct from each other by any context-free grammar,
+//!   so a generated map may repeat an undeclared key.
+//! * **Whitespace.** [`Whitespace::Flexible`] allows `[ \t\n\r]{0,max}` around every token
+//!   (default `max = 20`: two-space indentation to depth 9; bounded so a model cannot loop
+//!   on whitespace forever), including before and after the value. [`Whitespace::Compact`]
+//!   allows none. [`Whitespace::Fixed`] is exactly `json.dumps` with the given `indent`,
+//!   `separators`; with an indent, nesting is limited to 32 levels.
+//! * **Strings** are matched in their JSON-encoded form: every character of the decoded value
+//!   may appear raw (when RFC 8259 allows it raw: not `"`, `\` or U+0000–U+001F) or as any of
+//!   its escapes (`\"`, `\\`, `\/`, `\b\f\n\r\t`, `\uXXXX` in either hex case, surrogate pairs
+//!   for astral characters). Lone surrogate escapes are never accepted. `pattern`, `minLength`,
+//!   `maxLength`, `format`, `enum`, `const` apply to the decoded string; lengths count code
+//!   points. Patterns are ECMA-262 with Unicode (code point) semantics, matched anywhere unless
+//!   anchored; look-arounds, backreferences and `\b` are `Unsupported`.
+//! * **Numbers**: see [`numbers`] for the forms accepted under value constraints. `integer`
+//!   accepts numbers with a zero fraction (`1.0`), per JSON Schema 2020-12.
+//! * **oneOf** is compiled as `anyOf` when its branches are provably disjoint (different types,
+//!   disjoint `const`/`enum` values, a required property with disjoint values or forbidden by the
+//!   other branch); otherwise it is `Unsupported` (strict) or compiled as `anyOf` with a warning.
+//! * **not / if-then-else** are compiled by negating the schema keyword by keyword where each
+//!   keyword's negation is expressible (types, enum/const, bounds, lengths, patterns, formats,
+//!   required, properties, counts, items/contains).
+//! * **format**: date, time, date-time (with RFC 3339 leap-second rules), duration, email
+//!   (RFC 5321 Mailbox), ipv4, ipv6, uuid, uri, uri-reference, json-pointer,
+//!   relative-json-pointer are exact. hostname (punycode, total length), idn-*, iri*,
+//!   uri-template and regex are not enforceable: `Unsupported` in strict mode, looser with a
+//!   warning otherwise. Unknown formats are annotations (a warning records them).
+//! * Unknown keywords are annotations (ignored, listed in [`Compiled::keywords_used`]).
+
+pub mod cdfa;
+mod compile;
+pub mod numbers;
+pub mod strings;
+
+use corral_core::{Grammar, Limits};
+use std::collections::BTreeSet;
+
+/// Whitespace allowed between JSON tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Whitespace {
+    /// Up to `max` characters of `[ \t\n\r]` between any two tokens and around the value.
+    Flexible {
+        /// Most whitespace characters per gap.
+        max: u32,
+    },
+    /// No whitespace at all.
+    Compact,
+    /// Exactly the layout of Python's `json.dumps(indent=..., separators=(item_sep, key_sep))`.
+    Fixed {
+        /// Spaces per nesting level; `None` keeps everything on one line.
+        indent: Option<u32>,
+        /// Between items (e.g. `", "`, or `","` with an indent).
+        item_sep: String,
+        /// Between a key and its value (e.g. `": "`).
+        key_sep: String,
+    },
+}
+
+impl Default for Whitespace {
+    fn default() -> Self {
+        Whitespace::Flexible { max: 20 }
+    }
+}
+
+/// Order of declared properties in objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PropertyOrder {
+    /// Any order (exact; bounded by [`Options::max_any_order_properties`]).
+    #[default]
+    AnyOrder,
+    /// The order of `properties` in the schema.
+    SchemaOrder,
+}
+
+/// JSON Schema draft, for keywords whose meaning changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Draft {
+    /// Draft 4.
+    Draft4,
+    /// Draft 6.
+    Draft6,
+    /// Draft 7.
+    Draft7,
+    /// 2019-09.
+    Draft2019,
+    /// 2020-12.
+    #[default]
+    Draft2020,
+}
+
+/// Compilation options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Whitespace layout.
+    pub whitespace: Whitespace,
+    /// Fail on keywords that cannot be enforced exactly (default), instead of loosening.
+    pub strict: bool,
+    /// Grammar size limits.
+    pub limits: Limits,
+    /// Order of declared properties.
+    pub property_order: PropertyOrder,
+    /// Most declared properties of one object compiled in any order (default 10).
+    pub max_any_order_properties: u32,
+    /// Draft used when the schema has no (known) `$schema`.
+    pub default_draft: Draft,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            whitespace: Whitespace::default(),
+            strict: true,
+            limits: Limits::default(),
+            property_order: PropertyOrder::AnyOrder,
+            max_any_order_properties: 10,
+            default_draft: Draft::Draft2020,
+        }
+    }
+}
+
+/// A keyword that was not enforced exactly (non-strict mode), or a notice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaWarning {
+    /// JSON pointer of the schema object holding the keyword.
+    pub pointer: String,
+    /// The keyword.
+    pub keyword: String,
+    /// What was done instead.
+    pub message: String,
+}
+
+/// The result of [`compile_schema`].
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The grammar.
+    pub grammar: Grammar,
+    /// Keywords that were loosened (non-strict) or notices (unknown formats).
+    pub warnings: Vec<SchemaWarning>,
+    /// Every keyword seen in a schema position.
+    pub keywords_used: BTreeSet<String>,
+}
+
+/// Why a schema cannot be compiled.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SchemaError {
+    /// A keyword that cannot be enforced exactly (strict mode).
+    #[error("unsupported keyword '{keyword}' at '{pointer}': {message}")]
+    Unsupported {
+        /// JSON pointer of the schema object holding the keyword (with the keyword appended).
+        pointer: String,
+        /// The keyword.
+        keyword: String,
+        /// Why.
+        message: String,
+    },
+    /// The schema itself is malformed.
+    #[error("invalid schema at '{pointer}': {message}")]
+    Invalid {
+        /// Where.
+        pointer: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The grammar could not be built (usually a size limit).
+    #[error(transparent)]
+    Grammar(#[from] corral_core::Error),
+}
+
+/// Compiles a JSON Schema to a grammar.
+pub fn compile_schema(schema: &serde_json::Value, opts: &Options) -> Result<Compiled, SchemaError> {
+    compile::compile(schema, opts)
+}

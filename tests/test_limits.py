@@ -1,0 +1,78 @@
+"""Pathological grammars finish quickly or fail with a LimitExceededError naming the limit."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import corral
+
+
+def test_huge_repetition_bound_names_the_limit():
+    with pytest.raises(corral.LimitExceededError) as e:
+        corral.Grammar.from_ebnf("root ::= [a-z]{1,100000}")
+    assert e.value.limit_name == "max_repeat" and "limits=" in str(e.value)
+    # Raising the limit is possible (and then another limit, the automaton size, applies).
+    g = corral.Grammar.from_ebnf("root ::= [a-z]{1,20000}", limits={"max_repeat": 20000, "max_dfa_states": 30000})
+    assert g.num_terminals == 1
+
+
+def test_unknown_limit_name():
+    with pytest.raises(corral.UsageError, match="unknown limit 'max_cows'"):
+        corral.Grammar.from_ebnf('root ::= "a"', limits={"max_cows": 1})
+
+
+def test_deep_nesting_and_postfix_chains_do_not_overflow_the_stack():
+    with pytest.raises(corral.GrammarSyntaxError, match="nested deeper"):
+        corral.Grammar.from_ebnf("root ::= " + "(" * 50_000 + '"a"' + ")" * 50_000)
+    with pytest.raises(corral.GrammarSyntaxError, match="too many repetition operators"):
+        corral.Grammar.from_ebnf('root ::= "a"' + "*" * 50_000)
+    with pytest.raises(corral.GrammarSyntaxError):
+        corral.Grammar.from_regex("(" * 50_000 + "a" + ")" * 50_000)
+
+
+def test_catastrophic_regex_is_linear():
+    t = time.perf_counter()
+    g = corral.Grammar.from_regex("(a*)*b")
+    v = corral.Vocabulary.from_bytes([b"a", b"aa", b"b", b""], eos_token_ids=[3])
+    m = corral.Matcher(corral.compile(g, v))
+    assert m.accept_bytes(b"a" * 10_000)
+    assert not m.accept_bytes(b"c")
+    assert m.accept_bytes(b"b") and m.is_accepting()
+    assert time.perf_counter() - t < 2.0
+
+
+def test_large_alternation_compiles():
+    words = " | ".join(f'"w{i}"' for i in range(20_000))
+    t = time.perf_counter()
+    g = corral.Grammar.from_ebnf(f"root ::= {words}")
+    assert time.perf_counter() - t < 10.0
+    v = corral.Vocabulary.from_bytes([b"w1", b"9999", b"w", b"x", b""], eos_token_ids=[4])
+    m = corral.Matcher(corral.compile(g, v))
+    assert m.accept_bytes(b"w19999") and m.is_accepting()
+    assert not m.accept_bytes(b"9")
+
+
+def test_deeply_nested_json_input():
+    g = corral.builtin_grammar("json")
+    v = corral.Vocabulary.from_bytes([b"[", b"]", b"[[", b"]]", b"1", b""], eos_token_ids=[5])
+    m = corral.Matcher(corral.compile(g, v))
+    depth = 10_000
+    assert m.accept_bytes(b"[" * depth)
+    mask = corral.allocate_token_bitmask(1, v.size)
+    m.fill_next_token_bitmask(mask)
+    assert set(corral.allowed_token_ids(mask[0], v.size)) == {0, 1, 2, 3, 4}
+    assert m.accept_bytes(b"1" + b"]" * depth) and m.is_accepting()
+
+
+def test_long_rule_chains_hit_the_closure_limit_not_memory():
+    rules = "\n".join(f"r{i} ::= r{i + 1} \"x\" | \"(\" r0 \")\"" for i in range(3000))
+    with pytest.raises(corral.LimitExceededError) as e:
+        corral.Grammar.from_ebnf("root ::= r0\n" + rules + '\nr3000 ::= "z"', limits={"max_closure_items": 100_000})
+    assert e.value.limit_name == "max_closure_items"
+
+
+def test_panics_become_internal_errors():
+    with pytest.raises(corral.InternalError, match="deliberate panic"):
+        corral._native._trigger_panic()
