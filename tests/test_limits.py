@@ -76,3 +76,11 @@ def test_long_rule_chains_hit_the_closure_limit_not_memory():
 def test_panics_become_internal_errors():
     with pytest.raises(corral.InternalError, match="deliberate panic"):
         corral._native._trigger_panic()
+
+
+def test_compile_time_budget():
+    # A large but legitimate grammar: with a tiny budget it stops with CompileTimeoutError.
+    words = " | ".join(f'"w{i}x{i * 7919 % 10007}"' for i in range(30_000))
+    with pytest.raises(corral.CompileTimeoutError) as e:
+        corral.Grammar.from_ebnf(f"root ::= ({words})+", limits={"max_compile_ms": 1, "max_nfa_states": 10_000_000, "max_dfa_states": 10_000_000})
+    assert e.value.limit_name == "max_compile_ms" and isinstance(e.value, corral.LimitExceededError)

@@ -144,6 +144,9 @@ impl Cfg {
         let mut nt_seen = vec![u32::MAX; n];
         let mut t_seen = vec![u32::MAX; self.terminals.len()];
         for x in 0..n {
+            if x % 256 == 0 {
+                crate::budget::check()?;
+            }
             let stamp = x as u32;
             let (mut dots, mut terms, mut nts) = (Vec::new(), Vec::new(), Vec::new());
             let mut stack = vec![x as u32];

@@ -97,6 +97,9 @@ impl Dfa {
         let mut work = vec![1u32];
         let mut next: Vec<u32> = Vec::new();
         while let Some(d) = work.pop() {
+            if d % 64 == 0 {
+                crate::budget::check()?;
+            }
             for (c, &rep) in reps.iter().enumerate() {
                 next.clear();
                 for &s in &sets[d as usize] {

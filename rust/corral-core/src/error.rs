@@ -84,6 +84,12 @@ pub enum Error {
         /// How to raise it.
         hint: &'static str,
     },
+    /// Compilation ran past its time budget.
+    #[error("compilation exceeded its time budget of {limit_ms} ms (limit max_compile_ms); pass a larger value in `limits=` if the grammar is legitimate")]
+    CompileTimeout {
+        /// The budget.
+        limit_ms: u64,
+    },
     /// The vocabulary is inconsistent (bad EOS id, size smaller than the token list...).
     #[error("vocabulary error: {0}")]
     Vocabulary(String),

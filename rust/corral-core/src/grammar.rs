@@ -16,6 +16,7 @@ pub struct Grammar {
 impl Grammar {
     /// Parses and lowers GBNF text, starting at rule `root`.
     pub fn from_ebnf(text: &str, root: &str, limits: &Limits) -> Result<Grammar> {
+        let _budget = crate::budget::Scope::new(limits.max_compile_ms);
         let ast = crate::ebnf::parse(text, limits)?;
         let cfg = crate::lower::lower(&ast, root, limits)?;
         Ok(Grammar { cfg: Arc::new(cfg), source: format!("ebnf:{root}:{text}").into() })
@@ -24,12 +25,14 @@ impl Grammar {
     /// Lowers a grammar built programmatically (e.g. by a JSON Schema compiler).
     /// `source_key` must identify the grammar uniquely (it keys compile caches).
     pub fn from_ast(ast: &crate::ebnf::GrammarAst, root: &str, source_key: &str, limits: &Limits) -> Result<Grammar> {
+        let _budget = crate::budget::Scope::new(limits.max_compile_ms);
         let cfg = crate::lower::lower(ast, root, limits)?;
         Ok(Grammar { cfg: Arc::new(cfg), source: source_key.into() })
     }
 
     /// A grammar whose language is the strings `pattern` matches in full.
     pub fn from_regex(pattern: &str, limits: &Limits) -> Result<Grammar> {
+        let _budget = crate::budget::Scope::new(limits.max_compile_ms);
         let rx = crate::regex::parse_regex(pattern, limits).map_err(|e| match e {
             Error::Regex { message, offset: Some(o) } => Error::GrammarSyntax { message, location: crate::error::Location::at(pattern, o) },
             e => e,

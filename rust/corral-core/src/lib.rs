@@ -7,6 +7,7 @@
 //! byte step; [`vocab`] + [`toktrie`] the vocabulary; [`matcher`] the per-sequence state.
 
 pub mod batch;
+pub mod budget;
 pub mod byteset;
 pub mod cfg;
 pub mod ci_cache;

@@ -17,11 +17,13 @@ pub struct Limits {
     /// Most items in all precomputed prediction closures together (grammars whose rules
     /// start with long chains of other rules grow quadratically here).
     pub max_closure_items: usize,
+    /// Time budget for compiling one grammar, in milliseconds (0 = unlimited).
+    pub max_compile_ms: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_nfa_states: 200_000, max_dfa_states: 20_000, max_repeat: 10_000, max_productions: 200_000, max_nesting: 200, max_closure_items: 4_000_000 }
+        Limits { max_nfa_states: 200_000, max_dfa_states: 20_000, max_repeat: 10_000, max_productions: 200_000, max_nesting: 200, max_closure_items: 4_000_000, max_compile_ms: 10_000 }
     }
 }
 

@@ -230,6 +230,9 @@ impl Lowerer<'_> {
     }
 
     fn add_prod(&mut self, lhs: u32, rhs: Vec<Sym>) -> Result<()> {
+        if self.productions.len() % 1024 == 0 {
+            crate::budget::check()?;
+        }
         if self.productions.len() >= self.limits.max_productions {
             return Err(Error::Limit {
                 name: "max_productions",

@@ -40,6 +40,9 @@ impl Builder<'_> {
                 hint: LIMIT_HINT,
             });
         }
+        if self.states.len() % 4096 == 0 {
+            crate::budget::check()?;
+        }
         self.states.push(NState::default());
         Ok((self.states.len() - 1) as u32)
     }

@@ -50,6 +50,15 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
                 ("limit", limit.into_pyobject(py).unwrap().into_any().unbind()),
             ],
         ),
+        Error::CompileTimeout { limit_ms } => raise(
+            py,
+            "CompileTimeoutError",
+            msg,
+            &[
+                ("limit_name", "max_compile_ms".into_pyobject(py).unwrap().into_any().unbind()),
+                ("limit", limit_ms.into_pyobject(py).unwrap().into_any().unbind()),
+            ],
+        ),
         Error::Vocabulary(_) => raise(py, "TokenizerError", msg, &[]),
         Error::Usage(_) => raise(py, "UsageError", msg, &[]),
     }

@@ -100,10 +100,11 @@ fn limits_arg(py: Python<'_>, limits: Option<&Bound<'_, pyo3::types::PyDict>>) -
             "max_productions" => l.max_productions = val,
             "max_nesting" => l.max_nesting = val,
             "max_closure_items" => l.max_closure_items = val,
+            "max_compile_ms" => l.max_compile_ms = val as u64,
             _ => {
                 return Err(usage(
                     py,
-                    format!("unknown limit '{name}'; valid: max_nfa_states, max_dfa_states, max_repeat, max_productions, max_nesting, max_closure_items"),
+                    format!("unknown limit '{name}'; valid: max_nfa_states, max_dfa_states, max_repeat, max_productions, max_nesting, max_closure_items, max_compile_ms"),
                 ))
             }
         }
