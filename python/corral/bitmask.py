@@ -39,7 +39,12 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int) -> Any:
         import torch
     except ImportError:  # pragma: no cover - torch is installed in the test environment
         return np.full((batch_size, words), -1, dtype=np.int32)
-    return torch.full((batch_size, words), -1, dtype=torch.int32)
+    arr = np.full((batch_size, words), -1, dtype=np.int32)
+    tensor = torch.from_numpy(arr)
+    # Lets corral's native code reach the buffer without several torch attribute calls; it
+    # still checks that the tensor aliases this array before writing.
+    tensor._corral_np = arr
+    return tensor
 
 
 def _as_numpy(row: Any) -> np.ndarray:

@@ -41,6 +41,18 @@ impl<'py> MaskBuf<'py> {
         if let Ok(untyped) = obj.cast::<PyUntypedArray>() {
             return Err(usage(py, format!("bitmask must have dtype int32, got {}", untyped.dtype())));
         }
+        // Tensors from `corral.allocate_token_bitmask` carry the numpy array they were made
+        // from: use it (two attribute reads instead of six), after checking the tensor still
+        // aliases it.
+        if let Ok(np) = obj.getattr("_corral_np") {
+            if let Ok(typed) = np.cast::<PyArrayDyn<i32>>() {
+                let ptr: usize = obj.call_method0("data_ptr")?.extract()?;
+                if ptr == typed.data() as usize {
+                    let (rows, words) = Self::shape2(py, typed.shape())?;
+                    return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
+                }
+            }
+        }
         if obj.hasattr("data_ptr")? && obj.hasattr("is_cpu")? {
             let int32 = TORCH_INT32.get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(py.import("torch")?.getattr("int32")?.unbind()) })?;
             let dtype = obj.getattr("dtype")?;
