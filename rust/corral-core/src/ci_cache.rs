@@ -81,6 +81,23 @@ fn record_end(nodes: &[crate::toktrie::Node], i: usize, ending: u64, groups: &mu
     groups[gi].child_bytes.push(cb);
 }
 
+/// Sorts each group's nodes and drops duplicates: a node reached below several roots
+/// continues the same way (the next level starts from the group's parser row), so walking it
+/// once is enough — without this, ambiguous grammars (`root ::= "a"+ root | ""`) would
+/// revisit nodes exponentially often across levels.
+fn dedup_groups(groups: &mut [EndGroup]) {
+    for g in groups {
+        if g.nodes.windows(2).all(|w| w[0] < w[1]) {
+            continue;
+        }
+        let mut pairs: Vec<(u32, ByteSet)> = g.nodes.iter().copied().zip(g.child_bytes.iter().copied()).collect();
+        pairs.sort_unstable_by_key(|p| p.0);
+        pairs.dedup_by_key(|p| p.0);
+        g.nodes = pairs.iter().map(|p| p.0).collect();
+        g.child_bytes = pairs.iter().map(|p| p.1).collect();
+    }
+}
+
 /// The `(start, end, base depth)` node ranges a walk covers.
 fn ranges(trie: &TokTrie, roots: Option<&[u32]>) -> Vec<(usize, usize, usize)> {
     match roots {
@@ -146,6 +163,7 @@ fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], roots: Option<&[u32]>
             i += 1;
         }
     }
+    dedup_groups(&mut groups);
     groups
 }
 
@@ -180,6 +198,7 @@ fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, roots: Option<&[u32]>, first: &B
             i += 1;
         }
     }
+    dedup_groups(&mut groups);
     groups
 }
 

@@ -38,6 +38,24 @@ pub struct Parser {
     term_stamp: Vec<u32>,
     dot_stamp: Vec<u32>,
     stamp: u32,
+    /// Structural hashes of the first `hashes.len()` rows (see [`Parser::row_hash`]).
+    hashes: Vec<u128>,
+}
+
+#[inline]
+fn mix64(mut x: u64) -> u64 {
+    // splitmix64 finaliser
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d049bb133111eb);
+    x ^ (x >> 31)
+}
+
+/// Combines `v` into a 128-bit running hash (two independent 64-bit lanes).
+#[inline]
+pub fn hash_step(h: u128, v: u64) -> u128 {
+    let lo = mix64((h as u64) ^ v.wrapping_mul(0x9e3779b97f4a7c15));
+    let hi = mix64(((h >> 64) as u64).wrapping_add(v ^ 0x5851f42d4c957f2d).rotate_left(17));
+    ((hi as u128) << 64) | lo as u128
 }
 
 const LINEAR_DEDUP: usize = 24;
@@ -72,7 +90,29 @@ impl Parser {
             self.items.truncate(r.items_start as usize);
             self.row_terms.truncate(r.terms_start as usize);
             self.rows.truncate(n);
+            self.hashes.truncate(n);
         }
+    }
+
+    /// A 128-bit hash of row `r`'s structure: its items' dots and, recursively, the structure of
+    /// their origin rows (not their positions). Equal hashes mean the parser continues the same
+    /// way from both rows, so masks can be cached by it. Memoised; computed bottom-up without
+    /// recursion.
+    pub fn row_hash(&mut self, r: u32) -> u128 {
+        while self.hashes.len() <= r as usize {
+            let i = self.hashes.len();
+            let row = self.rows[i];
+            let mut h: u128 = hash_step(0, row.accepting as u64);
+            for k in row.items_start..row.items_end {
+                let it = self.items[k as usize];
+                let o = if it.origin as usize == i { 0x5e1f_u128 } else { self.hashes[it.origin as usize] };
+                h = hash_step(h, (it.dot as u64) << 1 | 1);
+                h = hash_step(h, o as u64);
+                h = hash_step(h, (o >> 64) as u64);
+            }
+            self.hashes.push(h);
+        }
+        self.hashes[r as usize]
     }
 
     /// Terminals expected at the start of row `r`.

@@ -20,6 +20,7 @@ pub mod intern;
 pub mod limits;
 pub mod logits;
 pub mod lower;
+pub mod mask_cache;
 pub mod mask_fill;
 pub mod matcher;
 pub mod nfa;

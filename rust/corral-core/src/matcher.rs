@@ -1,7 +1,8 @@
 //! Per-sequence matcher state and the compiled (grammar × vocabulary) object it runs on.
 
 use crate::mask_fill::Filler;
-use crate::earley::Parser;
+use crate::earley::{hash_step, Parser};
+use crate::mask_cache::{MaskCache, DEFAULT_MASK_CACHE_BYTES};
 use crate::error::{Error, Result};
 use crate::grammar::Grammar;
 use crate::step::{start_lexemes, step, Lexeme, StepScratch, NO_ROW};
@@ -15,6 +16,7 @@ pub struct CompiledGrammar {
     vocab: Arc<Vocabulary>,
     initial_parser: Parser,
     initial_lex: Vec<Lexeme>,
+    masks: MaskCache,
 }
 
 impl CompiledGrammar {
@@ -22,9 +24,10 @@ impl CompiledGrammar {
     pub fn new(grammar: &Grammar, vocab: Arc<Vocabulary>) -> CompiledGrammar {
         let cfg = grammar.cfg();
         let initial_parser = Parser::new(cfg);
+        let masks = MaskCache::new(DEFAULT_MASK_CACHE_BYTES, vocab.mask_words());
         let mut initial_lex = Vec::new();
         start_lexemes(cfg, &initial_parser, 0, &mut initial_lex);
-        CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex }
+        CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks }
     }
 
     /// The grammar.
@@ -39,7 +42,12 @@ impl CompiledGrammar {
 
     /// Heap bytes held (grammar tables; the vocabulary is shared and counted separately).
     pub fn memory_bytes(&self) -> usize {
-        self.grammar.cfg().memory_bytes() + self.initial_parser.memory_bytes()
+        self.grammar.cfg().memory_bytes() + self.initial_parser.memory_bytes() + self.masks.memory_bytes()
+    }
+
+    /// Whole-mask cache (hits, misses) so far.
+    pub fn mask_cache_stats(&self) -> (u64, u64) {
+        self.masks.stats()
     }
 }
 
@@ -67,6 +75,7 @@ pub struct Matcher {
     work: Vec<Lexeme>,
     scratch: StepScratch,
     filler: Filler,
+    keybuf: Vec<(u32, u32, u128)>,
 }
 
 impl Matcher {
@@ -75,7 +84,7 @@ impl Matcher {
         let parser = g.initial_parser.clone();
         let lex = g.initial_lex.clone();
         let hist = vec![Snap { rows: 1, lex_start: 0, lex_end: lex.len() as u32, boundary: 0, terminated: false, token: u32::MAX }];
-        Matcher { g, parser, lex, hist, work: Vec::new(), scratch: StepScratch::default(), filler: Filler::default() }
+        Matcher { g, parser, lex, hist, work: Vec::new(), scratch: StepScratch::default(), filler: Filler::default(), keybuf: Vec::new() }
     }
 
     /// The compiled grammar this matcher runs on.
@@ -219,9 +228,20 @@ impl Matcher {
         if s.terminated {
             mask[..vocab.mask_words()].fill(0);
         } else {
-            let cfg = self.g.grammar.cfg().clone();
-            let cur = &self.lex[s.lex_start as usize..s.lex_end as usize];
-            self.filler.fill(&cfg, vocab.cache(), vocab.trie(), vocab.mask_words(), &mut self.parser, cur, mask);
+            let key = self.state_key(s);
+            let words = vocab.mask_words();
+            if !self.g.masks.get(key, mask) {
+                let cfg = self.g.grammar.cfg().clone();
+                let cur = &self.lex[s.lex_start as usize..s.lex_end as usize];
+                self.filler.fill(&cfg, vocab.cache(), vocab.trie(), words, &mut self.parser, cur, mask);
+                if self.is_accepting() {
+                    for &e in vocab.eos_token_ids() {
+                        mask[e as usize / 32] |= 1 << (e % 32);
+                    }
+                }
+                self.g.masks.insert(key, &mask[..words]);
+            }
+            return Ok(());
         }
         if self.is_accepting() {
             for &e in vocab.eos_token_ids() {
@@ -229,6 +249,29 @@ impl Matcher {
             }
         }
         Ok(())
+    }
+
+    /// Structural key of the current position for the whole-mask cache.
+    fn state_key(&mut self, s: Snap) -> u128 {
+        let cfg = self.g.grammar.cfg().clone();
+        self.keybuf.clear();
+        for i in s.lex_start..s.lex_end {
+            let l = self.lex[i as usize];
+            let rh = self.parser.row_hash(l.row);
+            self.keybuf.push((cfg.terminals[l.term as usize].gid, l.state, rh));
+        }
+        self.keybuf.sort_unstable();
+        let mut h = hash_step(0, self.is_accepting() as u64);
+        if s.boundary != NO_ROW {
+            let b = self.parser.row_hash(s.boundary);
+            h = hash_step(hash_step(h, b as u64), (b >> 64) as u64);
+        }
+        for &(g, st, rh) in &self.keybuf {
+            h = hash_step(h, (g as u64) << 32 | st as u64);
+            h = hash_step(h, rh as u64);
+            h = hash_step(h, (rh >> 64) as u64);
+        }
+        h
     }
 
     /// The longest byte string every valid continuation must start with (empty when the
