@@ -2,7 +2,7 @@
 PY ?= python3
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup deps build test test-rust test-py demo bench clean
+.PHONY: setup deps build test test-rust test-py fuzz-smoke demo bench clean
 
 ## Install Python dependencies (torch included; a no-op once installed) and build the extension.
 setup: deps build
@@ -13,11 +13,24 @@ deps:
 build:
 	$(PY) -m pip install $(PIP_FLAGS) --no-build-isolation -e .
 
-## Every test: the Rust core crate, then the Python suite.
-test: setup test-rust test-py
+## Every test: the Rust crates, the Python suite, a short smoke run of each fuzz target.
+test: setup test-rust test-py fuzz-smoke
 
 test-rust:
-	cargo test -p corral-core
+	cargo test -p corral-core -p corral-schema
+
+FUZZ_SECONDS ?= 10
+## Each cargo-fuzz target for a few seconds (needs the nightly toolchain; cargo-fuzz is
+## installed on first use). Skipped, with a message, where no nightly toolchain exists.
+fuzz-smoke:
+	@if ! rustup run nightly rustc --version >/dev/null 2>&1; then \
+		echo "fuzz-smoke: no nightly toolchain here; skipped"; \
+	else \
+		command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz; \
+		cd fuzz && for t in $$(cargo +nightly fuzz list); do \
+			cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 || exit 1; \
+		done; \
+	fi
 
 test-py:
 	$(PY) -m pytest
