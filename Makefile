@@ -27,7 +27,7 @@ fuzz-smoke:
 		echo "fuzz-smoke: no nightly toolchain here; skipped"; \
 	else \
 		command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz; \
-		cd fuzz && for t in $$(cargo +nightly fuzz list); do \
+		for t in $$(cargo +nightly fuzz list); do \
 			cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 || exit 1; \
 		done; \
 	fi
