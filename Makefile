@@ -37,7 +37,7 @@ test-py:
 
 ## The main job on the built-in default.
 demo: setup
-	$(PY) -m corral stats
+	$(PY) -m corral demo
 
 ## Side-by-side comparison with xgrammar, llguidance and outlines-core (see benches/README.md).
 bench: setup

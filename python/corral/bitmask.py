@@ -27,10 +27,11 @@ def bitmask_words(vocab_size: int) -> int:
     return (vocab_size + 31) // 32
 
 
-def allocate_token_bitmask(batch_size: int, vocab_size: int) -> Any:
+def allocate_token_bitmask(batch_size: int, vocab_size: int, *, pin_memory: bool = False) -> Any:
     """An all-allowed int32 bitmask of shape ``(batch_size, ceil(vocab_size / 32))``.
 
-    A torch tensor on CPU when torch is importable, else a numpy array.
+    A torch tensor on CPU when torch is importable, else a numpy array. ``pin_memory=True``
+    allocates page-locked memory so ``.to("cuda", non_blocking=True)`` is truly asynchronous.
     """
     if batch_size <= 0:
         raise UsageError(f"batch_size must be positive, got {batch_size}")
@@ -39,8 +40,12 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int) -> Any:
         import torch
     except ImportError:  # pragma: no cover - torch is installed in the test environment
         return np.full((batch_size, words), -1, dtype=np.int32)
-    arr = np.full((batch_size, words), -1, dtype=np.int32)
-    tensor = torch.from_numpy(arr)
+    if pin_memory and torch.cuda.is_available():
+        tensor = torch.full((batch_size, words), -1, dtype=torch.int32, pin_memory=True)
+        arr = tensor.numpy()
+    else:
+        arr = np.full((batch_size, words), -1, dtype=np.int32)
+        tensor = torch.from_numpy(arr)
     # Lets corral's native code reach the buffer without several torch attribute calls; it
     # still checks that the tensor aliases this array before writing.
     tensor._corral_np = arr

@@ -21,7 +21,7 @@ from .errors import UsageError
 from .vocab import Vocabulary
 
 _CACHE_SIZE = 256
-_cache: "OrderedDict[tuple[str, int], _native.CompiledGrammar]" = OrderedDict()
+_cache: "OrderedDict[tuple[str, int, int], _native.CompiledGrammar]" = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -32,7 +32,9 @@ def compile(grammar: _native.Grammar, vocab: Vocabulary) -> _native.CompiledGram
         raise UsageError(f"compile() needs a corral.Grammar, got {type(grammar).__name__}")
     if not isinstance(vocab, Vocabulary):
         raise UsageError(f"compile() needs a corral.Vocabulary, got {type(vocab).__name__}")
-    key = (grammar.source_key, vocab.fingerprint)
+    # id(vocab): equal vocabularies may differ in what the token data does not capture (an
+    # encoder for forced tokens); the cached entry keeps its vocabulary alive, so ids stay unique.
+    key = (grammar.source_key, vocab.fingerprint, id(vocab))
     with _lock:
         hit = _cache.get(key)
         if hit is not None:

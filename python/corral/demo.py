@@ -46,23 +46,19 @@ _EXAMPLES = {
 }
 
 #: The fallback grammar when ``Grammar.from_json_schema`` is missing: the built-in JSON
-#: grammar's syntax, bounded so that a random-weight model finishes (objects at the top, at
-#: most 2 levels of nesting below, at most 4 members/items, strings up to 24 characters,
-#: numbers up to 6 integer digits, compact separators).
+#: grammar (``corral.builtin_grammar("json")``) with compact separators, an object at the top,
+#: strings of at most 24 characters and numbers of at most 6 integer and 3 fraction digits, so
+#: that a random-weight model finishes (nesting and item counts stay free: a random model closes
+#: containers as often as it extends them).
 BOUNDED_JSON_GRAMMAR = r"""
-root    ::= object2
-object2 ::= "{" ( member2 ( ", " member2 ){0,3} )? "}"
-member2 ::= string ": " value1
-array2  ::= "[" ( value1 ( ", " value1 ){0,3} )? "]"
-value1  ::= object1 | array1 | scalar
-object1 ::= "{" ( member0 ( ", " member0 ){0,3} )? "}"
-member0 ::= string ": " scalar
-array1  ::= "[" ( scalar ( ", " scalar ){0,3} )? "]"
-scalar  ::= string | number | "true" | "false" | "null" | array2empty
-array2empty ::= "[]"
-string  ::= "\"" char{0,24} "\""
-char    ::= [^"\\\x00-\x1F] | "\\" ["\\/bfnrt]
-number  ::= "-"? ( "0" | [1-9] [0-9]{0,5} ) ( "." [0-9]{1,3} )?
+root   ::= object
+value  ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ( member ( ", " member )* )? "}"
+member ::= string ": " value
+array  ::= "[" ( value ( ", " value )* )? "]"
+string ::= "\"" char{0,24} "\""
+char   ::= [^"\\\x00-\x1F] | "\\" ["\\/bfnrt]
+number ::= "-"? ( "0" | [1-9] [0-9]{0,5} ) ( "." [0-9]{1,3} )?
 """
 
 
@@ -101,7 +97,8 @@ class DemoModel:
     model_fn: Callable[[list], Any]
     description: str
     bos_id: int
-    seconds: float
+    seconds: float  # building the model (library imports excluded)
+    import_seconds: float = 0.0  # importing transformers
 
 
 def _prior(vocab: Any) -> Any:
@@ -158,10 +155,12 @@ def tiny_model(vocab: Any, seed: int = 0, *, prior: bool = True) -> DemoModel:
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
     except Exception:  # noqa: BLE001 - no (working) transformers: pure torch
+        import_s = time.perf_counter() - t0
         net = _TinyTorchLM(vocab.size, seed)
         fn: Callable[[list], Any] = net
         desc = f"tiny pure-torch MLP language model (random weights, seed {seed}; transformers is not installed)"
     else:
+        import_s = time.perf_counter() - t0
         from .hf import make_model_fn
 
         state = torch.random.get_rng_state()
@@ -182,7 +181,7 @@ def tiny_model(vocab: Any, seed: int = 0, *, prior: bool = True) -> DemoModel:
             return inner(ids) + bias
 
         desc += "; fixed prior: printable-ASCII tokens +2, whitespace-only tokens -4"
-    return DemoModel(fn, desc, bos, time.perf_counter() - t0)
+    return DemoModel(fn, desc, bos, time.perf_counter() - t0 - import_s, import_s)
 
 
 def _local_model(path: str, vocab: Any) -> DemoModel:
@@ -303,6 +302,11 @@ def main(args: argparse.Namespace | Sequence[str] | None = None) -> int:
     """Runs the demo; returns the exit status (0: every output valid and complete).
 
     ``args`` is the namespace from ``corral demo`` (:func:`add_arguments`) or an argv list.
+
+    >>> main(["--example", "tool_call", "--temperature", "0"])  # doctest: +SKIP
+    corral demo: JSON Schema -> grammar -> constrained generation (no downloads)
+    ...
+    0
     """
     if not isinstance(args, argparse.Namespace):
         parser = argparse.ArgumentParser(prog="corral demo")
@@ -348,13 +352,14 @@ def main(args: argparse.Namespace | Sequence[str] | None = None) -> int:
     else:
         torch.set_num_threads(1)  # a tiny model: threads cost more than they bring
         model = tiny_model(vocab, args.seed, prior=not args.no_prior)
-    print(f"model:       {model.description}, built in {model.seconds:.2f} s")
+    print(f"model:       {model.description}; built in {model.seconds:.2f} s"
+          + (f" (+ {model.import_seconds:.1f} s importing transformers)" if model.import_seconds > 0.05 else ""))
     if not args.model:
         print("             (random weights: the content is gibberish; the grammar guarantees the structure)")
     if not _schema_support():
         print("note:        corral.Grammar.from_json_schema is not available in this build of corral: falling back to "
-              "the built-in JSON grammar, bounded so that a random model finishes (objects, nesting <= 2, <= 4 items, "
-              "strings <= 24 chars); the schemas are NOT enforced")
+              "the built-in JSON grammar (an object, compact, strings <= 24 characters, numbers <= 6 digits, "
+              "so that a random model finishes); the schemas are NOT enforced")
 
     runs: list[_Run] = []
     try:
@@ -373,8 +378,8 @@ def main(args: argparse.Namespace | Sequence[str] | None = None) -> int:
             print(f"grammar:     {dg.label}: {dg.grammar.num_rules} rules, {dg.grammar.num_terminals} terminals; "
                   f"compiled in {compile_s * 1000:.1f} ms (grammar {dg.build_s * 1000:.1f} ms + vocabulary "
                   f"{(compile_s - dg.build_s) * 1000:.1f} ms)")
-            params = corral.SamplingParams(temperature=args.temperature, seed=args.seed)
-            prompt = _prompt_ids(vocab, model.bos_id, text, bool(args.model))
+            params = corral.SamplingParams(temperature=args.temperature, seed=args.seed + k - 1)
+            prompt = _prompt_ids(vocab, model.bos_id, text, True)
             t0 = time.perf_counter()
             res = corral.generate(model.model_fn, prompt, compiled, vocab, params, args.max_tokens,
                                   use_forced=not args.no_forced)
@@ -408,7 +413,7 @@ def main(args: argparse.Namespace | Sequence[str] | None = None) -> int:
     print(f"  tokens:              {tokens} generated, {forced} forced (appended without a decode step)")
     print(f"  decode steps:        {steps} model calls; {forced} saved ({100 * forced / max(tokens, 1):.0f}% of tokens)")
     print(f"  mask time:           median {med:.1f} {us}, p99 {_pct(mask, 0.99):.1f} {us} per decode step "
-          f"(fill + apply, {vocab.size} tokens)")
+          f"(fill + apply, {vocab.size} tokens; includes the first, cold fill of each new grammar state)")
     print(f"  compile time:        {', '.join(f'{r.compile_s * 1000:.1f} ms' for r in runs)} "
           "(schema -> grammar -> vocabulary; per-state tables fill lazily)")
     print(f"  total time:          {time.perf_counter() - t_start:.1f} s")
@@ -416,7 +421,13 @@ def main(args: argparse.Namespace | Sequence[str] | None = None) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Adds the ``corral demo`` options to ``p``."""
+    """Adds the ``corral demo`` options to ``p``.
+
+    >>> p = argparse.ArgumentParser()
+    >>> add_arguments(p)
+    >>> p.parse_args(["--example", "event", "--max-tokens", "64"]).max_tokens
+    64
+    """
     p.add_argument("--schema", "-s", metavar="FILE", action="append", default=None,
                    help="JSON Schema file to generate for (repeatable; default: the example schemas shipped "
                         "with corral)")
@@ -432,7 +443,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a local transformers causal-LM directory (no download); default: a tiny random model")
     p.add_argument("--max-tokens", metavar="N", type=int, default=512, help="token budget per document (default 512)")
     p.add_argument("--temperature", metavar="T", type=float, default=1.0, help="sampling temperature (default 1.0; 0 greedy)")
-    p.add_argument("--seed", metavar="N", type=int, default=0, help="seed for the model weights and sampling (default 0)")
+    p.add_argument("--seed", metavar="N", type=int, default=0,
+                   help="seed for the model weights and sampling (document k samples with seed N + k - 1; default 0)")
     p.add_argument("--no-forced", action="store_true", help="decode every token (do not append forced runs)")
     p.add_argument("--no-prior", action="store_true", help="tiny model: no printable-ASCII/whitespace prior")
 

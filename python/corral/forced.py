@@ -41,6 +41,10 @@ from .vocab import Vocabulary
 
 __all__ = ["forced_tokens"]
 
+#: How many accepted tokens :func:`forced_tokens` looks back for a context that starts with a
+#: space (tokenizers with a dummy-prefix space).
+_MAX_CONTEXT = 8
+
 
 class _VocabInfo:
     """Per-vocabulary tables: which byte pairs occur inside a token, each token's first byte."""
@@ -140,6 +144,10 @@ def forced_tokens(matcher: Any, vocab: Vocabulary | None = None) -> list[int]:
     :meth:`~corral.Matcher.accept_token`) and letting the model continue gives, at the forced
     span, the same tokens as encoding the final text. ``matcher`` is not changed.
 
+    The context is the last accepted token (for tokenizers with a dummy-prefix space, the last
+    few tokens back to one that starts with a space): the encoding of context + forced bytes
+    must start with exactly those tokens.
+
     Returns ``[]`` (the engine then simply decodes) when: the vocabulary has no encoder
     (:attr:`corral.Vocabulary.can_encode`); the matcher is terminated; the last entry was
     accepted as raw bytes (:meth:`~corral.Matcher.accept_bytes`: its tokenization is
@@ -192,21 +200,41 @@ def forced_tokens(matcher: Any, vocab: Vocabulary | None = None) -> list[int]:
                 return [eos]
         return []
 
-    ctx = vocab.token_bytes(prev) if prev is not None else b""
+    tb = vocab.token_bytes
+    # The context: the last accepted token, or (tokenizers with a dummy-prefix space, which only
+    # encode text starting with a space) the last few tokens back to one that starts with a space.
+    ctx_ids: list[int] = [prev] if prev is not None else []
+    ctx = tb(prev) if prev is not None else b""
     full = ctx + forced
     n = _utf8_prefix(full)
     if n <= len(ctx):
         return []
     try:
         ids = vocab.encode(full[:n])
-    except (TokenizerError, UsageError):
+    except UsageError:
         return []
-    start = 0
-    if prev is not None:
-        if not ids or ids[0] != prev:
-            return []  # the tokenizer would merge the last token with the forced bytes
-        start = 1
-    tb = vocab.token_bytes
+    except TokenizerError:
+        ids = None
+        if prev is not None and not ctx.startswith(b" "):
+            back = matcher.last_tokens(min(matcher.num_accepted, _MAX_CONTEXT))
+            for k in range(2, len(back) + 1):
+                if back[-k] is None:
+                    break
+                if tb(back[-k]).startswith(b" "):
+                    ctx_ids = [t for t in back[-k:] if t is not None]
+                    ctx = b"".join(tb(t) for t in ctx_ids)
+                    full = ctx + forced
+                    n = _utf8_prefix(full)
+                    try:
+                        ids = vocab.encode(full[:n])
+                    except (TokenizerError, UsageError):
+                        ids = None
+                    break
+        if ids is None:
+            return []
+    start = len(ctx_ids)
+    if ids[:start] != ctx_ids:
+        return []  # the tokenizer would merge the last token(s) with the forced bytes
     pair = info.pair
     pos = len(ctx)
     keep = 0

@@ -137,6 +137,14 @@ def generate(
 
     Returns:
         A :class:`GenerationResult`.
+
+    >>> import torch, corral
+    >>> vocab = corral.builtin_vocabulary()
+    >>> g = corral.Grammar.from_regex(r"[0-9]{1,3}")
+    >>> res = generate(lambda ids: torch.zeros(vocab.size), [50256], g, vocab,
+    ...                corral.SamplingParams(seed=0), max_tokens=8)
+    >>> res.finished, res.text.isdigit(), res.steps + res.forced == len(res.token_ids)
+    (True, True, True)
     """
     if not isinstance(vocab, Vocabulary):
         raise UsageError(f"vocab must be a corral.Vocabulary, got {type(vocab).__name__}")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Sequence, Union
 
-import numpy as np
 import torch
 
 from . import _native
@@ -58,8 +57,8 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
 
     A new ``generate()`` call is detected (and the matchers reset) when the batch size
     changes, ``input_ids`` gets no longer than at the previous call, or the prompt changes.
-    When rows are reordered (beam search), each row's matcher is rebuilt from a matcher whose
-    tokens are a prefix of the row's (or from scratch).
+    When rows are reordered (beam search), a row continues a copy of the matcher of the row
+    whose previous ids it extends (or is rebuilt from scratch).
 
     Args:
         compiled_grammar: a :class:`corral.CompiledGrammar` (or a :class:`corral.Grammar`
@@ -70,6 +69,14 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
     Raises (when called):
         UsageError: a generated token is not allowed by the grammar (the mask was not
             applied before sampling: e.g. another processor changed the scores after this one).
+
+    >>> import torch, corral
+    >>> vocab = corral.Vocabulary.from_bytes([b"a", b"b", b""], eos_token_ids=[2])
+    >>> proc = LogitsProcessor(corral.compile(corral.Grammar.from_regex("ab"), vocab))
+    >>> proc(torch.tensor([[2]]), torch.zeros(1, 3)).tolist()        # prompt: [2]
+    [[0.0, -inf, -inf]]
+    >>> proc(torch.tensor([[2, 0]]), torch.zeros(1, 3)).tolist()     # "a" was generated
+    [[-inf, 0.0, -inf]]
     """
 
     def __init__(
@@ -93,6 +100,7 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         self._matchers: list[Any] | None = None
         self._hist: list[list[int]] = []
         self._prompt: torch.Tensor | None = None
+        self._ids: torch.Tensor | None = None  # input_ids at the previous call (CPU)
         self._seen = 0
         self._bitmask: torch.Tensor | None = None
 
@@ -108,13 +116,15 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         self._matchers = None
         self._hist = []
         self._prompt = None
+        self._ids = None
         self._seen = 0
 
-    def _start(self, input_ids: torch.Tensor) -> None:
-        rows, length = input_ids.shape
+    def _start(self, cur: torch.Tensor) -> None:
+        rows, length = cur.shape
         self._matchers = [_native.Matcher(self.compiled) for _ in range(rows)]
         self._hist = [[] for _ in range(rows)]
-        self._prompt = input_ids.detach().to("cpu", copy=True)
+        self._prompt = cur
+        self._ids = cur
         self._seen = length
 
     def _accept(self, row: int, matcher: Any, tokens: Sequence[int]) -> None:
@@ -131,41 +141,47 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                 )
             hist.append(tok)
 
-    def _rebuild(self, row: int, generated: list[int]) -> Any:
-        """A matcher for a row whose tokens are ``generated`` (rows reordered by beam search)."""
-        best, best_len = None, -1
-        for j, h in enumerate(self._hist):
-            if len(h) > best_len and generated[: len(h)] == h and self._matchers is not None:
-                best, best_len = j, len(h)
-        if best is not None:
-            m = self._matchers[best].copy()
-            hist = list(self._hist[best])
-        else:
-            m, hist, best_len = _native.Matcher(self.compiled), [], 0
-        return m, hist, generated[best_len:]
-
-    def _advance(self, input_ids: torch.Tensor) -> None:
-        length = input_ids.shape[1]
-        assert self._matchers is not None
-        new = input_ids[:, self._seen : length].tolist()
-        prompt_len = self._prompt.shape[1] if self._prompt is not None else 0
-        # Rows stay in place unless beam search reorders them: check each row's last token.
-        last = input_ids[:, self._seen - 1].tolist() if self._seen > prompt_len else None
-        moved = []
-        for i, m in enumerate(self._matchers):
-            hist = self._hist[i]
-            if last is not None and not m.is_terminated() and (not hist or hist[-1] != last[i]):
-                moved.append(i)
-        if moved:
-            rows = input_ids[:, prompt_len:length].tolist()
-            rebuilt = {i: self._rebuild(i, rows[i]) for i in moved}
-            for i, (m, hist, rest) in rebuilt.items():
-                self._matchers[i] = m
-                self._hist[i] = hist
-                self._accept(i, m, rest)
-        for i, m in enumerate(self._matchers):
-            if i not in moved:
+    def _advance(self, cur: torch.Tensor) -> None:
+        """Accepts the ids appended since the last call (``cur``: this call's input_ids, CPU)."""
+        assert self._matchers is not None and self._ids is not None
+        seen, length = self._seen, cur.shape[1]
+        same = (cur[:, :seen] == self._ids).all(dim=1).tolist()
+        if all(same):
+            new = cur[:, seen:length].tolist()
+            for i, m in enumerate(self._matchers):
                 self._accept(i, m, new[i])
+        else:
+            # Rows were reordered (beam search): each moved row continues a copy of the matcher
+            # whose previous ids it extends, or is rebuilt from scratch.
+            plen = self._prompt.shape[1] if self._prompt is not None else 0
+            old_rows = self._ids[:, plen:].tolist()
+            where = {}
+            for j, r in enumerate(old_rows):
+                where.setdefault(tuple(r), j)
+            gen = cur[:, plen:length].tolist()
+            old_m, old_h = self._matchers, self._hist
+            matchers: list[Any] = []
+            hists: list[list[int]] = []
+            pending: list[list[int]] = []
+            for i in range(cur.shape[0]):
+                if same[i]:
+                    matchers.append(old_m[i])
+                    hists.append(old_h[i])
+                    pending.append(gen[i][seen - plen :])
+                    continue
+                j = where.get(tuple(gen[i][: seen - plen]))
+                if j is not None:
+                    matchers.append(old_m[j].copy())
+                    hists.append(list(old_h[j]))
+                    pending.append(gen[i][seen - plen :])
+                else:
+                    matchers.append(_native.Matcher(self.compiled))
+                    hists.append([])
+                    pending.append(gen[i])
+            self._matchers, self._hist = matchers, hists
+            for i, m in enumerate(matchers):
+                self._accept(i, m, pending[i])
+        self._ids = cur
         self._seen = length
 
     # ------------------------------------------------------------------ call
@@ -178,17 +194,18 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                 f"{tuple(input_ids.shape)} and {tuple(scores.shape)}"
             )
         rows, length = input_ids.shape
+        cur = input_ids.detach().to("cpu", copy=True)
         restart = (
             self._matchers is None
             or len(self._matchers) != rows
             or length <= self._seen
             or self._prompt is None
-            or not torch.equal(input_ids[:, : self._prompt.shape[1]].to("cpu"), self._prompt)
+            or not torch.equal(cur[:, : self._prompt.shape[1]], self._prompt)
         )
         if restart:
-            self._start(input_ids)
+            self._start(cur)
         else:
-            self._advance(input_ids)
+            self._advance(cur)
         if self._bitmask is None or self._bitmask.shape[0] != rows:
             self._bitmask = torch.empty((rows, self._words), dtype=torch.int32)
         _native.fill_next_token_bitmask_batch(self._matchers, self._bitmask)

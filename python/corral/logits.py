@@ -142,7 +142,24 @@ def apply_token_bitmask_inplace(
     >>> logits.tolist()
     [0.0, 0.0, -inf, -inf, -inf]
     """
-    if _is_tensor(logits):
+    torch = _torch()
+    if torch is not None and isinstance(logits, torch.Tensor):
+        if (
+            logits.is_cpu
+            and isinstance(bitmask, torch.Tensor)
+            and bitmask.is_cpu
+            and (indices is None or isinstance(indices, list))
+            and logits.dim() in (1, 2)
+            and bitmask.dim() in (1, 2)
+            and logits.is_contiguous()
+        ):
+            # Fast path: the Rust kernel validates dtypes, shapes, rows and widths itself.
+            if vocab_size is not None:
+                _check_widths(logits.shape[-1], bitmask.shape[-1], vocab_size)
+            empty = _native.apply_token_bitmask_cpu(logits, bitmask, indices, vocab_size)
+            if empty and (check_empty is None or check_empty):
+                raise _empty_error(empty)
+            return
         _apply_tensor(logits, bitmask, indices, vocab_size, check_empty)
         return
     if isinstance(logits, np.ndarray):
@@ -352,7 +369,8 @@ def _use_triton(logits: Any) -> bool:
     if _TRITON.get("disabled"):
         return False
     lg = logits.unsqueeze(0) if logits.dim() == 1 else logits
-    return lg.stride(1) == 1 and _triton_kernel() is not None
+    kernel = _TRITON["kernel"] if "kernel" in _TRITON else _triton_kernel()
+    return lg.stride(1) == 1 and kernel is not None
 
 
 def _apply_triton(logits: Any, bitmask: Any, sel: list[int] | None, vocab: int) -> None:

@@ -155,6 +155,11 @@ class SamplingParams:
         """Restarts the seeded generator (the next draws replay the first ones)."""
         self._generators.clear()
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_generators"] = {}  # generators are process-local (and not picklable)
+        return state
+
 
 ParamsArg = Union[SamplingParams, Sequence[SamplingParams]]
 OutputIds = Union[Sequence[Sequence[int]], Sequence[int], "torch.Tensor", np.ndarray, None]

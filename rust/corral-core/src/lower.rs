@@ -69,6 +69,7 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
         }
     }
     let mut lw = Lowerer {
+        rules: &ast.rules,
         index: &index,
         regular: &regular,
         rule_rx: vec![None; n],
@@ -95,7 +96,7 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
     for i in 0..n {
         if let Some(nt) = lw.rule_nt[i] {
             lw.label = ast.rules[i].name.clone();
-            let alts = if regular[i] { vec![lw.flush_rx(vec![lw.rule_rx[i].clone().unwrap()])?] } else { lw.lower_alts(&ast.rules[i].expr)? };
+            let alts = if regular[i] { vec![lw.flush_rx(vec![(&ast.rules[i].expr, lw.rule_rx[i].clone().unwrap())])?] } else { lw.lower_alts(&ast.rules[i].expr)? };
             for rhs in alts {
                 lw.add_prod(nt, rhs)?;
             }
@@ -155,6 +156,7 @@ fn prune_unproductive(names: &[String], prods: Vec<Production>, terms: &[Termina
 }
 
 struct Lowerer<'a> {
+    rules: &'a [crate::ebnf::RuleDef],
     index: &'a FxHashMap<&'a str, usize>,
     regular: &'a [bool],
     rule_rx: Vec<Option<Rx>>,
@@ -257,10 +259,10 @@ impl Lowerer<'_> {
         let mut items = Vec::new();
         flatten_seq(e, &mut items);
         let mut out = Vec::new();
-        let mut pending: Vec<Rx> = Vec::new();
+        let mut pending: Vec<(&Expr, Rx)> = Vec::new();
         for item in items {
             if self.is_regular(item) {
-                pending.push(self.to_rx(item)?);
+                pending.push((item, self.to_rx(item)?));
             } else {
                 if !pending.is_empty() {
                     out.extend(self.flush_rx(std::mem::take(&mut pending))?);
@@ -274,20 +276,50 @@ impl Lowerer<'_> {
         Ok(out)
     }
 
-    /// Turns a run of regular pieces into symbols: one terminal when its DFA stays small,
-    /// else one terminal per piece.
-    fn flush_rx(&mut self, pending: Vec<Rx>) -> Result<Vec<Sym>> {
-        let merged = Rx::concat(pending.clone());
+    /// Turns a run of regular pieces into symbols: one terminal when its DFA stays small;
+    /// else one terminal per piece; a piece whose own DFA is too large is lowered
+    /// structurally (its sub-rules become nonterminals), which bounds automaton size at the
+    /// price of more parser work. Only an atomic piece (a literal or class) can still fail.
+    fn flush_rx(&mut self, pending: Vec<(&Expr, Rx)>) -> Result<Vec<Sym>> {
+        let merged = Rx::concat(pending.iter().map(|p| p.1.clone()).collect());
         match self.terminal_syms(merged) {
             Err(Error::Limit { .. }) if pending.len() > 1 => {
                 let mut out = Vec::new();
-                for rx in pending {
-                    out.extend(self.terminal_syms(rx)?);
+                for (e, rx) in pending {
+                    out.extend(self.piece_syms(e, rx)?);
                 }
                 Ok(out)
             }
+            Err(Error::Limit { .. }) if pending.len() == 1 && is_compound(pending[0].0) => {
+                let (e, _) = pending.into_iter().next().unwrap();
+                Ok(vec![self.lower_item(e)?])
+            }
             r => r,
         }
+    }
+
+    fn piece_syms(&mut self, e: &Expr, rx: Rx) -> Result<Vec<Sym>> {
+        match self.terminal_syms(rx) {
+            Err(Error::Limit { .. }) if is_compound(e) => Ok(vec![self.lower_item(e)?]),
+            r => r,
+        }
+    }
+
+    /// The nonterminal of rule `i`, creating it (and its productions) on first use for a
+    /// regular rule that has to be lowered structurally.
+    fn rule_sym(&mut self, i: usize) -> Result<u32> {
+        if let Some(nt) = self.rule_nt[i] {
+            return Ok(nt);
+        }
+        let nt = self.new_nt(self.rules[i].name.clone());
+        self.rule_nt[i] = Some(nt);
+        let saved = std::mem::replace(&mut self.label, self.rules[i].name.clone());
+        let rules = self.rules;
+        for rhs in self.lower_alts(&rules[i].expr)? {
+            self.add_prod(nt, rhs)?;
+        }
+        self.label = saved;
+        Ok(nt)
     }
 
     /// Symbols for one regular language: nothing for {ε}, `T` or `Opt(T)` otherwise.
@@ -328,7 +360,10 @@ impl Lowerer<'_> {
     /// A non-regular item as one symbol.
     fn lower_item(&mut self, e: &Expr) -> Result<Sym> {
         match e {
-            Expr::Ref { name, .. } => Ok(Sym::n(self.rule_nt[self.index[name.as_str()]].expect("non-regular rules have nonterminals"))),
+            Expr::Ref { name, .. } => {
+                let i = self.index[name.as_str()];
+                Ok(Sym::n(self.rule_sym(i)?))
+            }
             Expr::Alt(_) | Expr::Seq(_) => {
                 let nt = self.new_nt(format!("{}#group", self.label));
                 for rhs in self.lower_alts(e)? {
@@ -371,9 +406,26 @@ impl Lowerer<'_> {
                 }
                 Ok(Sym::n(nt))
             }
-            Expr::Literal(_) | Expr::Terminal(_) => unreachable!("regular items are merged into terminals"),
+            Expr::Literal(_) | Expr::Terminal(_) => {
+                // Only reached for an atomic piece whose own automaton is too large.
+                let rx = self.to_rx(e)?;
+                match self.terminal_syms(rx)?.as_slice() {
+                    [s] => Ok(*s),
+                    [] => {
+                        let nt = self.new_nt(format!("{}#empty", self.label));
+                        self.add_prod(nt, vec![])?;
+                        Ok(Sym::n(nt))
+                    }
+                    _ => unreachable!("terminal_syms yields at most one symbol"),
+                }
+            }
         }
     }
+}
+
+/// Whether `e` can be lowered structurally into smaller pieces.
+fn is_compound(e: &Expr) -> bool {
+    matches!(e, Expr::Ref { .. } | Expr::Seq(_) | Expr::Alt(_) | Expr::Repeat { .. })
 }
 
 fn flatten_seq<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {

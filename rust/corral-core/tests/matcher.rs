@@ -185,3 +185,34 @@ fn batch_fill_matches_single_fills() {
     let mut refs: Vec<&mut Matcher> = ms.iter_mut().take(2).collect();
     assert!(corral_core::batch::fill_batch(&mut refs, &mut got, w, &[1, 1]).is_err());
 }
+
+#[test]
+fn oversized_regular_rules_are_lowered_structurally() {
+    // A bounded-depth JSON-like grammar: regular, but its single DFA would be huge.
+    let src = r#"
+root ::= v2
+v2 ::= o2 | a2 | v1
+o2 ::= "{" ( s ":" v1 ( "," s ":" v1 )* )? "}"
+a2 ::= "[" ( v1 ( "," v1 )* )? "]"
+v1 ::= o1 | a1 | v0
+o1 ::= "{" ( s ":" v0 ( "," s ":" v0 )* )? "}"
+a1 ::= "[" ( v0 ( "," v0 )* )? "]"
+v0 ::= s | [0-9]+ | "true" | "null"
+s ::= "\"" [a-z]{0,24} "\""
+"#;
+    let small = Limits { max_dfa_states: 300, ..Limits::default() };
+    let g = Grammar::from_ebnf(src, "root", &small).unwrap();
+    assert!(g.num_productions() > 3, "the grammar was split into productions");
+    let cg = Arc::new(CompiledGrammar::new(&g, vocab(&toks())));
+    for (input, ok) in [(r#"{"a":[1,{"b":"c"}]}"#, false), (r#"{"a":[1,"x"],"b":{"c":null}}"#, true), ("[[1],[2,3]]", true), ("[[[1]]]", false)] {
+        let mut m = Matcher::new(cg.clone());
+        assert_eq!(m.accept_bytes(input.as_bytes()) && m.is_accepting(), ok, "{input}");
+    }
+    // Masks stay exact on the structural version.
+    let mut m = Matcher::new(cg);
+    let doc = br#"{"ab":[12,"a"]}"#;
+    for i in 0..doc.len() {
+        assert_eq!(allowed(&mut m), reference(&mut m), "at byte {i}");
+        assert!(m.accept_bytes(&doc[i..i + 1]));
+    }
+}

@@ -1,0 +1,236 @@
+"""corral.hf.LogitsProcessor with a real transformers generate(): a tiny GPT-2-shaped model with
+random weights (no download) and the real GPT-2 tokenizer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import corral
+import corral.hf
+import tokenizers_util as tu
+
+transformers = pytest.importorskip("transformers")
+jsonschema = pytest.importorskip("jsonschema")
+from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessorList, PreTrainedTokenizerFast  # noqa: E402
+
+EOS = 50256
+
+# Grammars shaped like small JSON Schemas, with the schema each one implements (outputs are
+# validated against it: the grammar and the schema must agree).
+PERSON = (
+    r'''root ::= "{\"name\": \"" [A-Za-z ]{1,12} "\", \"age\": " ("0" | [1-9] [0-9]{0,2}) ", \"tags\": [" tags? "]}"
+    tags ::= tag (", " tag){0,2}
+    tag ::= "\"" ("red" | "green" | "blue") "\""''',
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 12, "pattern": "^[A-Za-z ]+$"},
+            "age": {"type": "integer", "minimum": 0, "maximum": 999},
+            "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "maxItems": 3},
+        },
+        "required": ["name", "age", "tags"],
+        "additionalProperties": False,
+    },
+)
+TOOL = (
+    r'''root ::= "{\"tool\": " ("\"search\"" | "\"weather\"") ", \"args\": {\"q\": \"" [a-z ]{1,10} "\", \"n\": " [1-9] "}}"''',
+    {
+        "type": "object",
+        "properties": {
+            "tool": {"enum": ["search", "weather"]},
+            "args": {
+                "type": "object",
+                "properties": {"q": {"type": "string", "maxLength": 10}, "n": {"type": "integer", "minimum": 1, "maximum": 9}},
+                "required": ["q", "n"],
+                "additionalProperties": False,
+            },
+        },
+        "required": ["tool", "args"],
+        "additionalProperties": False,
+    },
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matmuls: threads only add overhead (and flakiness under load)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(tu.data_path("gpt2", "tokenizer.json")))
+    tok.pad_token = "<|endoftext|>"
+    tok.padding_side = "left"
+    return tok
+
+
+@pytest.fixture(scope="module")
+def vocab(tokenizer):
+    return corral.hf.vocabulary(tokenizer)
+
+
+def tiny_model(vocab_size: int = 50257, seed: int = 0):
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=vocab_size)).eval()
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model()
+
+
+def generate(model, tokenizer, proc, prompts, **kwargs):
+    enc = tokenizer(prompts, return_tensors="pt", padding=True)
+    out = model.generate(
+        **enc,
+        logits_processor=LogitsProcessorList([proc]),
+        pad_token_id=EOS,
+        eos_token_id=EOS,
+        **kwargs,
+    )
+    return [row[enc["input_ids"].shape[1] :] for row in out.tolist()]
+
+
+def check_rows(rows, compiled, vocab, max_new, schema=None) -> int:
+    """Every row: EOS-terminated valid JSON (validating against ``schema``) followed only by
+    padding, or a valid prefix exactly ``max_new`` tokens long. Returns the finished count."""
+    finished = 0
+    for row in rows:
+        if EOS in row:
+            k = row.index(EOS)
+            body = row[:k]
+            assert all(t == EOS for t in row[k:]), "only padding after EOS"
+            assert corral.Matcher(compiled).validate_tokens(body + [EOS]) == k + 1
+            value = json.loads(b"".join(vocab.token_bytes(t) for t in body).decode())
+            if schema is not None:
+                jsonschema.validate(value, schema)
+            finished += 1
+        else:
+            assert len(row) == max_new, "stopped early without EOS"
+            assert corral.Matcher(compiled).validate_tokens(row) == len(row), "not a valid prefix"
+    return finished
+
+
+PROMPTS = ["Here is a JSON document:", "{", "The answer, as JSON:\n"]
+
+
+@pytest.mark.parametrize("grammar, schema", [PERSON, TOOL], ids=["person", "tool"])
+@pytest.mark.parametrize("sampling", [False, True], ids=["greedy", "sampled"])
+def test_schema_shaped_grammars(model, tokenizer, vocab, grammar, schema, sampling):
+    compiled = corral.compile(corral.Grammar.from_ebnf(grammar), vocab)
+    proc = corral.hf.LogitsProcessor(compiled)
+    torch.manual_seed(1)
+    kwargs = {"do_sample": True, "temperature": 1.0} if sampling else {"do_sample": False}
+    rows = generate(model, tokenizer, proc, PROMPTS, max_new_tokens=80, **kwargs)
+    assert check_rows(rows, compiled, vocab, 80, schema) == len(PROMPTS)  # bounded grammar: all finish
+
+
+def test_builtin_json_grammar(model, tokenizer, vocab):
+    """Any JSON: a random model may run to the limit (a valid prefix) or finish (valid JSON)."""
+    compiled = corral.compile(corral.builtin_grammar(), vocab)
+    proc = corral.hf.LogitsProcessor(compiled)
+    torch.manual_seed(2)
+    rows = generate(model, tokenizer, proc, PROMPTS * 2, max_new_tokens=24, do_sample=True, top_k=0)
+    check_rows(rows, compiled, vocab, 24)
+
+
+@pytest.mark.skipif(not hasattr(corral.Grammar, "from_json_schema"), reason="corral.Grammar.from_json_schema is not available yet")
+@pytest.mark.parametrize("name", ["contact", "tool_call", "event"])
+def test_json_schemas(model, tokenizer, vocab, name):
+    from corral.demo import _grammar_for, example_schema_text
+
+    text = example_schema_text(name)
+    compiled = corral.compile(_grammar_for(text, name).grammar, vocab)
+    proc = corral.hf.LogitsProcessor(compiled)
+    torch.manual_seed(3)
+    rows = generate(model, tokenizer, proc, PROMPTS[:2], max_new_tokens=400, do_sample=True)
+    check_rows(rows, compiled, vocab, 400, json.loads(text))
+
+
+def test_processor_is_reused_across_generate_calls(model, tokenizer, vocab):
+    compiled = corral.compile(corral.Grammar.from_ebnf(PERSON[0]), vocab)
+    proc = corral.hf.LogitsProcessor(compiled)
+    torch.manual_seed(4)
+    first = generate(model, tokenizer, proc, PROMPTS, max_new_tokens=80, do_sample=True)
+    second = generate(model, tokenizer, proc, ["a much longer prompt than before, so that the length grows"], max_new_tokens=80, do_sample=True)
+    third = generate(model, tokenizer, proc, PROMPTS[:2], max_new_tokens=80, do_sample=False)
+    for rows in (first, second, third):
+        assert check_rows(rows, compiled, vocab, 80, PERSON[1]) == len(rows)
+
+
+def test_padded_model_never_produces_padding_ids(tokenizer):
+    model = tiny_model(vocab_size=50304, seed=5)  # a padded embedding (multiple of 64)
+    vocab = corral.hf.vocabulary(tokenizer, model)
+    assert vocab.size == 50304
+    compiled = corral.compile(corral.Grammar.from_ebnf(TOOL[0]), vocab)
+    proc = corral.hf.LogitsProcessor(compiled)
+    torch.manual_seed(5)
+    rows = generate(model, tokenizer, proc, PROMPTS, max_new_tokens=60, do_sample=True)
+    assert check_rows(rows, compiled, vocab, 60, TOOL[1]) == len(PROMPTS)
+    assert max(max(r) for r in rows) < 50257
+
+
+def test_beam_search_reorders_rows(model, tokenizer, vocab):
+    compiled = corral.compile(corral.Grammar.from_ebnf(TOOL[0]), vocab)
+    proc = corral.hf.LogitsProcessor(compiled)
+    rows = generate(model, tokenizer, proc, PROMPTS[:2], max_new_tokens=60, do_sample=False, num_beams=3)
+    assert check_rows(rows, compiled, vocab, 60, TOOL[1]) == 2
+
+
+# ------------------------------------------------------------------ the processor by hand
+
+
+def allowed(scores_row: torch.Tensor) -> list[int]:
+    return torch.isfinite(scores_row).nonzero().flatten().tolist()
+
+
+def test_processor_state_by_hand():
+    vocab = corral.Vocabulary.from_bytes([b"a", b"b", b"c", b""], eos_token_ids=[3], vocab_size=8)
+    proc = corral.hf.LogitsProcessor(corral.compile(corral.Grammar.from_ebnf('root ::= "a" [bc]'), vocab))
+    prompt = torch.tensor([[1, 2], [2, 2]])
+    scores = proc(prompt, torch.zeros(2, 8))
+    assert allowed(scores[0]) == allowed(scores[1]) == [0]  # nothing accepted from the prompt
+    ids = torch.cat([prompt, torch.tensor([[0], [0]])], dim=1)
+    scores = proc(ids, torch.zeros(2, 8))
+    assert allowed(scores[0]) == [1, 2]
+    ids = torch.cat([ids, torch.tensor([[1], [2]])], dim=1)
+    assert allowed(proc(ids, torch.zeros(2, 8))[0]) == [3]  # complete: EOS only
+    ids = torch.cat([ids, torch.tensor([[3], [3]])], dim=1)
+    assert allowed(proc(ids, torch.zeros(2, 8))[1]) == [3]  # finished: EOS (so generate can stop)
+    ids = torch.cat([ids, torch.tensor([[3], [3]])], dim=1)  # padding after EOS is ignored
+    assert allowed(proc(ids, torch.zeros(2, 8))[0]) == [3]
+    assert all(m.is_terminated() for m in proc.matchers)
+    # A new generate() call (shorter input_ids): fresh matchers.
+    assert allowed(proc(prompt, torch.zeros(2, 8))[0]) == [0]
+    # A token the mask did not allow is an error (it cannot silently desynchronize).
+    with pytest.raises(corral.UsageError, match="not allowed"):
+        proc(torch.cat([prompt, torch.tensor([[2], [0]])], dim=1), torch.zeros(2, 8))
+
+
+def test_processor_rejects_mismatched_shapes():
+    vocab = corral.Vocabulary.from_bytes([b"a", b""], eos_token_ids=[1])
+    proc = corral.hf.LogitsProcessor(corral.Grammar.from_regex("a+"), vocab=vocab)
+    with pytest.raises(corral.UsageError, match="same batch"):
+        proc(torch.zeros(2, 3, dtype=torch.long), torch.zeros(3, 2))
+    with pytest.raises(corral.UsageError, match="narrower"):
+        proc(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 1))
+    with pytest.raises(corral.UsageError, match="needs vocab"):
+        corral.hf.LogitsProcessor(corral.Grammar.from_regex("a+"))
+
+
+def test_make_model_fn_with_generate(model, vocab):
+    """corral.generate drives the transformers model through the KV-cached model_fn."""
+    compiled = corral.compile(corral.Grammar.from_ebnf(PERSON[0]), vocab)
+    fn = corral.hf.make_model_fn(model)
+    res = corral.generate(fn, [EOS], compiled, vocab, corral.SamplingParams(seed=0), max_tokens=80)
+    assert res.finished and res.forced > 0
+    jsonschema.validate(json.loads(res.text), PERSON[1])
+    with torch.no_grad():  # the cached logits equal a full forward pass over the same ids
+        full = model(torch.tensor([[EOS] + res.token_ids[:-1]])).logits[0, -1]
+    assert torch.allclose(fn([EOS] + res.token_ids[:-1]), full, atol=1e-4)
