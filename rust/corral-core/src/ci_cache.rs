@@ -98,25 +98,38 @@ fn dedup_groups(groups: &mut [EndGroup]) {
     }
 }
 
-/// The `(start, end, base depth)` node ranges a walk covers.
-fn ranges(trie: &TokTrie, roots: Option<&[u32]>) -> Vec<(usize, usize, usize)> {
-    match roots {
-        None => vec![(0, trie.nodes.len(), 0)],
-        Some(r) => r
-            .iter()
-            .map(|&root| {
-                let r = root as usize;
-                (r + 1, r + trie.nodes[r].subtree_len as usize, trie.nodes[r].depth as usize)
-            })
-            .collect(),
+/// The `(start, end, base depth)` node ranges below each of `roots`.
+fn below(trie: &TokTrie, roots: &[u32]) -> Vec<(usize, usize, usize)> {
+    roots
+        .iter()
+        .map(|&root| {
+            let r = root as usize;
+            (r + 1, r + trie.nodes[r].subtree_len as usize, trie.nodes[r].depth as usize)
+        })
+        .collect()
+}
+
+/// The whole trie as `parts` contiguous ranges of whole first-byte subtrees, balanced by size.
+fn whole(trie: &TokTrie, parts: usize) -> Vec<(usize, usize, usize)> {
+    let n = trie.nodes.len();
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < n {
+        i += trie.nodes[i].subtree_len as usize;
+        if i >= (out.len() + 1) * n / parts.max(1) || i >= n {
+            out.push((start, i, 0));
+            start = i;
+        }
     }
+    out
 }
 
 /// Lexer-only walk over `roots` (their subtrees, or the whole trie when `roots` is `None`).
 /// Calls `on_token` for tokens allowed by pure continuation; returns the end groups.
-fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], roots: Option<&[u32]>, first: &ByteSet, on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], ranges: &[(usize, usize, usize)], first: &ByteSet, on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
     if key.len() == 1 {
-        return walk_one(trie, key[0].1, dfas[0], roots, first, on_token);
+        return walk_one(trie, key[0].1, dfas[0], ranges, first, on_token);
     }
     let mut on_token = on_token;
     let k = key.len();
@@ -124,7 +137,7 @@ fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], roots: Option<&[u32]>
     let mut groups: Vec<EndGroup> = Vec::new();
     let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
     let mut states: Vec<u32> = vec![DEAD; (trie.max_depth() + 1) * k];
-    for (start, end, base) in ranges(trie, roots) {
+    for &(start, end, base) in ranges {
         for (j, &(_, s)) in key.iter().enumerate() {
             states[j] = s;
         }
@@ -168,12 +181,12 @@ fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], roots: Option<&[u32]>
 }
 
 /// [`walk`] for a single lexeme: the common case (inside a string, a number...), kept tight.
-fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, roots: Option<&[u32]>, first: &ByteSet, mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, ranges: &[(usize, usize, usize)], first: &ByteSet, mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
     let nodes = &trie.nodes;
     let mut groups: Vec<EndGroup> = Vec::new();
     let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
     let mut states: Vec<u32> = vec![DEAD; trie.max_depth() + 1];
-    for (start, end, base) in ranges(trie, roots) {
+    for &(start, end, base) in ranges {
         assert!(end <= nodes.len() && s0 != DEAD);
         states[0] = s0;
         let mut i = start;
@@ -223,14 +236,39 @@ pub struct CiEntry {
 impl CiEntry {
     /// Computes the entry for `key` by one lexer-only walk of the whole trie.
     pub fn build(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], mask_words: usize) -> CiEntry {
-        let mut allowed = vec![0u32; mask_words];
         let first = first_bytes(key, dfas);
-        let groups = walk(trie, key, dfas, None, &first, |ids| {
-            for &t in ids {
-                // Token ids are below the vocabulary size, so within `mask_words` words.
-                allowed[t as usize / 32] |= 1 << (t % 32);
+        let part = |ranges: &[(usize, usize, usize)]| {
+            let mut allowed = vec![0u32; mask_words];
+            let groups = walk(trie, key, dfas, ranges, &first, |ids| {
+                for &t in ids {
+                    // Token ids are below the vocabulary size, so within `mask_words` words.
+                    allowed[t as usize / 32] |= 1 << (t % 32);
+                }
+            });
+            (allowed, groups)
+        };
+        // Large vocabularies: two halves of the trie on two threads (this walk is the
+        // worst-case fill latency), merged in node order.
+        let (allowed, groups) = if trie.nodes.len() >= 100_000 && rayon::current_num_threads() > 1 {
+            let halves = whole(trie, 2);
+            let (mid, rest) = halves.split_at(1);
+            let ((mut a, mut ga), (b, gb)) = rayon::join(|| part(mid), || part(rest));
+            for (x, y) in a.iter_mut().zip(&b) {
+                *x |= y;
             }
-        });
+            for g in gb {
+                match ga.iter_mut().find(|h| h.ending == g.ending) {
+                    Some(h) => {
+                        h.nodes.extend(g.nodes);
+                        h.child_bytes.extend(g.child_bytes);
+                    }
+                    None => ga.push(g),
+                }
+            }
+            (a, ga)
+        } else {
+            part(&whole(trie, 1))
+        };
         CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
 }
@@ -240,7 +278,7 @@ pub fn build_level(trie: &TokTrie, parent: &EndGroup, key: &[(u32, u32)], dfas: 
     let first = first_bytes(key, dfas);
     let roots: Vec<u32> = parent.nodes.iter().zip(&parent.child_bytes).filter(|(_, cb)| cb.intersects(&first)).map(|(&n, _)| n).collect();
     let mut tokens = Vec::new();
-    let groups = walk(trie, key, dfas, Some(&roots), &first, |ids| tokens.extend_from_slice(ids));
+    let groups = walk(trie, key, dfas, &below(trie, &roots), &first, |ids| tokens.extend_from_slice(ids));
     Level { tokens, groups, children: Default::default() }
 }
 

@@ -216,3 +216,33 @@ s ::= "\"" [a-z]{0,24} "\""
         assert!(m.accept_bytes(&doc[i..i + 1]));
     }
 }
+
+#[test]
+fn large_vocabulary_masks_match_reference() {
+    // Over 100k trie nodes, so cold cache entries are built on two threads.
+    let alpha: Vec<u8> = b" \"{}[],:a1.\\eu-nt\xc3\xa9".to_vec();
+    let mut toks: Vec<Vec<u8>> = Vec::new();
+    for &a in &alpha {
+        toks.push(vec![a]);
+        for &b in &alpha {
+            toks.push(vec![a, b]);
+            for &c in &alpha {
+                toks.push(vec![a, b, c]);
+                for &d in &alpha[..16] {
+                    toks.push(vec![a, b, c, d]);
+                }
+            }
+        }
+    }
+    toks.push(Vec::new());
+    let eos = (toks.len() - 1) as u32;
+    let v = Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap());
+    assert!(v.trie().nodes.len() >= 100_000, "{}", v.trie().nodes.len());
+    let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, v));
+    for prefix in ["", "{\"a\": ", "[\"a\\u00e9", "{\"a\": [1"] {
+        let mut m = Matcher::new(cg.clone());
+        assert!(m.accept_bytes(prefix.as_bytes()));
+        assert_eq!(allowed(&mut m), reference(&mut m), "after {prefix:?}");
+    }
+}
