@@ -30,6 +30,7 @@ from .errors import (
     SchemaWarning,
     TokenizerError,
     UnsupportedSchemaError,
+    InvalidSchemaError,
     UsageError,
 )
 from .forced import forced_tokens
@@ -56,6 +57,7 @@ __all__ = [
     "GrammarError",
     "GrammarSyntaxError",
     "UnsupportedSchemaError",
+    "InvalidSchemaError",
     "LimitExceededError",
     "CompileTimeoutError",
     "TokenizerError",

@@ -38,6 +38,23 @@ class Grammar:
     def from_ebnf(text: str | bytes, root: str = "root", *, limits: dict[str, int] | None = None) -> Grammar: ...
     @staticmethod
     def from_regex(pattern: str | bytes, *, limits: dict[str, int] | None = None) -> Grammar: ...
+    @staticmethod
+    def from_json_schema(
+        schema: Any,
+        *,
+        whitespace: str = "flexible",
+        indent: int | None = None,
+        separators: tuple[str, str] | None = None,
+        strict: bool = True,
+        max_whitespace: int = 20,
+        property_order: str = "any",
+        max_any_order_properties: int = 10,
+        limits: dict[str, int] | None = None,
+    ) -> Grammar: ...
+    @property
+    def schema_keywords(self) -> list[str] | None: ...
+    @property
+    def schema_warnings(self) -> list[tuple[str, str, str]]: ...
     @property
     def num_rules(self) -> int: ...
     @property

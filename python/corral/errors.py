@@ -38,6 +38,12 @@ class UnsupportedSchemaError(GrammarError):
     keyword: str | None = None
 
 
+class InvalidSchemaError(GrammarError):
+    """The JSON Schema itself is malformed (``pointer`` says where)."""
+
+    pointer: str | None = None
+
+
 class LimitExceededError(CorralError, ValueError):
     """A resource limit was exceeded; ``limit_name`` names the limit to raise."""
 
@@ -74,6 +80,7 @@ __all__ = [
     "GrammarError",
     "GrammarSyntaxError",
     "UnsupportedSchemaError",
+    "InvalidSchemaError",
     "LimitExceededError",
     "CompileTimeoutError",
     "TokenizerError",

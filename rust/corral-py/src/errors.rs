@@ -89,3 +89,28 @@ pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> 
     }
 }
 
+
+/// A malformed schema, as `corral.errors.InvalidSchemaError`.
+pub fn schema_invalid(py: Python<'_>, pointer: &str, message: &str) -> PyErr {
+    raise(py, "InvalidSchemaError", format!("invalid schema at '{}': {message}", if pointer.is_empty() { "/" } else { pointer }), &[("pointer", pointer.into_pyobject(py).unwrap().into_any().unbind())])
+}
+
+/// Converts a schema compilation error.
+pub fn schema_to_py(py: Python<'_>, e: corral_schema::SchemaError) -> PyErr {
+    match e {
+        corral_schema::SchemaError::Unsupported { ref pointer, ref keyword, .. } => {
+            let msg = e.to_string();
+            raise(
+                py,
+                "UnsupportedSchemaError",
+                msg,
+                &[
+                    ("pointer", pointer.into_pyobject(py).unwrap().into_any().unbind()),
+                    ("keyword", keyword.into_pyobject(py).unwrap().into_any().unbind()),
+                ],
+            )
+        }
+        corral_schema::SchemaError::Invalid { pointer, message } => schema_invalid(py, &pointer, &message),
+        corral_schema::SchemaError::Grammar(e) => to_py(py, e),
+    }
+}

@@ -80,10 +80,13 @@ impl PyVocabulary {
     }
 }
 
-/// A grammar independent of any tokenizer. Build with `Grammar.from_ebnf` / `Grammar.from_regex`.
+/// A grammar independent of any tokenizer. Build with `Grammar.from_ebnf` / `Grammar.from_regex`
+/// / `Grammar.from_json_schema`.
 #[pyclass(name = "Grammar", module = "corral._native", frozen)]
 struct PyGrammar {
     inner: core::Grammar,
+    /// For JSON Schema grammars: keywords seen, and keywords not enforced exactly.
+    schema: Option<(Vec<String>, Vec<(String, String, String)>)>,
 }
 
 /// Limits from a `{name: value}` dict (unknown names are an error listing the valid ones).
@@ -142,7 +145,7 @@ impl PyGrammar {
             let root = root.to_string();
             let limits = limits_arg(py, limits)?;
             let g = py.detach(|| core::Grammar::from_ebnf(&text, &root, &limits)).map_err(|e| to_py(py, e))?;
-            Ok(PyGrammar { inner: g })
+            Ok(PyGrammar { inner: g, schema: None })
         })
     }
     /// A grammar matching exactly the strings `pattern` matches in full.
@@ -153,8 +156,81 @@ impl PyGrammar {
             let pattern = text_arg(py, pattern, "regex")?;
             let limits = limits_arg(py, limits)?;
             let g = py.detach(|| core::Grammar::from_regex(&pattern, &limits)).map_err(|e| to_py(py, e))?;
-            Ok(PyGrammar { inner: g })
+            Ok(PyGrammar { inner: g, schema: None })
         })
+    }
+    /// A grammar for the JSON texts whose value validates against `schema` (a dict, a JSON
+    /// string, or a pydantic model class). See `corral.Grammar.from_json_schema` in the docs.
+    #[staticmethod]
+    #[pyo3(signature = (schema, *, whitespace="flexible", indent=None, separators=None, strict=true, max_whitespace=20, property_order="any", max_any_order_properties=10, limits=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_json_schema(
+        py: Python<'_>,
+        schema: &Bound<'_, PyAny>,
+        whitespace: &str,
+        indent: Option<u32>,
+        separators: Option<(String, String)>,
+        strict: bool,
+        max_whitespace: u32,
+        property_order: &str,
+        max_any_order_properties: u32,
+        limits: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<Self> {
+        guard(py, || {
+            let text: String = if let Ok(s) = schema.cast::<PyString>() {
+                s.extract()?
+            } else if let Ok(b) = schema.cast::<PyBytes>() {
+                String::from_utf8(b.as_bytes().to_vec()).map_err(|e| usage(py, format!("schema bytes are not UTF-8: {e}")))?
+            } else {
+                let obj = if schema.hasattr("model_json_schema")? { schema.call_method0("model_json_schema")? } else { schema.clone() };
+                py.import("json")?.call_method1("dumps", (obj,)).map_err(|e| usage(py, format!("schema must be a dict, a JSON string or a pydantic model: {e}")))?.extract()?
+            };
+            let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                errors::schema_invalid(py, "", &format!("the schema is not valid JSON: {e}"))
+            })?;
+            let ws = if indent.is_some() || separators.is_some() || whitespace == "fixed" {
+                let (item_sep, key_sep) = separators.unwrap_or_else(|| if indent.is_some() { (",".into(), ": ".into()) } else { (", ".into(), ": ".into()) });
+                corral_schema::Whitespace::Fixed { indent, item_sep, key_sep }
+            } else {
+                match whitespace {
+                    "flexible" => corral_schema::Whitespace::Flexible { max: max_whitespace },
+                    "compact" => corral_schema::Whitespace::Compact,
+                    other => return Err(usage(py, format!("whitespace must be 'flexible', 'compact' or 'fixed', got '{other}'"))),
+                }
+            };
+            let order = match property_order {
+                "any" => corral_schema::PropertyOrder::AnyOrder,
+                "schema" => corral_schema::PropertyOrder::SchemaOrder,
+                other => return Err(usage(py, format!("property_order must be 'any' or 'schema', got '{other}'"))),
+            };
+            let opts = corral_schema::Options {
+                whitespace: ws,
+                strict,
+                limits: limits_arg(py, limits)?,
+                property_order: order,
+                max_any_order_properties,
+                ..Default::default()
+            };
+            let compiled = py.detach(|| corral_schema::compile_schema(&value, &opts)).map_err(|e| errors::schema_to_py(py, e))?;
+            let warn = py.import("warnings")?;
+            let category = py.import("corral.errors")?.getattr("SchemaWarning")?;
+            for w in &compiled.warnings {
+                warn.call_method1("warn", (format!("{}: '{}' not enforced exactly: {}", if w.pointer.is_empty() { "/" } else { &w.pointer }, w.keyword, w.message), &category, 2))?;
+            }
+            let keywords = compiled.keywords_used.iter().cloned().collect();
+            let warnings = compiled.warnings.iter().map(|w| (w.pointer.clone(), w.keyword.clone(), w.message.clone())).collect();
+            Ok(PyGrammar { inner: compiled.grammar, schema: Some((keywords, warnings)) })
+        })
+    }
+    /// For a JSON Schema grammar: every keyword seen in a schema position (else None).
+    #[getter]
+    fn schema_keywords(&self) -> Option<Vec<String>> {
+        self.schema.as_ref().map(|s| s.0.clone())
+    }
+    /// For a JSON Schema grammar: (pointer, keyword, message) of each keyword not enforced exactly.
+    #[getter]
+    fn schema_warnings(&self) -> Vec<(String, String, String)> {
+        self.schema.as_ref().map(|s| s.1.clone()).unwrap_or_default()
     }
     /// Rules in the source grammar.
     #[getter]
