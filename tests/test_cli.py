@@ -182,7 +182,15 @@ def test_check_json_schema(capsys, tmp_path):
     rc, out, err = run(capsys, "check", str(schema))
     if HAS_JSON_SCHEMA:
         assert rc == 0, err
-        assert out.startswith(f"ok: {schema}: ") and out.endswith("(json-schema)\n")
+        first, keywords = out.splitlines()[:2]
+        assert first.startswith(f"ok: {schema}: ") and first.endswith("(json-schema)")
+        assert keywords == "keywords used: properties, required, type"
+        strict_fail = tmp_path / "unique.json"
+        strict_fail.write_text(json.dumps({"type": "array", "uniqueItems": True}))
+        rc3, _, err3 = run(capsys, "check", str(strict_fail))
+        assert rc3 == 1 and "'/uniqueItems'" in err3
+        rc4, out4, _ = run(capsys, "check", "--non-strict", str(strict_fail))
+        assert rc4 == 0 and "not enforced exactly: /uniqueItems (uniqueItems)" in out4
     else:
         assert rc == 2 and out == ""
         assert "JSON Schema support is not available in this version" in err

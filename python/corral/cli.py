@@ -171,13 +171,16 @@ def _json_schema_grammar(path: Path, text: str) -> Any:
             f"  {line_text}\n  {' ' * (e.colno - 1)}^",
             about_file=True,
         ) from None
-    try:
-        return factory(text)
-    except (TypeError, corral.UsageError) as first:  # an API that wants the parsed schema?
-        try:
-            return factory(schema)
-        except (TypeError, corral.UsageError):
-            raise first from None
+    import warnings
+
+    with warnings.catch_warnings():
+        # Loosened keywords are listed by `check` itself (Grammar.schema_warnings).
+        warnings.simplefilter("ignore", corral.SchemaWarning)
+        return factory(schema, strict=not _NON_STRICT[0])
+
+
+#: set by `check --non-strict` (JSON Schema only)
+_NON_STRICT = [False]
 
 
 def load_grammar_file(path: str | os.PathLike | None, fmt: str | None = None, root: str | None = None) -> LoadedGrammar:
@@ -432,12 +435,18 @@ def _caret(data: bytes, offset: int) -> str:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    _NON_STRICT[0] = bool(getattr(args, "non_strict", False))
     lg = load_grammar_file(args.file, args.format, args.root)
     g = lg.grammar
     print(
         f"ok: {lg.label}: {g.num_rules} rules, {g.num_terminals} terminals, "
         f"{g.num_productions} productions, {g.num_dfa_states} DFA states ({lg.format})"
     )
+    keywords = getattr(g, "schema_keywords", None)
+    if keywords is not None:
+        print(f"keywords used: {', '.join(keywords) if keywords else '(none)'}")
+        for pointer, keyword, message in getattr(g, "schema_warnings", []):
+            print(f"not enforced exactly: {pointer or '/'} ({keyword}): {message}")
     return 0
 
 
@@ -690,6 +699,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
     )
     _add_grammar_args(p, positional=True)
+    p.add_argument("--non-strict", action="store_true",
+                   help="JSON Schema only: loosen keywords that cannot be enforced exactly (listed) instead of failing")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser(
