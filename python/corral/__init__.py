@@ -71,6 +71,7 @@ __all__ = [
     "sample",
     "generate",
     "GenerationResult",
+    "speculative",
 ]
 
 # Names whose modules import torch: loaded on first use, so that `import corral` (and the CLI)
@@ -82,8 +83,14 @@ _LAZY = {
     "GenerationResult": "generate",
 }
 
+_LAZY_MODULES = {"speculative"}  # imports torch
+
 
 def __getattr__(name: str):  # PEP 562
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module 'corral' has no attribute {name!r}")
@@ -95,4 +102,4 @@ def __getattr__(name: str):  # PEP 562
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | _LAZY_MODULES)

@@ -269,6 +269,8 @@ class CorralGrammarBackend(_BaseBackend):  # type: ignore[misc,valid-type]
         tokenizer: the server's Hugging Face tokenizer (or a :class:`corral.Vocabulary`).
         vocab_size: the model's logits width (padded vocabularies); default the tokenizer's.
         eos_token_ids: the model's EOS ids (SGLang passes a set); default the tokenizer's.
+        any_whitespace: JSON Schema requests allow flexible whitespace (``False``: compact
+            JSON, SGLang's ``--constrained-json-disable-any-whitespace``).
 
     ``dispatch_json("$$ANY$$")`` (``response_format={"type": "json_object"}``) uses corral's
     built-in JSON grammar; other JSON requests need :meth:`corral.Grammar.from_json_schema`.
@@ -276,8 +278,9 @@ class CorralGrammarBackend(_BaseBackend):  # type: ignore[misc,valid-type]
     ``INVALID_GRAMMAR_OBJ`` (the request is aborted), as the xgrammar backend does.
     """
 
-    def __init__(self, tokenizer: Any, vocab_size: Optional[int] = None, eos_token_ids: Any = None) -> None:
+    def __init__(self, tokenizer: Any, vocab_size: Optional[int] = None, eos_token_ids: Any = None, *, any_whitespace: bool = True) -> None:
         super().__init__()
+        self.any_whitespace = any_whitespace
         if isinstance(tokenizer, Vocabulary):
             self.vocab = tokenizer
         else:
@@ -313,7 +316,8 @@ class CorralGrammarBackend(_BaseBackend):  # type: ignore[misc,valid-type]
                 "corral's SGLang backend cannot serve JSON Schema requests: this corral build has no "
                 "corral.Grammar.from_json_schema (JSON Schema support); use regex/ebnf or json_object"
             )
-        return self._grammar("json", key_string, from_schema)
+        ws = "flexible" if self.any_whitespace else "compact"
+        return self._grammar("json", key_string, lambda spec: from_schema(spec, whitespace=ws))
 
     def dispatch_regex(self, key_string: str) -> Any:
         return self._grammar("regex", key_string, _native.Grammar.from_regex)
@@ -333,7 +337,8 @@ class CorralGrammarBackend(_BaseBackend):  # type: ignore[misc,valid-type]
 def init_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: Any = None) -> CorralGrammarBackend:
     """The ``init_func`` SGLang's registry calls: ``(server_args, tokenizer, vocab_size,
     eos_token_ids) -> backend``."""
-    return CorralGrammarBackend(tokenizer, vocab_size=vocab_size, eos_token_ids=eos_token_ids)
+    any_ws = not bool(getattr(server_args, "constrained_json_disable_any_whitespace", False))
+    return CorralGrammarBackend(tokenizer, vocab_size=vocab_size, eos_token_ids=eos_token_ids, any_whitespace=any_ws)
 
 
 def register(name: str = "corral") -> None:

@@ -819,8 +819,10 @@ def generate(
             finally:
                 matcher.rollback(done)
         ctx = prompt + out
+        # Rows for the prefixes ctx + drafts[:j], j = 0..n_rows-1 (the last draft itself is
+        # only fed when its successor row is needed).
         n_rows = len(drafts) + (1 if bonus else 0)
-        logits = vfn(ctx + drafts, n_rows)
+        logits = vfn(ctx + drafts[: n_rows - 1], n_rows)
         seen = (prompt + out) if penalize_prompt else list(out)
         r = verify(
             logits,

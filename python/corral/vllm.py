@@ -6,7 +6,8 @@ Written against ``vllm-project/vllm`` ``vllm/v1/structured_output/backend_types.
 
 * :class:`CorralBackend` / :class:`CorralGrammar` -- a ``StructuredOutputBackend`` /
   ``StructuredOutputGrammar`` pair with xgrammar's semantics: ``accept_tokens`` returns False
-  (and does nothing) once the grammar is terminated; ``validate_tokens`` returns the accepted
+  (and does nothing) once the grammar is terminated, and stops at the token that terminates
+  it; ``validate_tokens`` returns the accepted
   prefix without advancing; ``rollback`` also undoes termination; ``fill_bitmask`` on a
   terminated grammar writes an all-ones row (vLLM's manager never fills those itself).
 * :func:`patch_vllm` -- vLLM V1 picks its backend from a fixed list of names
@@ -134,18 +135,29 @@ class CorralGrammar(_BaseGrammar):  # type: ignore[misc,valid-type]
     _is_terminated: bool = field(default=False, repr=False)
 
     def accept_tokens(self, request_id: str, tokens: List[int]) -> bool:
-        """Accepts ``tokens`` in order; False (request logged) at the first rejected token --
-        the tokens before it stay accepted, as with xgrammar -- or when already terminated."""
+        """Accepts ``tokens`` in order.
+
+        * Already terminated: False, nothing changes (xgrammar backend at the pinned commit).
+        * A token that terminates the grammar (EOS) ends the call: later tokens of the same
+          chunk (speculative decoding commits several at once) are ignored and the result is
+          True. (At the pinned commit the xgrammar backend pushed them into the matcher, got
+          False and logged "Failed to advance FSM"; later upstream versions stop at
+          termination as here.)
+        * A rejected token: False (request logged); the tokens before it stay accepted.
+        """
         if self._is_terminated:
             return False
+        ok = True
         for token in tokens:
             if not self.matcher.accept_token(int(token)):
                 logger.error("corral: failed to advance the grammar of request %s at token %s", request_id, token)
-                self._is_terminated = self.matcher.is_terminated()
-                return False
+                ok = False
+                break
             self.num_processed_tokens += 1
+            if self.matcher.is_terminated():
+                break
         self._is_terminated = self.matcher.is_terminated()
-        return True
+        return ok
 
     def validate_tokens(self, tokens: List[int]) -> List[int]:
         """The longest prefix of ``tokens`` the grammar accepts; the state is unchanged."""
@@ -183,18 +195,26 @@ class CorralBackend(_BaseBackend):  # type: ignore[misc,valid-type]
     """vLLM V1 ``StructuredOutputBackend``: ``CorralBackend(vllm_config, tokenizer, vocab_size)``.
 
     ``tokenizer`` is vLLM's Hugging Face tokenizer (or a :class:`corral.Vocabulary`).
-    Handles JSON (needs :meth:`corral.Grammar.from_json_schema`), JSON_OBJECT, REGEX, GRAMMAR
+    Handles JSON (needs :meth:`corral.Grammar.from_json_schema`; ``whitespace="compact"``
+    when vLLM's ``disable_any_whitespace`` is set, else ``"flexible"``), JSON_OBJECT, REGEX, GRAMMAR
     (GBNF/EBNF), CHOICE; STRUCTURAL_TAG raises ``ValueError``. Compiled grammars are cached
     per (type, spec) here and per (grammar, vocabulary) in :func:`corral.compile`.
     """
 
     def __post_init__(self) -> None:
+        # vLLM's structured_outputs_config.disable_any_whitespace -> compact JSON
+        so_cfg = getattr(self.vllm_config, "structured_outputs_config", None)
+        self.any_whitespace = not bool(getattr(so_cfg, "disable_any_whitespace", False))
         if isinstance(self.tokenizer, Vocabulary):
             self.vocab = self.tokenizer
         else:
             self.vocab = Vocabulary.from_huggingface(self.tokenizer, vocab_size=self.vocab_size)
         self._compiled: dict = {}
         self._lock = threading.Lock()
+
+    @property
+    def _whitespace(self) -> str:
+        return "flexible" if self.any_whitespace else "compact"
 
     def _build(self, request_type: Any, spec: str) -> Any:
         kind = getattr(request_type, "name", str(request_type))
@@ -205,8 +225,11 @@ class CorralBackend(_BaseBackend):  # type: ignore[misc,valid-type]
                     "corral's vLLM backend cannot serve JSON Schema requests: this corral build has no "
                     "corral.Grammar.from_json_schema (JSON Schema support)"
                 )
-            return from_schema(spec)
+            return from_schema(spec, whitespace=self._whitespace)
         if kind == "JSON_OBJECT":
+            from_schema = getattr(_native.Grammar, "from_json_schema", None)
+            if from_schema is not None:
+                return from_schema('{"type": "object"}', whitespace=self._whitespace)
             # corral's JSON grammar with an object at top level (rule `object`).
             return _native.Grammar.from_ebnf(builtin_grammar_text("json"), "object")
         if kind == "REGEX":

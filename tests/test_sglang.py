@@ -1,0 +1,363 @@
+"""corral.sglang: the SGLang grammar backend.
+
+SGLang is not installed in this environment (it is far too large to install for tests), so
+these tests do NOT run SGLang. They replay, against corral's classes, the call sequences that
+SGLang's scheduler makes (read from sgl-project/sglang at commit 99e1c516...,
+see docs/sglang.md):
+
+* compilation: ``get_cached_or_future_value(key)`` -> future -> ``result()`` ->
+  ``set_cache(key, grammar.copy())``; a later request with the same key gets ``copy()``;
+* each decode step (``SamplingBatchInfo.update_regex_vocab_mask``): ``allocate_vocab_mask``,
+  ``fill_vocab_mask(mask, i)`` for grammars that are neither ``finished`` nor terminated,
+  ``move_vocab_mask``, ``apply_vocab_mask(logits, mask)``; then ``accept_token`` per request;
+* EAGLE speculative decoding (``traverse_tree`` in SGLang's eagle utilities): depth-first
+  over the draft tree, accept_token / fill_vocab_mask / rollback(1), skipping drafts the
+  parent row disallows;
+* jump-forward: ``try_jump_forward`` -> ``jump_forward_str_state`` -> retokenize ->
+  ``jump_and_retokenize(old_ids, new_ids, state)``.
+
+Every mask is compared with the mask a directly driven :class:`corral.Matcher` gives.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import corral
+from corral.sglang import SGLANG_AVAILABLE, CorralGrammar, CorralGrammarBackend
+
+V = 50257
+EOS = 50256
+
+PERSON = r'root ::= "{\"name\": \"" [a-z]+ "\", \"age\": " [0-9]+ "}"'
+LIST = r'root ::= "[" [0-9] ("," [0-9]){0,3} "]"'
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return corral.builtin_vocabulary()
+
+
+@pytest.fixture(scope="module")
+def backend(vocab):
+    return CorralGrammarBackend(vocab)
+
+
+def direct_mask(compiled, ids):
+    m = corral.Matcher(compiled)
+    for t in ids:
+        assert m.accept_token(t)
+    mask = corral.allocate_token_bitmask(1, V)
+    if not m.is_terminated():
+        m.fill_next_token_bitmask(mask, 0)
+    return mask[0]
+
+
+def allowed(row, t):
+    return bool((int(row[t // 32]) >> (t % 32)) & 1)
+
+
+def compile_via_cache(backend, key):
+    """SGLang's grammar manager: future on a miss, then set_cache(key, grammar.copy())."""
+    value, hit = backend.get_cached_or_future_value(key)
+    if hit:
+        return value, True
+    grammar = value.result()
+    backend.set_cache(key, grammar.copy())
+    return grammar, False
+
+
+def test_module_imports_without_sglang_and_register_names_it():
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["sglang"] = None          # as if SGLang were not installed
+        import corral, corral.sglang as s
+        assert not s.SGLANG_AVAILABLE
+        g = s.CorralGrammarBackend(corral.builtin_vocabulary()).dispatch_regex("a|b")
+        try:
+            s.register()
+        except corral.UsageError as e:
+            assert "SGLang" in str(e) and "sglang" in str(e), e
+            print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.skipif(SGLANG_AVAILABLE, reason="SGLang is installed")
+def test_register_without_sglang_raises():
+    with pytest.raises(corral.UsageError, match="SGLang"):
+        corral.sglang.register()
+
+
+def test_scheduler_replay_masks_match_direct_matcher(backend, vocab):
+    """Three requests (two share a grammar key: the second is a cache hit) decoded step by
+    step the way SGLang's scheduler does, sampling the argmax of masked random logits biased
+    toward a target text. Each filled row equals a direct Matcher's mask; rows of finished
+    requests stay all ones."""
+    keys = [("ebnf", PERSON), ("regex", r"(yes|no), (maybe|never)"), ("ebnf", PERSON)]
+    targets = [b'{"name": "bob", "age": 42}', b"no, never", b'{"name": "al", "age": 7}']
+    grammars, hits = [], []
+    for key in keys:
+        g, hit = compile_via_cache(backend, key)
+        grammars.append(g)
+        hits.append(hit)
+    assert hits == [False, False, True]
+    assert grammars[0] is not grammars[2] and grammars[0].matcher is not grammars[2].matcher
+    plans = [vocab.encode(t) + [EOS] for t in targets]
+    outputs = [[] for _ in keys]
+    gen = torch.Generator().manual_seed(0)
+    for step in range(max(map(len, plans)) + 2):
+        # update_regex_vocab_mask
+        mask = grammars[0].allocate_vocab_mask(vocab_size=V, batch_size=len(grammars), device="cpu")
+        for i, g in enumerate(grammars):
+            if g and not g.finished and not g.is_terminated():
+                g.fill_vocab_mask(mask, i)
+        mask = grammars[0].move_vocab_mask(mask, "cpu")
+        for i, g in enumerate(grammars):
+            if g.finished or g.is_terminated():
+                assert int((mask[i] != -1).sum()) == 0, "a finished request's row must allow everything"
+            else:
+                expect = direct_mask(g.matcher.compiled, outputs[i])
+                assert torch.equal(mask[i], expect), (i, step)
+        logits = torch.randn(len(grammars), V, generator=gen)
+        for i, plan in enumerate(plans):
+            if len(outputs[i]) < len(plan):
+                logits[i, plan[len(outputs[i])]] += 100.0
+        grammars[0].apply_vocab_mask(logits=logits, vocab_mask=mask)
+        nxt = logits.argmax(dim=1).tolist()
+        for i, g in enumerate(grammars):
+            if g.finished:
+                continue
+            assert torch.isfinite(logits[i, nxt[i]])
+            g.accept_token(nxt[i])
+            if nxt[i] == EOS:
+                assert g.is_terminated()
+                g.finished = True
+            else:
+                outputs[i].append(nxt[i])
+    for i, t in enumerate(targets):
+        assert b"".join(vocab.token_bytes(x) for x in outputs[i]) == t
+        assert grammars[i].is_terminated()
+    # accept_token after termination is a no-op (as in SGLang's xgrammar backend)
+    n = grammars[0].matcher.num_accepted
+    grammars[0].accept_token(vocab.encode(b"x")[0])
+    assert grammars[0].matcher.num_accepted == n
+
+
+def test_rejected_token_raises_and_keeps_state(backend, vocab):
+    g = backend.dispatch_ebnf(LIST)
+    g.accept_token(vocab.encode(b"[")[0])
+    before = direct_mask(g.matcher.compiled, [vocab.encode(b"[")[0]])
+    with pytest.raises(ValueError, match="not allowed"):
+        g.accept_token(vocab.encode(b"x")[0])
+    mask = g.allocate_vocab_mask(V, 1, "cpu")
+    g.fill_vocab_mask(mask, 0)
+    assert torch.equal(mask[0], before)
+
+
+def eagle_traverse_tree(retrieve_next_token, retrieve_next_sibling, draft_tokens, grammar, bitmask):
+    """Replay of SGLang's EAGLE ``traverse_tree``: node 0 is the token the target model
+    already produced; a node is visited when its parent's row allows it."""
+    bitmask.fill_(0)
+
+    def dfs(curr, parent_pos):
+        if curr == 0:
+            accepted = True
+        else:
+            tok = draft_tokens[curr]
+            accepted = allowed(bitmask[parent_pos], tok)
+        if accepted:
+            if curr != 0:
+                grammar.accept_token(draft_tokens[curr])
+            if not grammar.is_terminated():
+                grammar.fill_vocab_mask(bitmask, curr)
+                if retrieve_next_token[curr] != -1:
+                    dfs(retrieve_next_token[curr], curr)
+            if curr != 0:
+                grammar.rollback(1)
+        if retrieve_next_sibling[curr] != -1:
+            dfs(retrieve_next_sibling[curr], parent_pos)
+
+    dfs(0, -1)
+
+
+def test_eagle_draft_tree_with_rejected_drafts_and_eos(backend, vocab):
+    """Draft tree after "[1": node0 = "," ; children of node0: "2" (valid), "x" (rejected)
+    ; child of "2": "]" (valid) whose child is EOS (terminates: its row is not filled) ;
+    sibling of "]": "," . Rows equal direct masks, rejected/terminated rows stay zero, and
+    the grammar ends exactly where it started (rollback restores the mask)."""
+    enc = lambda s: vocab.encode(s)[0]  # noqa: E731
+    g = backend.dispatch_ebnf(LIST)
+    prefix = [enc(b"["), enc(b"1")]
+    for t in prefix:
+        g.accept_token(t)
+    start = g.allocate_vocab_mask(V, 1, "cpu")
+    g.fill_vocab_mask(start, 0)
+    #          0           1          2            3           4       5
+    draft = [enc(b","), enc(b"2"), enc(b"x"), enc(b"]"), EOS, enc(b",")]
+    nxt = [1, 3, -1, 4, -1, -1]
+    sib = [-1, 2, -1, 5, -1, -1]
+    g.accept_token(draft[0])  # the verified token at the root is accepted by the scheduler first
+    bm = g.allocate_vocab_mask(V, len(draft), "cpu")
+    eagle_traverse_tree(nxt, sib, draft, g, bm)
+    comp = g.matcher.compiled
+    assert torch.equal(bm[0], direct_mask(comp, prefix + draft[:1]))
+    assert torch.equal(bm[1], direct_mask(comp, prefix + draft[:2]))
+    assert int(bm[2].abs().sum()) == 0  # "x" rejected by row 1... (its parent is node 0)
+    assert torch.equal(bm[3], direct_mask(comp, prefix + [draft[0], draft[1], draft[3]]))
+    assert int(bm[4].abs().sum()) == 0  # EOS terminated the grammar: no row
+    assert torch.equal(bm[5], direct_mask(comp, prefix + [draft[0], draft[1], draft[5]]))
+    assert not g.is_terminated()
+    g.rollback(1)  # undo the root token: back to the start state
+    again = g.allocate_vocab_mask(V, 1, "cpu")
+    g.fill_vocab_mask(again, 0)
+    assert torch.equal(again, start)
+
+
+def test_rollback_restores_masks_and_termination(backend, vocab):
+    g = backend.dispatch_regex(r"ab|abc")
+    ids = vocab.encode(b"ab")
+    masks = []
+    for t in ids + [EOS]:
+        m = g.allocate_vocab_mask(V, 1, "cpu")
+        g.fill_vocab_mask(m, 0)
+        masks.append(m.clone())
+        g.accept_token(t)
+    assert g.is_terminated()
+    for k in range(len(masks) - 1, -1, -1):
+        g.rollback(1)
+        assert not g.is_terminated()
+        m = g.allocate_vocab_mask(V, 1, "cpu")
+        g.fill_vocab_mask(m, 0)
+        assert torch.equal(m, masks[k])
+    with pytest.raises(corral.UsageError):
+        g.rollback(1)
+
+
+def test_copy_is_independent(backend, vocab):
+    g = backend.dispatch_ebnf(PERSON)
+    for t in vocab.encode(b'{"name": "b'):
+        g.accept_token(t)
+    c = g.copy()
+    m1 = g.allocate_vocab_mask(V, 2, "cpu")
+    g.fill_vocab_mask(m1, 0)
+    c.fill_vocab_mask(m1, 1)
+    assert torch.equal(m1[0], m1[1])
+    for t in vocab.encode(b'ob", "age'):
+        c.accept_token(t)
+    m2 = g.allocate_vocab_mask(V, 1, "cpu")
+    g.fill_vocab_mask(m2, 0)
+    assert torch.equal(m2[0], m1[0])
+    assert c.accepted_tokens[: len(g.accepted_tokens)] == g.accepted_tokens
+
+
+def test_jump_forward_and_retokenize(backend, vocab):
+    """SGLang's jump-forward: the forced text is appended, the output retokenized, and the
+    grammar rolled back to the common prefix and fed the new ids. Here the old output is a
+    non-canonical split ("he" "llo") so the retokenized ids share no prefix with it."""
+    g = backend.dispatch_ebnf(r'root ::= "hello" ", \"world\": " [0-9]+')
+    old = vocab.encode(b"he") + vocab.encode(b"llo")
+    assert len(old) == 2
+    for t in old:
+        g.accept_token(t)
+    helper = g.try_jump_forward(tokenizer=None)
+    assert helper is not None
+    ids, text = helper
+    assert text == ', "world": '
+    forced = b"".join(vocab.token_bytes(i) for i in ids)
+    assert forced and text.encode().startswith(forced)  # canonical tokens of a forced prefix
+    jump_str, state = g.jump_forward_str_state(helper)
+    assert jump_str == text
+    new = vocab.encode(b"hello" + jump_str.encode())
+    g.jump_and_retokenize(old, new, state)
+    assert g.accepted_tokens == new
+    m = g.allocate_vocab_mask(V, 1, "cpu")
+    g.fill_vocab_mask(m, 0)
+    assert torch.equal(m[0], direct_mask(g.matcher.compiled, new))
+    assert g.try_jump_forward(None) is None  # digits: nothing forced
+
+
+def test_batch_fill_matches_single_fills(backend, vocab):
+    gs = [backend.dispatch_ebnf(PERSON) for _ in range(5)]
+    texts = [b"", b'{"na', b'{"name": "x', b'{"name": "x", "age": 1', b'{"name": "x", "age": 1}']
+    for g, t in zip(gs, texts):
+        for i in vocab.encode(t):
+            g.accept_token(i)
+    gs[2].finished = True
+    gs[4].accept_token(EOS)
+    batch = gs[0].allocate_vocab_mask(V, 6, "cpu")
+    CorralGrammar.fill_vocab_masks([gs[0], None, gs[1], gs[2], gs[3], gs[4]], batch)
+    assert torch.equal(batch[0], direct_mask(gs[0].matcher.compiled, vocab.encode(texts[0])))
+    assert int((batch[1] != -1).sum()) == 0
+    assert torch.equal(batch[2], direct_mask(gs[1].matcher.compiled, vocab.encode(texts[1])))
+    assert int((batch[3] != -1).sum()) == 0  # finished
+    assert torch.equal(batch[4], direct_mask(gs[3].matcher.compiled, vocab.encode(texts[3])))
+    assert int((batch[5] != -1).sum()) == 0  # terminated
+
+
+def test_apply_vocab_mask_padded_logits(backend, vocab):
+    g = backend.dispatch_regex(r"(yes|no)")
+    mask = g.allocate_vocab_mask(V, 1, "cpu")
+    g.fill_vocab_mask(mask, 0)
+    logits = torch.zeros(1, V + 63)  # padded model
+    CorralGrammar.apply_vocab_mask(logits, mask)
+    ok = torch.isfinite(logits[0]).nonzero().flatten().tolist()
+    assert ok == corral.allowed_token_ids(mask[0], V)
+    assert vocab.encode(b"yes")[0] in ok and all(t < V for t in ok)
+
+
+def test_dispatchers_and_cache(backend, vocab):
+    a = backend.dispatch_regex(r"[0-9]+")
+    b = backend.dispatch_regex(r"[0-9]+")
+    assert a.matcher.compiled is b.matcher.compiled  # compiled once, cached
+    anyjson = backend.dispatch_json("$$ANY$$")
+    m = anyjson.allocate_vocab_mask(V, 1, "cpu")
+    anyjson.fill_vocab_mask(m, 0)
+    assert allowed(m[0], vocab.encode(b"[")[0]) and allowed(m[0], vocab.encode(b"{")[0])
+    with pytest.raises(corral.GrammarSyntaxError):
+        backend.dispatch_ebnf("root ::= (")  # without SGLang there is no INVALID_GRAMMAR_OBJ
+    with pytest.raises(corral.UsageError, match="structural_tag"):
+        backend.dispatch_structural_tag("{}")
+    key = ("regex", "z+")
+    g1, hit1 = compile_via_cache(backend, key)
+    g2, hit2 = compile_via_cache(backend, key)
+    assert (hit1, hit2) == (False, True)
+    backend.reset()
+    assert backend.cache == {}
+
+
+def test_json_schema_dispatch(backend, vocab):
+    schema = '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}'
+    if not hasattr(corral.Grammar, "from_json_schema"):
+        with pytest.raises(corral.UsageError, match="from_json_schema"):
+            backend.dispatch_json(schema)
+        return
+    g = backend.dispatch_json(schema)
+    for t in vocab.encode(b'{"a": 1}'):
+        g.accept_token(t)
+    g.accept_token(EOS)
+    assert g.is_terminated()
+    # --constrained-json-disable-any-whitespace -> compact JSON
+    compact = CorralGrammarBackend(vocab, any_whitespace=False).dispatch_json(schema)
+    assert compact.matcher.validate_tokens(vocab.encode(b'{"a":1}')) == len(vocab.encode(b'{"a":1}'))
+    assert compact.matcher.validate_tokens(vocab.encode(b'{"a": 1}')) < len(vocab.encode(b'{"a": 1}'))
+    # an invalid schema: without SGLang (no INVALID_GRAMMAR_OBJ) the corral error propagates
+    with pytest.raises(corral.GrammarError, match="type"):
+        backend.dispatch_json('{"type": 12}')
+
+
+def test_init_backend_reads_server_args(vocab):
+    class Args:
+        constrained_json_disable_any_whitespace = True
+
+    b = corral.sglang.init_backend(Args(), vocab, V, {EOS})
+    assert isinstance(b, CorralGrammarBackend) and b.any_whitespace is False and b.vocab is vocab
