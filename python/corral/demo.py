@@ -385,7 +385,8 @@ def main(args: argparse.Namespace | Sequence[str] | None = None) -> int:
                                   use_forced=not args.no_forced)
             gen_s = time.perf_counter() - t0
             ok, message = _check(res.text, schema, dg.schema_enforced) if res.finished else (False, "")
-            print("output:      " + res.text)
+            # Continuation lines of a multi-line document are indented to the value column.
+            print("output:      " + res.text.replace("\n", "\n" + " " * 13))
             if not res.finished:
                 print(f"check:       stopped at --max-tokens {args.max_tokens} before the document was complete "
                       "(the output is a valid prefix); raise --max-tokens")
