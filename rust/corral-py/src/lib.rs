@@ -89,6 +89,19 @@ struct PyGrammar {
     schema: Option<(Vec<String>, Vec<(String, String, String)>)>,
 }
 
+/// Runs grammar compilation on a thread with a large stack: compilers recurse over the
+/// grammar's structure, and a deep (but legal) schema must not overflow the caller's stack —
+/// an overflow aborts the process, which no error handling can catch.
+fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match std::thread::Builder::new().name("corral-compile".into()).stack_size(64 << 20).spawn(f) {
+        Ok(h) => match h.join() {
+            Ok(v) => v,
+            Err(p) => std::panic::resume_unwind(p),
+        },
+        Err(_) => panic!("cannot start the compile thread"),
+    }
+}
+
 /// Limits from a `{name: value}` dict (unknown names are an error listing the valid ones).
 fn limits_arg(py: Python<'_>, limits: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<core::Limits> {
     let mut l = core::Limits::default();
@@ -144,6 +157,7 @@ impl PyGrammar {
             let text = text_arg(py, text, "grammar")?;
             let root = root.to_string();
             let limits = limits_arg(py, limits)?;
+            // Recursion here is bounded by `max_nesting`, so the caller's stack suffices.
             let g = py.detach(|| core::Grammar::from_ebnf(&text, &root, &limits)).map_err(|e| to_py(py, e))?;
             Ok(PyGrammar { inner: g, schema: None })
         })
@@ -211,7 +225,7 @@ impl PyGrammar {
                 max_any_order_properties,
                 ..Default::default()
             };
-            let compiled = py.detach(|| corral_schema::compile_schema(&value, &opts)).map_err(|e| errors::schema_to_py(py, e))?;
+            let compiled = py.detach(|| on_big_stack(move || corral_schema::compile_schema(&value, &opts))).map_err(|e| errors::schema_to_py(py, e))?;
             let warn = py.import("warnings")?;
             let category = py.import("corral.errors")?.getattr("SchemaWarning")?;
             for w in &compiled.warnings {
