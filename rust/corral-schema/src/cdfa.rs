@@ -237,6 +237,64 @@ impl CDfa {
         Ok(CDfa { trans, accept: acc, start: 0 }.minimize())
     }
 
+    /// Concatenation `self · o` (via an NFA-free construction: subset of (left state, right states)).
+    pub fn concat(&self, o: &CDfa) -> CDfa {
+        // Simple approach: states are (Option<left>, sorted set of right states).
+        type Key = (Option<u32>, Vec<u32>);
+        let close = |l: Option<u32>, mut r: Vec<u32>| -> Key {
+            if let Some(l) = l {
+                if self.accept[l as usize] {
+                    r.push(o.start);
+                }
+            }
+            r.sort_unstable();
+            r.dedup();
+            (l, r)
+        };
+        let start = close(Some(self.start), vec![]);
+        let mut map: FxHashMap<Key, u32> = FxHashMap::default();
+        let mut keys = vec![start.clone()];
+        map.insert(start, 0);
+        let mut trans = Vec::new();
+        let mut acc = Vec::new();
+        let mut i = 0;
+        while i < keys.len() {
+            let (l, r) = keys[i].clone();
+            acc.push(r.iter().any(|&q| o.accept[q as usize]));
+            let mut items: Vec<(u32, u32, (u32, u32))> = Vec::new();
+            if let Some(l) = l {
+                for &(a, b, t) in &self.trans[l as usize] {
+                    items.push((a, b, (0, t)));
+                }
+            }
+            for &q in &r {
+                for &(a, b, t) in &o.trans[q as usize] {
+                    items.push((a, b, (1, t)));
+                }
+            }
+            let mut row = Vec::new();
+            for (a, b, ts) in segments(&items) {
+                let nl = ts.iter().find(|x| x.0 == 0).map(|x| x.1);
+                let nr: Vec<u32> = ts.iter().filter(|x| x.0 == 1).map(|x| x.1).collect();
+                let k = close(nl, nr);
+                let id = match map.get(&k) {
+                    Some(&id) => id,
+                    None => {
+                        let id = keys.len() as u32;
+                        map.insert(k.clone(), id);
+                        keys.push(k);
+                        id
+                    }
+                };
+                row.push((a, b, id));
+            }
+            merge_adjacent(&mut row);
+            trans.push(row);
+            i += 1;
+        }
+        CDfa { trans, accept: acc, start: 0 }.minimize()
+    }
+
     /// The automaton accepting nothing.
     pub fn empty() -> CDfa {
         CDfa { trans: vec![vec![]], accept: vec![false], start: 0 }

@@ -31,7 +31,9 @@ const RX_CAP: usize = 30_000;
 /// Deepest nesting with an indented fixed layout.
 const MAX_INDENT_DEPTH: u32 = 32;
 /// Most leaf conjunctions expanded from anyOf/oneOf/not groups.
-const MAX_LEAVES: usize = 20_000;
+const MAX_LEAVES: usize = 5_000;
+/// Most grammar rules built for one schema.
+const MAX_RULES: usize = 100_000;
 
 
 #[derive(Clone, Debug)]
@@ -412,9 +414,21 @@ pub(crate) struct Compiler<'a> {
     named: FxHashMap<String, String>,
     root_base: String,
     has_dynamic: bool,
+    skip_uneval: u32,
+    uneval_root: Option<String>,
+    term_rules: FxHashMap<Rx, String>,
 }
 
 pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
+    let known_meta = |s: &str| s.contains("json-schema.org/") || s.contains("openapis.org/") || s.starts_with("http://json-schema.org") || s.is_empty();
+    if let Some(ms) = schema.get("$schema").and_then(|s| s.as_str()) {
+        if !known_meta(ms) {
+            let msg = format!("unknown meta-schema '{ms}': its vocabularies cannot be known (treated as standard JSON Schema)");
+            if opts.strict {
+                return Err(SchemaError::Unsupported { pointer: "/$schema".into(), keyword: "$schema".into(), message: msg });
+            }
+        }
+    }
     let draft = match schema.get("$schema").and_then(|s| s.as_str()) {
         Some(s) if s.contains("draft-03") || s.contains("draft-04") => Draft::Draft4,
         Some(s) if s.contains("draft-06") => Draft::Draft6,
@@ -443,6 +457,9 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
         named: FxHashMap::default(),
         root_base: String::new(),
         has_dynamic: false,
+        skip_uneval: 0,
+        uneval_root: None,
+        term_rules: FxHashMap::default(),
     };
     let root_base = match schema.get(if draft == Draft::Draft4 { "id" } else { "$id" }).and_then(|v| v.as_str()) {
         Some(id) => join_uri("urn:corral:root", id),
@@ -463,14 +480,22 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
     }
     let ast = GrammarAst { rules: std::mem::take(&mut c.rules), source: String::new() };
     let key = format!(
-        "json-schema:{}:{:?}:{}:{:?}:{}:{:?}",
+        "json-schema:{}:{:?}:{}:{:?}:{}:{:?}:{}",
         serde_json::to_string(schema).unwrap_or_default(),
         opts.whitespace,
         opts.strict,
         opts.property_order,
         opts.max_any_order_properties,
-        opts.default_draft
+        opts.default_draft,
+        opts.assert_format
     );
+    let mut warnings = c.warnings;
+    if let Some(ms) = schema.get("$schema").and_then(|s| s.as_str()) {
+        if !known_meta(ms) {
+            warnings.push(SchemaWarning { pointer: "/$schema".into(), keyword: "$schema".into(), message: format!("unknown meta-schema '{ms}' treated as standard JSON Schema") });
+        }
+    }
+    c.warnings = warnings;
     let grammar = Grammar::from_ast(&ast, "root", &key, &opts.limits).map_err(|e| match e {
         corral_core::Error::GrammarInvalid { message, .. } if message.contains("matches no finite string") => {
             SchemaError::Invalid { pointer: String::new(), message: "the schema accepts no value".into() }
@@ -778,6 +803,11 @@ impl<'a> Compiler<'a> {
                 }
                 "if" => {
                     let id = format!("{}/if", it.key);
+                    if self.skip_uneval > 0 && !(m.contains_key("then") || m.contains_key("else")) {
+                        // `if` alone still produces annotations when it passes
+                        f.groups.push(Group { id, branches: vec![], one_of: false, ptr: p.clone() });
+                        continue;
+                    }
                     if resolved.contains(&id) || !(m.contains_key("then") || m.contains_key("else")) {
                         continue;
                     }
@@ -897,7 +927,7 @@ impl<'a> Compiler<'a> {
                     f.str_pos.push((StrCons::Pattern(s.to_string()), p.clone()));
                 }
                 "format" => {
-                    if let Some(s) = v.as_str() {
+                    if let Some(s) = v.as_str().filter(|_| self.opts.assert_format) {
                         f.str_pos.push((StrCons::Format(s.to_string()), p.clone()));
                     }
                 }
@@ -973,8 +1003,55 @@ impl<'a> Compiler<'a> {
                 }
                 "propertyNames" => f.prop_names.push(self.child(it, &["propertyNames"]).unwrap()),
                 "unevaluatedProperties" | "unevaluatedItems" => {
-                    if v != &Value::Bool(true) {
-                        self.unsupported(&p, k, "unevaluated* keywords are not supported")?;
+                    if self.skip_uneval > 0 {
+                        if self.uneval_root.as_deref() != Some(it.key.as_str()) {
+                            // a nested unevaluated* evaluates everything left at its level
+                            if k == "unevaluatedProperties" {
+                                f.obj_parts.push(ObjPart { ptr: p.clone(), additional: Some(self.own(json!(true), &p, &it.base)), ..Default::default() });
+                            } else {
+                                f.arr_parts.push(ArrPart { prefix: vec![], rest: Some(self.own(json!(true), &p, &it.base)) });
+                            }
+                        }
+                        continue;
+                    }
+                    if v == &Value::Bool(true) {
+                        continue;
+                    }
+                    // annotations come from this schema's own sub-tree: supported when it has
+                    // no in-place applicator whose annotations depend on which branch passes
+                    self.skip_uneval += 1;
+                    let saved = self.uneval_root.replace(it.key.clone());
+                    let g = self.flatten(std::slice::from_ref(it), &BTreeSet::new());
+                    self.uneval_root = saved;
+                    self.skip_uneval -= 1;
+                    let g = g?;
+                    if !g.groups.is_empty() || !g.nots.is_empty() || (k == "unevaluatedItems" && !g.contains.is_empty()) {
+                        self.unsupported(&p, k, "annotations of anyOf/oneOf/not/if/dependentSchemas/contains branches are not tracked")?;
+                        continue;
+                    }
+                    let t = self.own(json!(true), &p, &it.base);
+                    let child = self.child(it, &[k]).unwrap();
+                    if k == "unevaluatedProperties" {
+                        if g.obj_parts.iter().any(|part| part.additional.is_some()) {
+                            continue;
+                        }
+                        let mut part = ObjPart { ptr: p.clone(), ..Default::default() };
+                        for op in &g.obj_parts {
+                            for (n, _) in &op.props {
+                                part.props.push((n.clone(), t.clone()));
+                            }
+                            for (pat, _) in &op.patterns {
+                                part.patterns.push((pat.clone(), t.clone()));
+                            }
+                        }
+                        part.additional = Some(child);
+                        f.obj_parts.push(part);
+                    } else {
+                        if g.arr_parts.iter().any(|ap| ap.rest.is_some()) {
+                            continue;
+                        }
+                        let kmax = g.arr_parts.iter().map(|ap| ap.prefix.len()).max().unwrap_or(0);
+                        f.arr_parts.push(ArrPart { prefix: vec![t.clone(); kmax], rest: Some(child) });
                     }
                 }
                 _ => {}
@@ -1006,6 +1083,14 @@ impl<'a> Compiler<'a> {
         let name = self.new_name("s");
         self.memo.insert(key, name.clone());
         self.leaves += 1;
+        if self.rules.len() > MAX_RULES {
+            return Err(SchemaError::Grammar(corral_core::Error::Limit {
+                name: "max_productions",
+                limit: MAX_RULES,
+                what: "the schema expands to too many grammar rules".into(),
+                hint: corral_core::limits::LIMIT_HINT,
+            }));
+        }
         if self.leaves > MAX_LEAVES {
             return Err(SchemaError::Grammar(corral_core::Error::Limit {
                 name: "max_productions",
@@ -1018,13 +1103,11 @@ impl<'a> Compiler<'a> {
         let body = if f.never {
             nothing()
         } else if let Some(g) = f.groups.first().cloned() {
-            if g.one_of && g.branches.len() > 1 {
-                self.check_one_of(&g)?;
-            }
+            let branches = if g.one_of && g.branches.len() > 1 { self.one_of_branches(&g)? } else { g.branches.clone() };
             let mut res = resolved.clone();
             res.insert(g.id.clone());
             let mut alts = Vec::new();
-            for b in &g.branches {
+            for b in &branches {
                 let mut its = items.clone();
                 its.push(b.clone());
                 alts.push(self.conj(its, &res, depth)?);
@@ -1048,23 +1131,41 @@ impl<'a> Compiler<'a> {
         Ok(rf(&name))
     }
 
-    fn check_one_of(&mut self, g: &Group<'a>) -> Res<()> {
+    /// `oneOf` as a union: branch i conjoined with the negation of every branch that may overlap it.
+    fn one_of_branches(&mut self, g: &Group<'a>) -> Res<Vec<Item<'a>>> {
+        let n = g.branches.len();
         let mut flats = Vec::new();
         for b in &g.branches {
             flats.push(self.flatten(std::slice::from_ref(b), &BTreeSet::new())?);
         }
-        for i in 0..flats.len() {
-            for j in i + 1..flats.len() {
+        let mut overlap = vec![vec![false; n]; n];
+        let mut any = false;
+        for i in 0..n {
+            for j in i + 1..n {
                 if !self.disjoint(&flats[i], &flats[j], &g.branches[i], &g.branches[j], 2)? {
-                    return self.unsupported(
-                        &g.ptr,
-                        "oneOf",
-                        format!("branches {i} and {j} may overlap, so 'exactly one' cannot be enforced (compiled as anyOf)"),
-                    );
+                    overlap[i][j] = true;
+                    overlap[j][i] = true;
+                    any = true;
                 }
             }
         }
-        Ok(())
+        if !any {
+            return Ok(g.branches.clone());
+        }
+        let mut out = Vec::new();
+        for i in 0..n {
+            let others: Vec<usize> = (0..n).filter(|&j| overlap[i][j]).collect();
+            if others.is_empty() {
+                out.push(g.branches[i].clone());
+                continue;
+            }
+            let mut all = vec![self.ref_value(&g.branches[i])];
+            for j in others {
+                all.push(json!({"not": self.ref_value(&g.branches[j])}));
+            }
+            out.push(self.own(json!({ "allOf": all }), &format!("{}/oneOf/{i}", g.ptr), &g.branches[i].base));
+        }
+        Ok(out)
     }
 
     /// True when no value satisfies both (conservative: false when unsure).
@@ -1546,8 +1647,10 @@ impl<'a> Compiler<'a> {
     /// An expression for the language of `d`: a terminal when a small regex exists, else one
     /// rule per state (per-character terminals). `encode`: JSON-string-encode characters.
     fn dfa_expr(&mut self, d: &CDfa, encode: bool) -> Expr {
-        if let Some(rx) = d.to_rx(RX_CAP) {
-            return Expr::Terminal(if encode { self.enc.encode(&rx) } else { rx });
+        if d.len() <= 400 {
+            if let Some(rx) = d.to_rx(RX_CAP) {
+                return Expr::Terminal(if encode { self.enc.encode(&rx) } else { rx });
+            }
         }
         let prefix = self.new_name("q");
         let name = |s: u32| format!("{prefix}_{s}");
@@ -1590,8 +1693,13 @@ impl<'a> Compiler<'a> {
         let r = match format_lang(name) {
             FormatLang::Exact(rx) | FormatLang::Loose(rx, _) => CDfa::from_rx(&rx, DFA_LIMIT).map(Rc::new).map_err(|_| "format too large".to_string()),
             FormatLang::WithLeap(rx, dt) => {
-                let l = leap_rx(dt);
-                CDfa::from_rx(&Rx::alt(vec![rx, l]), DFA_LIMIT).map(Rc::new).map_err(|_| "format too large".to_string())
+                let l = if dt {
+                    let pre = CDfa::from_rx(&Rx::concat(vec![strings::ecma_full(strings::DATE).unwrap(), Rx::Chars(vec![('T' as u32, 'T' as u32), ('t' as u32, 't' as u32)])]), DFA_LIMIT).unwrap();
+                    pre.concat(leap_time_dfa())
+                } else {
+                    leap_time_dfa().clone()
+                };
+                CDfa::from_rx(&rx, DFA_LIMIT).and_then(|r| r.product(&l, false, DFA_LIMIT)).map(Rc::new).map_err(|_| "format too large".to_string())
             }
             FormatLang::Unknown => Ok(Rc::new(CDfa::from_rx(&star(any_char()), 10).unwrap())),
         };
@@ -1664,7 +1772,8 @@ impl<'a> Compiler<'a> {
         // Format with leap seconds alone: regular part plus the leap rules.
         if let Some(dt) = leap {
             if rxs.len() == 1 && simple && a == 0 && b.is_none() {
-                let regular = Expr::Terminal(self.enc.quoted(&rxs[0].0));
+                let q = self.enc.quoted(&rxs[0].0);
+                let regular = self.term(q);
                 let l = self.leap_expr(dt);
                 return Ok(alt(vec![regular, l]));
             }
@@ -1674,7 +1783,8 @@ impl<'a> Compiler<'a> {
         }
         if rxs.len() == 1 && simple && leap.is_none() {
             if a == 0 && b.is_none() {
-                return Ok(Expr::Terminal(self.enc.quoted(&rxs[0].0)));
+                let q = self.enc.quoted(&rxs[0].0);
+                return Ok(self.term(q));
             }
             if let Some(e) = self.symbolic_len(&rxs[0].0, a, b) {
                 return Ok(e);
@@ -1711,10 +1821,11 @@ impl<'a> Compiler<'a> {
             }
         }
         let len_rx = rep(any_char(), a.min(100_000) as u32, b.map(|b| b.min(100_000) as u32));
-        let prod = if b.is_some_and(|b| b > 5_000) || a > 5_000 {
+        let est = (d.len() as u64).saturating_mul(b.unwrap_or(a).saturating_add(1));
+        let prod = if b.is_some_and(|b| b > 5_000) || a > 5_000 || est > 12_000 {
             Err(TooBig)
         } else {
-            CDfa::from_rx(&len_rx, 20_000).and_then(|l| d.product(&l, true, DFA_LIMIT))
+            CDfa::from_rx(&len_rx, 20_000).and_then(|l| d.product(&l, true, 12_000))
         };
         match prod {
             Ok(p) => {
@@ -1928,6 +2039,21 @@ impl<'a> Compiler<'a> {
         Some(alt(alts))
     }
 
+    /// A terminal; large ones become a shared rule so their automaton is built once instead of
+    /// once per place it is merged into.
+    fn term(&mut self, rx: Rx) -> Expr {
+        if crate::cdfa::rx_size(&rx) < 600 {
+            return Expr::Terminal(rx);
+        }
+        if let Some(n) = self.term_rules.get(&rx) {
+            return rf(n);
+        }
+        let name = self.new_name("t");
+        self.term_rules.insert(rx.clone(), name.clone());
+        self.add_rule(name.clone(), opaque(Expr::Terminal(rx)));
+        rf(&name)
+    }
+
     fn leap_expr(&mut self, dt: bool) -> Expr {
         let key = format!("leap{dt}");
         if let Some(n) = self.named.get(&key) {
@@ -1936,8 +2062,7 @@ impl<'a> Compiler<'a> {
         let name = format!("__leap_{}", if dt { "dt" } else { "t" });
         self.named.insert(key, name.clone());
         // "date T" prefix is regular; the time part is an automaton expanded into rules
-        let d = CDfa::from_rx(&leap_time_rx(), DFA_LIMIT).expect("leap automaton");
-        let body = self.dfa_expr(&d, true);
+        let body = self.dfa_expr(leap_time_dfa(), true);
         let pre = if dt { Rx::concat(vec![strings::ecma_full(strings::DATE).unwrap(), Rx::Chars(vec![('T' as u32, 'T' as u32), ('t' as u32, 't' as u32)])]) } else { Rx::Empty };
         let pre = Rx::concat(vec![lit("\""), self.enc.encode(&pre)]);
         let e = seq(vec![Expr::Terminal(pre), body, Expr::Literal(b"\"".to_vec())]);
@@ -2537,6 +2662,9 @@ impl<'a> Compiler<'a> {
             }
             i += 1;
         }
+        if self.rules.len() + order.len() > MAX_RULES {
+            return Err(self.limit_err("object property automaton"));
+        }
         let sname = |i: usize| format!("{prefix}_{i}");
         let member_expr = |j: Option<usize>| -> Expr {
             match j {
@@ -2904,10 +3032,8 @@ fn leap_time_rx() -> Rx {
     Rx::alt(alts)
 }
 
-fn leap_rx(dt: bool) -> Rx {
-    if dt {
-        Rx::concat(vec![strings::ecma_full(strings::DATE).unwrap(), Rx::Chars(vec![('T' as u32, 'T' as u32), ('t' as u32, 't' as u32)]), leap_time_rx()])
-    } else {
-        leap_time_rx()
-    }
+/// The leap-second time automaton (built once per process).
+fn leap_time_dfa() -> &'static CDfa {
+    static D: std::sync::OnceLock<CDfa> = std::sync::OnceLock::new();
+    D.get_or_init(|| CDfa::from_rx(&leap_time_rx(), 200_000).expect("leap automaton"))
 }

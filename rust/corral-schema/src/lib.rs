@@ -48,6 +48,22 @@
 //!   relative-json-pointer are exact. hostname (punycode, total length), idn-*, iri*,
 //!   uri-template and regex are not enforceable: `Unsupported` in strict mode, looser with a
 //!   warning otherwise. Unknown formats are annotations (a warning records them).
+//! * A `$schema` that is not a known JSON Schema meta-schema may change the vocabularies in
+//!   use: `Unsupported` in strict mode (keyword `$schema`), assumed standard otherwise.
+//! * **Combined string constraints** (several patterns/formats, `not` of a pattern, a pattern
+//!   with length bounds) are intersected as automata over code points. Length bounds on a
+//!   simple pattern (one variable-length character-class repetition per alternative) stay
+//!   symbolic; otherwise the product with a length counter must stay under ~12k states, else the
+//!   length keyword is `Unsupported` (strict) or dropped with a warning. Large plain length
+//!   bounds (e.g. `maxLength: 65535`) are exact through a base-64 chunk grammar.
+//! * **unevaluatedProperties / unevaluatedItems** are exact when the schema's own in-place
+//!   sub-tree (allOf, $ref, properties, patternProperties, prefixItems, items) determines the
+//!   evaluated set; with anyOf/oneOf/not/if/dependentSchemas/contains below them they are
+//!   `Unsupported`.
+//! * **Not supported** (strict error): `$dynamicRef`/`$recursiveRef` with dynamic anchors, remote
+//!   `$ref`s, `uniqueItems` unless items come from a small finite set (≤ 10 values) or
+//!   `maxItems ≤ 1`, several `contains` on one array, a schema that accepts no value at all
+//!   (the core cannot express an empty language: `Invalid`).
 //! * Unknown keywords are annotations (ignored, listed in [`Compiled::keywords_used`]).
 
 pub mod cdfa;
@@ -124,8 +140,11 @@ pub struct Options {
     pub property_order: PropertyOrder,
     /// Most declared properties of one object compiled in any order (default 10).
     pub max_any_order_properties: u32,
-    /// Draft used when the schema has no (known) `$schema`.
+    /// Draft used when the schema has no `$schema`.
     pub default_draft: Draft,
+    /// Enforce `format` (default true). JSON Schema 2020-12 makes `format` an annotation
+    /// unless the format-assertion vocabulary is on; `false` follows that default.
+    pub assert_format: bool,
 }
 
 impl Default for Options {
@@ -137,6 +156,7 @@ impl Default for Options {
             property_order: PropertyOrder::AnyOrder,
             max_any_order_properties: 10,
             default_draft: Draft::Draft2020,
+            assert_format: true,
         }
     }
 }

@@ -1,0 +1,170 @@
+//! JSONSchemaBench: compile coverage in strict and non-strict mode, and exactness on the
+//! labelled instances. Fails on any false rejection, on any false acceptance in strict mode,
+//! and on false acceptances in non-strict mode without a warning.
+//!
+//! `cargo test -p corral-schema --test jsonschemabench -- --nocapture` runs a 1-in-8 sample;
+//! `-- --ignored` runs everything (use `--release`), printing compile-time percentiles.
+
+mod common;
+
+use common::{data_dir, Checker};
+use corral_schema::{compile_schema, Options, SchemaError};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+#[derive(Default)]
+struct Stats {
+    schemas: usize,
+    strict_ok: usize,
+    loose_ok: usize,
+    valid: usize,
+    invalid: usize,
+    strict_valid_accepted: usize,
+    strict_invalid_rejected: usize,
+    strict_false_reject: Vec<String>,
+    strict_false_accept: Vec<String>,
+    loose_false_reject: Vec<String>,
+    loose_false_accept_warned: usize,
+    loose_false_accept_silent: Vec<String>,
+    times: Vec<Duration>,
+    reasons: BTreeMap<String, usize>,
+}
+
+fn reason(e: &SchemaError) -> String {
+    match e {
+        SchemaError::Unsupported { keyword, message, .. } => {
+            let m: String = message.chars().take(60).collect();
+            format!("unsupported {keyword}: {m}")
+        }
+        SchemaError::Invalid { message, .. } => format!("invalid: {}", message.chars().take(60).collect::<String>()),
+        SchemaError::Grammar(g) => format!("grammar: {}", g.to_string().chars().take(70).collect::<String>()),
+    }
+}
+
+fn run(sample: usize) {
+    let Some(data) = data_dir() else {
+        eprintln!("shared/data not found: skipped");
+        return;
+    };
+    let root = data.join("schemas/jsonschemabench");
+    let mut files = Vec::new();
+    let mut subsets: Vec<_> = std::fs::read_dir(&root).unwrap().filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    subsets.sort();
+    for s in subsets {
+        let mut fs: Vec<_> = std::fs::read_dir(&s).unwrap().filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        fs.sort();
+        files.extend(fs);
+    }
+    let files: Vec<_> = files.into_iter().enumerate().filter(|(i, _)| i % sample == 0).map(|(_, f)| f).collect();
+    let mut st = Stats::default();
+    let strict = Options::default();
+    let loose = Options { strict: false, ..Default::default() };
+    for (fi, f) in files.iter().enumerate() {
+        if fi % 1000 == 999 {
+            eprintln!("  ... {} / {} schemas", fi + 1, files.len());
+        }
+        let name = format!("{}/{}", f.parent().unwrap().file_name().unwrap().to_string_lossy(), f.file_name().unwrap().to_string_lossy());
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let schema = &doc["schema"];
+        let tests: Vec<(String, bool)> =
+            doc["tests"].as_array().map(|a| a.iter().map(|t| (serde_json::to_string(&t["data"]).unwrap(), t["valid"].as_bool().unwrap())).collect()).unwrap_or_default();
+        st.schemas += 1;
+        st.valid += tests.iter().filter(|t| t.1).count();
+        st.invalid += tests.iter().filter(|t| !t.1).count();
+        let t0 = Instant::now();
+        let r = compile_schema(schema, &strict);
+        st.times.push(t0.elapsed());
+        if t0.elapsed().as_secs_f64() > 2.0 {
+            eprintln!("  slow compile {:?}: {name}", t0.elapsed());
+        }
+        match r {
+            Ok(c) => {
+                st.strict_ok += 1;
+                let ck = Checker::new(&c.grammar);
+                for (i, (text, valid)) in tests.iter().enumerate() {
+                    let acc = ck.accepts(text);
+                    match (valid, acc) {
+                        (true, true) => st.strict_valid_accepted += 1,
+                        (false, false) => st.strict_invalid_rejected += 1,
+                        (true, false) => st.strict_false_reject.push(format!("{name} #{i}: {}", text.chars().take(200).collect::<String>())),
+                        (false, true) => st.strict_false_accept.push(format!("{name} #{i}: {}", text.chars().take(200).collect::<String>())),
+                    }
+                }
+            }
+            Err(e) => *st.reasons.entry(reason(&e)).or_default() += 1,
+        }
+        match compile_schema(schema, &loose) {
+            Ok(c) => {
+                st.loose_ok += 1;
+                let ck = Checker::new(&c.grammar);
+                for (i, (text, valid)) in tests.iter().enumerate() {
+                    let acc = ck.accepts(text);
+                    if *valid && !acc {
+                        st.loose_false_reject.push(format!("{name} #{i}: {}", text.chars().take(200).collect::<String>()));
+                    }
+                    if !valid && acc {
+                        if c.warnings.iter().any(|w| w.keyword != "format" || !w.message.starts_with("unknown format")) {
+                            st.loose_false_accept_warned += 1;
+                        } else {
+                            st.loose_false_accept_silent.push(format!("{name} #{i}: {}", text.chars().take(200).collect::<String>()));
+                        }
+                    }
+                }
+            }
+            Err(e) => *st.reasons.entry(format!("(non-strict) {}", reason(&e))).or_default() += 1,
+        }
+    }
+    let pct = |n: usize, d: usize| 100.0 * n as f64 / d.max(1) as f64;
+    println!("JSONSchemaBench (1 in {sample}): {} schemas", st.schemas);
+    println!("  strict:     {} compiled ({:.1}%)", st.strict_ok, pct(st.strict_ok, st.schemas));
+    println!("  non-strict: {} compiled ({:.1}%)", st.loose_ok, pct(st.loose_ok, st.schemas));
+    println!(
+        "  strict: valid accepted {} / invalid rejected {}; false rejections {}, false acceptances {}",
+        st.strict_valid_accepted,
+        st.strict_invalid_rejected,
+        st.strict_false_reject.len(),
+        st.strict_false_accept.len()
+    );
+    println!(
+        "  non-strict: false rejections {}, false acceptances with warning {}, without warning {}",
+        st.loose_false_reject.len(),
+        st.loose_false_accept_warned,
+        st.loose_false_accept_silent.len()
+    );
+    let mut t = st.times.clone();
+    t.sort();
+    if !t.is_empty() {
+        let p = |q: f64| t[((t.len() - 1) as f64 * q) as usize];
+        println!("  compile time (strict, incl. failures): p50 {:?} p90 {:?} p99 {:?} max {:?}", p(0.5), p(0.9), p(0.99), t[t.len() - 1]);
+    }
+    let mut reasons: Vec<_> = st.reasons.iter().collect();
+    reasons.sort_by(|a, b| b.1.cmp(a.1));
+    for (r, n) in reasons.iter().take(40) {
+        println!("  not compiled x{n}: {r}");
+    }
+    for (what, v) in [
+        ("STRICT FALSE REJECT", &st.strict_false_reject),
+        ("STRICT FALSE ACCEPT", &st.strict_false_accept),
+        ("NON-STRICT FALSE REJECT", &st.loose_false_reject),
+        ("NON-STRICT SILENT FALSE ACCEPT", &st.loose_false_accept_silent),
+    ] {
+        for x in v.iter().take(30) {
+            println!("{what}: {x}");
+        }
+    }
+    assert!(st.strict_false_reject.is_empty() && st.loose_false_reject.is_empty(), "false rejections");
+    assert!(st.strict_false_accept.is_empty(), "false acceptances in strict mode");
+    assert!(st.loose_false_accept_silent.is_empty(), "false acceptances without warning in non-strict mode");
+}
+
+#[test]
+fn jsonschemabench_sample() {
+    run(8);
+}
+
+#[test]
+#[ignore]
+fn jsonschemabench_full() {
+    run(1);
+}

@@ -1,0 +1,275 @@
+//! Unit tests per keyword family, whitespace modes, strict/non-strict diagnostics.
+
+mod common;
+
+use common::Checker;
+use corral_schema::{compile_schema, Draft, Options, PropertyOrder, SchemaError, Whitespace};
+use serde_json::{json, Value};
+
+fn compact() -> Options {
+    Options { whitespace: Whitespace::Compact, ..Default::default() }
+}
+
+fn ck(schema: Value) -> Checker {
+    ck_with(schema, &compact())
+}
+
+fn ck_with(schema: Value, o: &Options) -> Checker {
+    let c = compile_schema(&schema, o).unwrap_or_else(|e| panic!("{schema}: {e}"));
+    Checker::new(&c.grammar)
+}
+
+fn yes(c: &Checker, inputs: &[&str]) {
+    for i in inputs {
+        assert!(c.accepts(i), "should accept {i}");
+    }
+}
+
+fn no(c: &Checker, inputs: &[&str]) {
+    for i in inputs {
+        assert!(!c.accepts(i), "should reject {i}");
+    }
+}
+
+#[test]
+fn types() {
+    let c = ck(json!({"type": ["string", "null"]}));
+    yes(&c, &["null", "\"a\""]);
+    no(&c, &["1", "true", "[]", "{}"]);
+    let c = ck(json!({"type": "integer"}));
+    yes(&c, &["0", "-12", "1.0", "1.000", "1e16", "1.5e20"]);
+    no(&c, &["1.5", "01", "-", "1e2x", "1.", "00"]);
+    let c = ck(json!({"type": "number"}));
+    yes(&c, &["0", "-1.5e-3", "1E+2", "0.0"]);
+    no(&c, &["+1", ".5", "1.e3", "NaN"]);
+    let c = ck(json!(true));
+    yes(&c, &["{\"a\":[1,{\"b\":null}]}", "\"x\"", "[]"]);
+}
+
+#[test]
+fn enum_const() {
+    let c = ck(json!({"enum": [1, "a/b", null, {"x": [1, 2]}]}));
+    yes(&c, &["1", "1.0", "1e0", "\"a/b\"", "\"a\\/b\"", "\"\\u0061/b\"", "null", "{\"x\":[1,2]}", "{\"x\":[1.0,2]}"]);
+    no(&c, &["2", "\"a\"", "{\"x\":[2,1]}", "{}", "true"]);
+    let c = ck(json!({"const": {"a": 1, "b": 2}}));
+    yes(&c, &["{\"a\":1,\"b\":2}", "{\"b\":2,\"a\":1}"]);
+    no(&c, &["{\"a\":1}", "{\"a\":1,\"b\":2,\"a\":1}", "{\"a\":1,\"a\":1}"]);
+    // enum filtered by other constraints
+    let c = ck(json!({"enum": ["a", "bb", 3], "type": "string", "minLength": 2}));
+    yes(&c, &["\"bb\""]);
+    no(&c, &["\"a\"", "3"]);
+}
+
+#[test]
+fn strings() {
+    let c = ck(json!({"type": "string", "minLength": 2, "maxLength": 3}));
+    yes(&c, &["\"ab\"", "\"\\u00e9\\n\"", "\"😀😀\"", "\"\\ud83d\\ude00ab\""]);
+    no(&c, &["\"a\"", "\"abcd\"", "\"\\ud83d\"", "\"\u{1}a\""]);
+    let c = ck(json!({"type": "string", "pattern": "^[a-z]+-\\d{2}$"}));
+    yes(&c, &["\"ab-12\"", "\"\\u0061-12\""]);
+    no(&c, &["\"ab-1\"", "\"Ab-12\"", "\"ab-123\""]);
+    let c = ck(json!({"type": "string", "pattern": "b"}));
+    yes(&c, &["\"abc\"", "\"b\""]);
+    no(&c, &["\"ac\""]);
+    let c = ck(json!({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3}));
+    yes(&c, &["\"abc\""]);
+    no(&c, &["\"abcd\"", "\"\""]);
+    // pattern + length that needs the automaton product
+    let c = ck(json!({"type": "string", "pattern": "^(ab|c)+$", "minLength": 3, "maxLength": 4}));
+    yes(&c, &["\"abc\"", "\"cab\"", "\"abab\"", "\"ccc\""]);
+    no(&c, &["\"ab\"", "\"ababc\"", "\"abca\""]);
+    // large maxLength
+    let c = ck(json!({"type": "string", "maxLength": 100000}));
+    yes(&c, &["\"\"", &format!("\"{}\"", "x".repeat(5000))]);
+    let c = ck(json!({"type": "string", "minLength": 300, "maxLength": 301}));
+    yes(&c, &[&format!("\"{}\"", "x".repeat(300)), &format!("\"{}\"", "x".repeat(301))]);
+    no(&c, &[&format!("\"{}\"", "x".repeat(299)), &format!("\"{}\"", "x".repeat(302))]);
+    // look-around is unsupported, with the keyword's pointer
+    let e = compile_schema(&json!({"properties": {"a": {"pattern": "(?=x)"}}}), &compact()).unwrap_err();
+    assert!(matches!(&e, SchemaError::Unsupported { pointer, keyword, .. } if pointer == "/properties/a/pattern" && keyword == "pattern"), "{e}");
+}
+
+#[test]
+fn formats() {
+    let c = ck(json!({"format": "date-time"}));
+    yes(&c, &["\"1985-04-12T23:20:50.52Z\"", "\"1998-12-31T23:59:60Z\"", "\"1998-12-31T15:59:60-08:00\"", "\"2020-02-29t00:00:00+01:00\"", "5"]);
+    no(&c, &["\"1998-12-31T23:58:60Z\"", "\"2021-02-29T00:00:00Z\"", "\"1985-04-12T23:20:50\"", "\"1985-04-12 23:20:50Z\""]);
+    let c = ck(json!({"type": "string", "format": "email"}));
+    yes(&c, &["\"a.b@example.com\"", "\"\\\"joe bloggs\\\"@example.com\"", "\"x@[127.0.0.1]\""]);
+    no(&c, &["\"a..b@example.com\"", "\"ab\"", "\"a@-b.com\""]);
+    let c = ck(json!({"type": "string", "format": "uuid"}));
+    yes(&c, &["\"2eb8aa08-aa98-11ea-b4aa-73b441d16380\""]);
+    no(&c, &["\"2eb8aa08aa9811eab4aa73b441d16380\""]);
+    // not enforceable: strict error, non-strict warning
+    let e = compile_schema(&json!({"format": "hostname"}), &compact()).unwrap_err();
+    assert!(matches!(e, SchemaError::Unsupported { ref keyword, .. } if keyword == "format"));
+    let c = compile_schema(&json!({"format": "hostname"}), &Options { strict: false, ..compact() }).unwrap();
+    assert_eq!(c.warnings.len(), 1);
+    assert_eq!(c.warnings[0].pointer, "/format");
+    // unknown format: annotation with a notice
+    let c = compile_schema(&json!({"format": "int32"}), &compact()).unwrap();
+    assert_eq!(c.warnings.len(), 1);
+}
+
+#[test]
+fn numbers() {
+    let c = ck(json!({"type": "integer", "minimum": -5, "exclusiveMaximum": 100}));
+    yes(&c, &["-5", "0", "99", "99.0", "-0"]);
+    no(&c, &["-6", "100", "100.0", "1000", "5.5"]);
+    let c = ck(json!({"type": "number", "minimum": 0.5, "maximum": 1e3}));
+    yes(&c, &["0.5", "0.50", "1000", "5e2", "1E3", "999.999", "5.0e-1"]);
+    no(&c, &["0.49", "1000.01", "-1", "1.1e3", "4.9e-1"]);
+    let c = ck(json!({"type": "integer", "minimum": 12345678901234567890u64}));
+    yes(&c, &["12345678901234567890", "99999999999999999999"]);
+    no(&c, &["12345678901234567889", "1"]);
+    let c = ck(json!({"type": "integer", "multipleOf": 3}));
+    yes(&c, &["0", "3", "-9", "12", "3.0"]);
+    no(&c, &["1", "10", "4.0"]);
+    let c = ck(json!({"type": "number", "multipleOf": 0.01, "maximum": 10}));
+    yes(&c, &["0.01", "9.99", "10", "-3.5"]);
+    no(&c, &["0.001", "10.01"]);
+    // draft 4 boolean exclusiveMinimum
+    let c = ck_with(json!({"$schema": "http://json-schema.org/draft-04/schema#", "minimum": 1, "exclusiveMinimum": true}), &compact());
+    yes(&c, &["1.5", "2"]);
+    no(&c, &["1", "0"]);
+}
+
+#[test]
+fn objects() {
+    let s = json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}}, "required": ["a"], "additionalProperties": false});
+    let c = ck(s.clone());
+    yes(&c, &["{\"a\":1}", "{\"b\":\"x\",\"a\":1}", "{\"c\":true,\"b\":\"\",\"a\":0}"]);
+    no(&c, &["{}", "{\"b\":\"x\"}", "{\"a\":1,\"a\":2}", "{\"a\":1,\"d\":1}", "{\"a\":\"x\"}"]);
+    // schema order
+    let c = ck_with(s, &Options { property_order: PropertyOrder::SchemaOrder, ..compact() });
+    yes(&c, &["{\"a\":1,\"b\":\"x\"}", "{\"a\":1,\"c\":true}"]);
+    no(&c, &["{\"b\":\"x\",\"a\":1}", "{\"a\":1,\"a\":1}"]);
+    // additional properties with a schema, keys other than the declared ones
+    let c = ck(json!({"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}}));
+    yes(&c, &["{\"a\":1,\"b\":\"x\"}", "{\"zz\":\"x\",\"a\":2}", "{}"]);
+    no(&c, &["{\"a\":\"x\"}", "{\"\\u0061\":\"x\"}", "{\"b\":1}"]);
+    // patternProperties + propertyNames + counts
+    let c = ck(json!({"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": false, "propertyNames": {"maxLength": 3}, "minProperties": 1, "maxProperties": 2}));
+    yes(&c, &["{\"x-a\":1}", "{\"x-a\":1,\"x-b\":2}"]);
+    no(&c, &["{}", "{\"x-ab\":1}", "{\"y\":1}", "{\"x-a\":\"s\"}", "{\"x-a\":1,\"x-b\":2,\"x-c\":3}"]);
+    // dependentRequired
+    let c = ck(json!({"dependentRequired": {"a": ["b"]}}));
+    yes(&c, &["{\"b\":1}", "{\"a\":1,\"b\":2}", "{}"]);
+    no(&c, &["{\"a\":1}"]);
+}
+
+#[test]
+fn any_order_bound() {
+    let props: serde_json::Map<String, Value> = (0..12).map(|i| (format!("p{i}"), json!({"type": "integer"}))).collect();
+    let s = json!({"type": "object", "properties": props, "additionalProperties": false});
+    let e = compile_schema(&s, &compact()).unwrap_err();
+    assert!(matches!(&e, SchemaError::Unsupported { keyword, message, .. } if keyword == "properties" && message.contains("SchemaOrder")), "{e}");
+    let c = compile_schema(&s, &Options { property_order: PropertyOrder::SchemaOrder, ..compact() }).unwrap();
+    assert!(Checker::new(&c.grammar).accepts("{\"p0\":1,\"p5\":2}"));
+    let c = compile_schema(&s, &Options { strict: false, ..compact() }).unwrap();
+    assert_eq!(c.warnings[0].pointer, "/properties");
+    let k = Checker::new(&c.grammar);
+    assert!(k.accepts("{\"p5\":1,\"p0\":2}"));
+    let c = compile_schema(&s, &Options { max_any_order_properties: 12, ..compact() }).unwrap();
+    assert!(Checker::new(&c.grammar).accepts("{\"p11\":1,\"p0\":2}"));
+}
+
+#[test]
+fn arrays() {
+    let c = ck(json!({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}));
+    yes(&c, &["[1]", "[1,2,3]"]);
+    no(&c, &["[]", "[1,2,3,4]", "[\"a\"]"]);
+    let c = ck(json!({"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false}));
+    yes(&c, &["[]", "[\"a\"]", "[\"a\",1]"]);
+    no(&c, &["[1]", "[\"a\",1,2]"]);
+    let c = ck_with(json!({"items": [{"type": "string"}], "additionalItems": {"type": "integer"}}), &Options { default_draft: Draft::Draft7, ..compact() });
+    yes(&c, &["[\"a\",1,2]", "[]"]);
+    no(&c, &["[\"a\",\"b\"]"]);
+    let c = ck(json!({"contains": {"const": 5}, "minContains": 2, "maxContains": 3, "items": {"type": "integer"}}));
+    yes(&c, &["[5,5]", "[1,5,2,5,5]"]);
+    no(&c, &["[5]", "[5,5,5,5]", "[]"]);
+    let c = ck(json!({"items": {"enum": ["a", "b", "c"]}, "uniqueItems": true}));
+    yes(&c, &["[]", "[\"a\",\"c\"]", "[\"c\",\"b\",\"a\"]"]);
+    no(&c, &["[\"a\",\"a\"]"]);
+    let e = compile_schema(&json!({"properties": {"tags": {"type": "array", "uniqueItems": true}}}), &compact()).unwrap_err();
+    assert!(matches!(&e, SchemaError::Unsupported { pointer, .. } if pointer == "/properties/tags/uniqueItems"), "{e}");
+    let c = compile_schema(&json!({"properties": {"tags": {"type": "array", "uniqueItems": true}}}), &Options { strict: false, ..compact() }).unwrap();
+    assert_eq!(c.warnings.len(), 1);
+    assert_eq!(c.warnings[0].pointer, "/properties/tags/uniqueItems");
+    assert!(Checker::new(&c.grammar).accepts("{\"tags\":[1,1]}"));
+}
+
+#[test]
+fn combinators() {
+    let c = ck(json!({"anyOf": [{"type": "string", "maxLength": 1}, {"type": "integer"}]}));
+    yes(&c, &["\"a\"", "3"]);
+    no(&c, &["\"ab\"", "1.5"]);
+    let c = ck(json!({"oneOf": [{"type": "integer"}, {"minimum": 2}]}));
+    yes(&c, &["1", "2.5"]);
+    no(&c, &["3", "1.5"]);
+    let c = ck(json!({"allOf": [{"properties": {"a": {"minimum": 1}}}, {"properties": {"a": {"maximum": 3}}}], "required": ["a"]}));
+    yes(&c, &["{\"a\":2}"]);
+    no(&c, &["{\"a\":0}", "{\"a\":4}", "{}"]);
+    let c = ck(json!({"not": {"required": ["a"]}, "type": "object"}));
+    yes(&c, &["{}", "{\"b\":1}"]);
+    no(&c, &["{\"a\":1}"]);
+    let c = ck(json!({"not": {"enum": ["a", 1]}}));
+    yes(&c, &["\"b\"", "2", "null"]);
+    no(&c, &["\"a\"", "1", "1.0"]);
+    let c = ck(json!({"if": {"properties": {"k": {"const": "n"}}}, "then": {"properties": {"v": {"type": "integer"}}}, "else": {"properties": {"v": {"type": "string"}}}}));
+    yes(&c, &["{\"k\":\"n\",\"v\":1}", "{\"k\":\"s\",\"v\":\"x\"}"]);
+    no(&c, &["{\"k\":\"n\",\"v\":\"x\"}", "{\"k\":\"s\",\"v\":1}"]);
+}
+
+#[test]
+fn refs() {
+    let s = json!({
+        "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#/$defs/node"}}, "additionalProperties": false},
+                  "a/b~c": {"type": "boolean"}, "per%cent": {"type": "null"}},
+        "properties": {"list": {"$ref": "#/$defs/node"}, "x": {"$ref": "#/$defs/a~1b~0c"}, "y": {"$ref": "#/$defs/per%25cent"}}
+    });
+    let c = ck(s);
+    yes(&c, &["{\"list\":{\"v\":1,\"next\":{\"next\":{}}}}", "{\"x\":true,\"y\":null}"]);
+    no(&c, &["{\"list\":{\"next\":{\"w\":1}}}", "{\"x\":1}", "{\"y\":1}"]);
+    let c = ck(json!({"definitions": {"s": {"type": "string"}}, "items": {"$ref": "#/definitions/s"}}));
+    yes(&c, &["[\"a\"]"]);
+    no(&c, &["[1]"]);
+    let c = ck(json!({"type": "string", "nullable": true}));
+    yes(&c, &["null", "\"a\""]);
+}
+
+#[test]
+fn whitespace_modes() {
+    let s = json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}});
+    let c = ck_with(s.clone(), &Options::default());
+    yes(&c, &["{ \"a\" : [ 1 , 2 ] }", " {\n  \"a\": [1, 2]\n}\n", "{}"]);
+    no(&c, &[&format!("{{{}}}", " ".repeat(21))]);
+    let c = ck_with(s.clone(), &compact());
+    no(&c, &["{ \"a\":[1]}"]);
+    let fixed = Options { whitespace: Whitespace::Fixed { indent: Some(2), item_sep: ",".into(), key_sep: ": ".into() }, ..Default::default() };
+    let c = ck_with(s.clone(), &fixed);
+    yes(&c, &["{\n  \"a\": [\n    1,\n    2\n  ]\n}", "{}", "{\n  \"a\": []\n}"]);
+    no(&c, &["{\"a\": [1, 2]}", "{\n  \"a\": [1,2]\n}"]);
+    let one_line = Options { whitespace: Whitespace::Fixed { indent: None, item_sep: ", ".into(), key_sep: ": ".into() }, ..Default::default() };
+    let c = ck_with(s, &one_line);
+    yes(&c, &["{\"a\": [1, 2]}"]);
+    no(&c, &["{\"a\":[1,2]}"]);
+}
+
+#[test]
+fn keywords_used_and_annotations() {
+    let c = compile_schema(&json!({"title": "t", "x-custom": 1, "type": "string", "description": "d"}), &compact()).unwrap();
+    assert!(c.warnings.is_empty());
+    assert!(c.keywords_used.contains("x-custom") && c.keywords_used.contains("type") && c.keywords_used.contains("title"));
+}
+
+#[test]
+fn loose_large_object() {
+    let props: serde_json::Map<String, Value> = ["cz", "dk", "fr", "de", "gr", "it", "pl", "tr", "en", "jp", "es"].iter().map(|k| (k.to_string(), json!({"type": "string"}))).collect();
+    let s = json!({"type": "object", "properties": props, "required": ["en", "de"], "additionalProperties": false});
+    let c = compile_schema(&s, &Options { strict: false, ..compact() }).unwrap();
+    let k = Checker::new(&c.grammar);
+    assert!(k.accepts("{\"de\":\"a\",\"en\":\"b\"}"));
+    assert!(k.accepts("{\"cz\":\"T\",\"dk\":\"T\",\"de\":\"a\",\"en\":\"b\"}"));
+    assert!(!k.accepts("{\"cz\":\"T\"}"));
+}
