@@ -294,7 +294,7 @@ fn pct_decode(s: &str) -> String {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() + 0 && i + 2 <= b.len() - 1 + 0 {
+        if b[i] == b'%' && i + 2 < b.len() {
             if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
                 out.push(v);
                 i += 3;
@@ -1232,7 +1232,7 @@ impl<'a> Compiler<'a> {
                 match vy {
                     None => return Ok(true),
                     Some(ys) => {
-                        if y.required.contains(k) || true {
+                        {
                             let vx = self.prop_schemas(x, k).unwrap_or_default();
                             if vx.is_empty() || ys.is_empty() {
                                 continue;
@@ -1288,7 +1288,20 @@ impl<'a> Compiler<'a> {
         let p = n.ptr.clone();
         let base = n.base.clone();
         let mut out: Vec<Value> = Vec::new();
-        let unsup = |s: &mut Self, kw: &str| -> Res<()> { s.unsupported(&p, "not", format!("the negation of '{kw}' cannot be expressed (not ignored)")) };
+        // non-strict: a keyword whose violations cannot be expressed contributes every value of
+        // its type to the negation (looser)
+        let loose_branches: std::cell::RefCell<Vec<Value>> = Default::default();
+        let unsup = |s: &mut Self, kw: &str| -> Res<()> {
+            s.unsupported(&p, "not", format!("the negation of '{kw}' cannot be expressed"))?;
+            let t = match kw {
+                "items" | "contains" | "uniqueItems" => T_ARR,
+                "patternProperties" | "additionalProperties" | "propertyNames" => T_OBJ,
+                "format" => T_STR,
+                _ => T_ALL,
+            };
+            loose_branches.borrow_mut().push(json!({ "x-corral-types": t }));
+            Ok(())
+        };
         if f.never {
             return Ok(vec![self.own(json!(true), &p, &base)]);
         }
@@ -1399,6 +1412,7 @@ impl<'a> Compiler<'a> {
         if !f.prop_names.is_empty() {
             unsup(self, "propertyNames")?;
         }
+        out.extend(loose_branches.into_inner());
         Ok(out.into_iter().map(|v| self.own(v, &p, &base)).collect())
     }
 
@@ -2435,15 +2449,25 @@ impl<'a> Compiler<'a> {
         };
         let any_key = CDfa::from_rx(&star(any_char()), 10).unwrap();
         let mut pat_dfas = Vec::new();
+        let mut any_extra = false;
         for (p, _, pi) in &pats {
             match self.pattern_dfa(p) {
                 Ok(d) => pat_dfas.push(Some(d)),
                 Err(e) => {
                     let ptr = f.obj_parts[*pi].ptr.clone();
                     self.unsupported(&ptr, "patternProperties", e)?;
+                    // non-strict: keys it might match are allowed with any value
+                    any_extra = true;
                     pat_dfas.push(None);
                 }
             }
+        }
+        if any_extra {
+            let kd = any_key.minus(&decl_dfa, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?;
+            let key_body = self.dfa_expr(&kd, true);
+            let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
+            let v = self.conj(vec![], &BTreeSet::new(), depth + 1)?;
+            extras.push(seq(vec![key, self.lay.colon(), v]));
         }
         for mask in 0u32..(1 << pats.len()) {
             // value schemas for keys matching exactly the patterns in mask
@@ -2843,7 +2867,7 @@ impl<'a> Compiler<'a> {
                     }
                     let (prefix_key, rest): (Option<&str>, Option<Item<'a>>) = match (k.as_str(), s) {
                         ("items", Value::Array(_)) => (Some("items"), self.child(it, &["additionalItems"])),
-                        ("items", _) => (if m.contains_key("prefixItems") { None } else { None }, self.child(it, &["items"])),
+                        ("items", _) => (None, self.child(it, &["items"])),
                         _ => (Some("prefixItems"), None),
                     };
                     let plen = prefix_key.and_then(|pk| m.get(pk)).and_then(|x| x.as_array()).map(|x| x.len()).unwrap_or(0);

@@ -262,7 +262,6 @@ fn translate_ecma(p: &str) -> Result<String, PatternError> {
                     out.push_str(r"\}");
                 }
             }
-            ' ' | '#' => out.push_str(&escape_char(ch)),
             _ => out.push(ch),
         }
     }
@@ -273,8 +272,8 @@ fn translate_ecma(p: &str) -> Result<String, PatternError> {
 }
 
 fn escape_char(c: char) -> String {
-    if c.is_ascii_punctuation() || c == ' ' {
-        format!("\\{c}")
+    if c.is_ascii_punctuation() {
+        format!("\\x{{{:X}}}", c as u32)
     } else {
         c.to_string()
     }
@@ -283,7 +282,7 @@ fn escape_char(c: char) -> String {
 fn escape_char_in_class(c: char) -> String {
     match c {
         '^' | '-' => c.to_string(),
-        _ if c.is_ascii_punctuation() || c == ' ' => format!("\\{c}"),
+        _ if c.is_ascii_punctuation() => format!("\\x{{{:X}}}", c as u32),
         _ => c.to_string(),
     }
 }
@@ -747,6 +746,8 @@ mod tests {
         assert!(ecma_search("(a)\\1").is_err());
         assert!(m("^[\\w-]+$", "a-b_c"));
         assert!(m("^\\S+@\\S+$", "a@b"));
+        assert!(m("^Let's Go #1$", "Let's Go #1"));
+        assert!(m("^[a b]+$", "a b"));
     }
 
     #[test]
