@@ -146,18 +146,7 @@ def generate(
     >>> res.finished, res.text.isdigit(), res.steps + res.forced == len(res.token_ids)
     (True, True, True)
     """
-    if not isinstance(vocab, Vocabulary):
-        raise UsageError(f"vocab must be a corral.Vocabulary, got {type(vocab).__name__}")
-    if isinstance(grammar_or_compiled, _native.CompiledGrammar):
-        compiled = grammar_or_compiled
-        if compiled.vocab.fingerprint != vocab.fingerprint:
-            raise UsageError("the compiled grammar was compiled against another vocabulary")
-    elif isinstance(grammar_or_compiled, _native.Grammar):
-        compiled = _compile(grammar_or_compiled, vocab)
-    else:
-        raise UsageError(f"expected a corral.Grammar or CompiledGrammar, got {type(grammar_or_compiled).__name__}")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
-        raise UsageError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
+    compiled = _checked_args(grammar_or_compiled, vocab, max_tokens)
     params = params if params is not None else SamplingParams()
     prompt = [int(i) for i in prompt_ids]
 
@@ -219,3 +208,20 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+
+
+def _checked_args(grammar_or_compiled: Any, vocab: Vocabulary, max_tokens: Any) -> "_native.CompiledGrammar":
+    """Validates the common arguments of the decode loops; returns the compiled grammar."""
+    if not isinstance(vocab, Vocabulary):
+        raise UsageError(f"vocab must be a corral.Vocabulary, got {type(vocab).__name__}")
+    if isinstance(grammar_or_compiled, _native.CompiledGrammar):
+        compiled = grammar_or_compiled
+        if compiled.vocab.fingerprint != vocab.fingerprint:
+            raise UsageError("the compiled grammar was compiled against another vocabulary")
+    elif isinstance(grammar_or_compiled, _native.Grammar):
+        compiled = _compile(grammar_or_compiled, vocab)
+    else:
+        raise UsageError(f"expected a corral.Grammar or CompiledGrammar, got {type(grammar_or_compiled).__name__}")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+        raise UsageError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
+    return compiled

@@ -42,10 +42,9 @@ import numpy as np
 import torch
 
 from . import _native
-from .compiler import compile as _compile
 from .errors import InternalError, TokenizerError, UsageError
 from .forced import forced_tokens
-from .generate import GenerationResult, _as_logits, _single_token
+from .generate import GenerationResult, _as_logits, _checked_args, _single_token
 from .logits import apply_token_bitmask_inplace
 from .sampling import SamplingParams, apply_penalties, apply_temperature, apply_truncation
 from .vocab import Vocabulary
@@ -744,18 +743,7 @@ def generate(
     >>> res.text, res.finished, res.metrics.verify_passes < len(res.token_ids)
     ('abababababababab', True, True)
     """
-    if not isinstance(vocab, Vocabulary):
-        raise UsageError(f"vocab must be a corral.Vocabulary, got {type(vocab).__name__}")
-    if isinstance(grammar_or_compiled, _native.CompiledGrammar):
-        compiled = grammar_or_compiled
-        if compiled.vocab.fingerprint != vocab.fingerprint:
-            raise UsageError("the compiled grammar was compiled against another vocabulary")
-    elif isinstance(grammar_or_compiled, _native.Grammar):
-        compiled = _compile(grammar_or_compiled, vocab)
-    else:
-        raise UsageError(f"expected a corral.Grammar or CompiledGrammar, got {type(grammar_or_compiled).__name__}")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
-        raise UsageError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
+    compiled = _checked_args(grammar_or_compiled, vocab, max_tokens)
     k = _check_k(k)
     params = params if params is not None else SamplingParams()
     drafter = drafter if drafter is not None else NgramDrafter(3, k)
