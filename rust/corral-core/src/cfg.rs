@@ -5,6 +5,7 @@
 //! pieces into one terminal (fewer parser steps) never changes what is accepted.
 
 use crate::dfa::Dfa;
+use crate::perm::{Perm, PermMember, PermState};
 
 /// A grammar symbol packed in a `u32`: terminals carry [`Sym::TERMINAL_BIT`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -13,6 +14,8 @@ pub struct Sym(pub u32);
 impl Sym {
     /// Bit marking a terminal.
     pub const TERMINAL_BIT: u32 = 1 << 31;
+    /// Bit marking a key set (see [`crate::perm`]).
+    pub const PERM_BIT: u32 = 1 << 30;
     /// Marker for "dot at the end of a production".
     pub const END: Sym = Sym(u32::MAX);
 
@@ -24,6 +27,15 @@ impl Sym {
     pub fn n(n: u32) -> Sym {
         Sym(n)
     }
+    /// Key set `k`.
+    pub fn perm(k: u32) -> Sym {
+        Sym(k | Self::PERM_BIT)
+    }
+    /// Key set index if this is a key set.
+    #[inline(always)]
+    pub fn as_perm(self) -> Option<u32> {
+        (self.0 & (Self::TERMINAL_BIT | Self::PERM_BIT) == Self::PERM_BIT).then_some(self.0 & !Self::PERM_BIT)
+    }
     /// Terminal index if this is a terminal.
     #[inline(always)]
     pub fn as_terminal(self) -> Option<u32> {
@@ -32,7 +44,7 @@ impl Sym {
     /// Nonterminal index if this is a nonterminal.
     #[inline(always)]
     pub fn as_nonterminal(self) -> Option<u32> {
-        (self.0 & Self::TERMINAL_BIT == 0).then_some(self.0)
+        (self.0 & (Self::TERMINAL_BIT | Self::PERM_BIT) == 0).then_some(self.0)
     }
 }
 
@@ -92,12 +104,38 @@ pub struct Cfg {
     pub pred_nts: Vec<Vec<u32>>,
     /// Number of rules in the source grammar.
     pub source_rules: usize,
+    /// Key sets (any-order members; see [`crate::perm`]).
+    pub perms: Vec<Perm>,
+    /// For each nonterminal, the key set member it derives, if any.
+    pub perm_member: Vec<Option<PermMember>>,
 }
 
 impl Cfg {
     /// Builds the derived tables (dots, nullable) from productions. Productions must be productive.
     pub fn new(nt_names: Vec<String>, productions: Vec<Production>, terminals: Vec<Terminal>, start: u32, source_rules: usize, limits: &crate::limits::Limits) -> crate::error::Result<Cfg> {
+        Self::with_perms(nt_names, productions, terminals, Vec::new(), start, source_rules, limits)
+    }
+
+    /// [`Cfg::new`] for a grammar with key sets (productions `perms[k].lhs ::= Sym::perm(k)`).
+    pub fn with_perms(
+        nt_names: Vec<String>,
+        productions: Vec<Production>,
+        terminals: Vec<Terminal>,
+        perms: Vec<Perm>,
+        start: u32,
+        source_rules: usize,
+        limits: &crate::limits::Limits,
+    ) -> crate::error::Result<Cfg> {
         let n = nt_names.len();
+        let mut perm_member = vec![None; n];
+        for (k, p) in perms.iter().enumerate() {
+            let slots = p.first.iter().zip(&p.next).enumerate().map(|(i, (&f, &x))| (i, f, x)).chain(p.extra.map(|(f, x)| (p.len(), f, x)));
+            for (i, f, x) in slots {
+                perm_member[f as usize] = Some(PermMember { perm: k as u32, member: i as u32, next: false });
+                perm_member[x as usize] = Some(PermMember { perm: k as u32, member: i as u32, next: true });
+            }
+        }
+        let perm_nullable: Vec<bool> = perms.iter().map(|p| p.viable(&PermState::default()) && p.can_finish(&PermState::default())).collect();
         let mut prod_starts_of = vec![Vec::new(); n];
         let mut dots = Vec::new();
         for p in &productions {
@@ -111,7 +149,9 @@ impl Cfg {
         loop {
             let mut changed = false;
             for p in &productions {
-                if !nullable[p.lhs as usize] && p.rhs.iter().all(|s| s.as_nonterminal().is_some_and(|n| nullable[n as usize])) {
+                if !nullable[p.lhs as usize]
+                    && p.rhs.iter().all(|s| s.as_nonterminal().is_some_and(|n| nullable[n as usize]) || s.as_perm().is_some_and(|k| perm_nullable[k as usize]))
+                {
                     nullable[p.lhs as usize] = true;
                     changed = true;
                 }
@@ -120,7 +160,19 @@ impl Cfg {
                 break;
             }
         }
+        for p in &perms {
+            for &f in p.first.iter().chain(p.extra.iter().map(|e| &e.0)) {
+                if nullable[f as usize] {
+                    return Err(crate::error::Error::GrammarInvalid {
+                        message: format!("key set member '{}' matches the empty string", nt_names[f as usize]),
+                        location: None,
+                    });
+                }
+            }
+        }
         let mut cfg = Cfg {
+            perms,
+            perm_member,
             nt_names,
             productions,
             prod_starts_of,
@@ -169,6 +221,21 @@ impl Cfg {
                             if t_seen[t as usize] != stamp {
                                 t_seen[t as usize] = stamp;
                                 terms.push(t);
+                            }
+                            break;
+                        }
+                        if let Some(k) = next.as_perm() {
+                            // The item starts in the empty state: predict every member it allows.
+                            let p = &self.perms[k as usize];
+                            let s0 = PermState::default();
+                            for m in (0..p.len()).map(Some).chain(p.extra.map(|_| None)) {
+                                if p.step(&s0, m).is_some() {
+                                    let z = p.member_nt(&s0, m) as usize;
+                                    if nt_seen[z] != stamp {
+                                        nt_seen[z] = stamp;
+                                        stack.push(z as u32);
+                                    }
+                                }
                             }
                             break;
                         }

@@ -4,15 +4,19 @@
 //! Rows are created only at terminal boundaries; inside a terminal the DFA does the work.
 
 use crate::cfg::{Cfg, Sym};
+use crate::perm::PermStates;
 use rustc_hash::FxHashSet;
 
-/// An Earley item: a dotted position and the row where its production started.
+/// An Earley item: a dotted position, the row where its production started and, for an item
+/// before a key set, the key-set state (an index into the parser's [`PermStates`]; else 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Item {
     /// Dot id (see [`Cfg::dots`]).
     pub dot: u32,
     /// Origin row.
     pub origin: u32,
+    /// Key-set state (see [`crate::perm`]); 0 for every other item.
+    pub aux: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -31,9 +35,11 @@ pub struct Parser {
     rows: Vec<Row>,
     row_terms: Vec<u32>,
     /// Keys of this row's items whose origin is an earlier row (few; linear dedup).
-    extra: Vec<u64>,
+    extra: Vec<u128>,
     /// Hash dedup once `extra` grows large.
-    seen: FxHashSet<u64>,
+    seen: FxHashSet<u128>,
+    /// Key-set states referred to by items.
+    perm_states: PermStates,
     nt_stamp: Vec<u32>,
     term_stamp: Vec<u32>,
     dot_stamp: Vec<u32>,
@@ -107,6 +113,9 @@ impl Parser {
                 let it = self.items[k as usize];
                 let o = if it.origin as usize == i { 0x5e1f_u128 } else { self.hashes[it.origin as usize] };
                 h = hash_step(h, (it.dot as u64) << 1 | 1);
+                if it.aux != 0 {
+                    h = hash_step(h, self.perm_states.hash(it.aux));
+                }
                 h = hash_step(h, o as u64);
                 h = hash_step(h, (o >> 64) as u64);
             }
@@ -130,7 +139,7 @@ impl Parser {
 
     /// Heap bytes held.
     pub fn memory_bytes(&self) -> usize {
-        self.items.capacity() * 8 + self.rows.capacity() * 20 + self.row_terms.capacity() * 4
+        self.items.capacity() * 12 + self.rows.capacity() * 20 + self.row_terms.capacity() * 4 + self.perm_states.memory_bytes()
     }
 
     fn begin_row(&mut self) {
@@ -153,7 +162,7 @@ impl Parser {
     /// Adds an item whose origin is an earlier row, unless present.
     #[inline]
     fn add(&mut self, it: Item) {
-        let key = ((it.dot as u64) << 32) | it.origin as u64;
+        let key = ((it.aux as u128) << 64) | ((it.dot as u128) << 32) | it.origin as u128;
         if self.extra.len() < LINEAR_DEDUP {
             if self.extra.contains(&key) {
                 return;
@@ -187,7 +196,7 @@ impl Parser {
         for &d in &cfg.pred_dots[x as usize] {
             if self.dot_stamp[d as usize] != stamp {
                 self.dot_stamp[d as usize] = stamp;
-                self.items.push(Item { dot: d, origin: cur });
+                self.items.push(Item { dot: d, origin: cur, aux: 0 });
             }
         }
         for &t in &cfg.pred_terms[x as usize] {
@@ -205,7 +214,7 @@ impl Parser {
             for i in row.items_start..row.items_end {
                 let it = self.items[i as usize];
                 if cfg.dots[it.dot as usize].next == want {
-                    self.add(Item { dot: it.dot + 1, origin: it.origin });
+                    self.add(Item { dot: it.dot + 1, origin: it.origin, aux: 0 });
                 }
             }
         }
@@ -230,23 +239,30 @@ impl Parser {
                 if d.lhs == cfg.start && it.origin == 0 {
                     accepting = true;
                 }
-                let o = self.rows[it.origin as usize];
-                let want = Sym::n(d.lhs);
-                for j in o.items_start..o.items_end {
-                    let it2 = self.items[j as usize];
-                    if cfg.dots[it2.dot as usize].next == want {
-                        self.add(Item { dot: it2.dot + 1, origin: it2.origin });
-                    }
-                }
+                self.complete(cfg, d.lhs, it.origin);
             } else if let Some(t) = d.next.as_terminal() {
                 self.add_term(t);
+            } else if let Some(k) = d.next.as_perm() {
+                let p = &cfg.perms[k as usize];
+                let s = self.perm_states.get(it.aux).clone();
+                if p.can_finish(&s) {
+                    self.complete(cfg, d.lhs, it.origin);
+                }
+                for m in (0..p.len()).map(Some).chain(p.extra.map(|_| None)) {
+                    if p.step(&s, m).is_some() {
+                        let x = p.member_nt(&s, m);
+                        if self.nt_stamp[x as usize] != self.stamp {
+                            self.predict(cfg, x, cur);
+                        }
+                    }
+                }
             } else {
                 let x = d.next.0;
                 if self.nt_stamp[x as usize] != self.stamp {
                     self.predict(cfg, x, cur);
                 }
                 if cfg.nullable[x as usize] {
-                    self.add(Item { dot: it.dot + 1, origin: it.origin });
+                    self.add(Item { dot: it.dot + 1, origin: it.origin, aux: 0 });
                 }
             }
         }
@@ -254,5 +270,33 @@ impl Parser {
         row.items_end = self.items.len() as u32;
         row.terms_end = self.row_terms.len() as u32;
         row.accepting = accepting;
+    }
+
+    /// Advances the items of row `origin` waiting for nonterminal `x`, which just completed.
+    fn complete(&mut self, cfg: &Cfg, x: u32, origin: u32) {
+        let o = self.rows[origin as usize];
+        let want = Sym::n(x);
+        let member = cfg.perm_member[x as usize];
+        for j in o.items_start..o.items_end {
+            let it2 = self.items[j as usize];
+            let next = cfg.dots[it2.dot as usize].next;
+            if next == want {
+                self.add(Item { dot: it2.dot + 1, origin: it2.origin, aux: 0 });
+            } else if let (Some(k), Some(m)) = (next.as_perm(), member) {
+                if m.perm != k {
+                    continue;
+                }
+                let p = &cfg.perms[k as usize];
+                let s = self.perm_states.get(it2.aux);
+                if m.next != (s.count != 0) {
+                    continue;
+                }
+                let mi = (m.member as usize != p.len()).then_some(m.member as usize);
+                if let Some(s2) = p.step(s, mi) {
+                    let aux = self.perm_states.intern(s2);
+                    self.add(Item { dot: it2.dot, origin: it2.origin, aux });
+                }
+            }
+        }
     }
 }

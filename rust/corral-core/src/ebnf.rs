@@ -37,6 +37,28 @@ pub enum Expr {
         /// Byte offset in the source, for error messages.
         offset: usize,
     },
+    /// A key set: members in any order, each declared member at most once (see [`PermSpec`]).
+    /// Built programmatically (JSON objects); GBNF has no syntax for it.
+    Perm(Box<PermSpec>),
+}
+
+/// A sequence `m₁ sep m₂ sep … sep mₖ` of members in any order where each declared member
+/// occurs at most once, every required member occurs, `extra` may occur any number of times
+/// and `min ≤ k ≤ max`. This is the language of a JSON object body with any key order: no
+/// finite set of plain context-free rules expresses it without exponential size, so the
+/// parser tracks the set of members used (see [`crate::cfg::Perm`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermSpec {
+    /// Declared members and whether each is required. Members must not match the empty string.
+    pub members: Vec<(Expr, bool)>,
+    /// A member that may repeat (e.g. additional properties), if any.
+    pub extra: Option<Expr>,
+    /// Separator between consecutive members.
+    pub sep: Expr,
+    /// Least number of members.
+    pub min: u32,
+    /// Most number of members, if bounded.
+    pub max: Option<u32>,
 }
 
 /// One rule definition.

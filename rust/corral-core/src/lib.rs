@@ -24,6 +24,7 @@ pub mod mask_cache;
 pub mod mask_fill;
 pub mod matcher;
 pub mod nfa;
+pub mod perm;
 pub mod regex;
 pub mod rx;
 pub mod step;

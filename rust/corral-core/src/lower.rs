@@ -4,6 +4,7 @@
 //! state the matcher reaches can still be completed (this is what makes masks exact).
 
 use crate::cfg::{Cfg, Production, Sym, Terminal};
+use crate::perm::Perm;
 use crate::dfa::Dfa;
 use crate::ebnf::{Expr, GrammarAst};
 use crate::error::{Error, Location, Result};
@@ -57,6 +58,12 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
             rev[j].push(i);
         }
     }
+    // A rule holding a key set is never regular (a key set is not a regular language).
+    for (i, r) in ast.rules.iter().enumerate() {
+        if contains_perm(&r.expr) {
+            remaining[i] += 1;
+        }
+    }
     let mut stack: Vec<usize> = (0..n).filter(|&i| remaining[i] == 0).collect();
     while let Some(i) = stack.pop() {
         regular[i] = true;
@@ -81,6 +88,7 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
         term_index: FxHashMap::default(),
         opt_nt: FxHashMap::default(),
         label: String::new(),
+        perms: Vec::new(),
     };
     for &i in &order {
         let rx = lw.to_rx(&ast.rules[i].expr)?;
@@ -105,9 +113,18 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
     let start = lw.new_nt("<start>".into());
     let root_nt = lw.rule_nt[root_idx].unwrap();
     lw.add_prod(start, vec![Sym::n(root_nt)])?;
-    let Lowerer { nt_names, productions, terminals, .. } = lw;
-    let productions = prune_unproductive(&nt_names, productions, &terminals, start, root)?;
-    Cfg::new(nt_names, productions, terminals, start, n, limits)
+    let Lowerer { nt_names, productions, terminals, mut perms, .. } = lw;
+    let productions = prune_unproductive(&nt_names, productions, &terminals, &mut perms, start, root)?;
+    Cfg::with_perms(nt_names, productions, terminals, perms, start, n, limits)
+}
+
+fn contains_perm(e: &Expr) -> bool {
+    match e {
+        Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().any(contains_perm),
+        Expr::Repeat { inner, .. } => contains_perm(inner),
+        Expr::Perm(_) => true,
+        Expr::Ref { .. } | Expr::Literal(_) | Expr::Terminal(_) => false,
+    }
 }
 
 fn visit_refs(e: &Expr, f: &mut impl FnMut(&str, usize)) {
@@ -115,28 +132,54 @@ fn visit_refs(e: &Expr, f: &mut impl FnMut(&str, usize)) {
         Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(|x| visit_refs(x, f)),
         Expr::Repeat { inner, .. } => visit_refs(inner, f),
         Expr::Ref { name, offset } => f(name, *offset),
+        Expr::Perm(p) => {
+            p.members.iter().for_each(|(m, _)| visit_refs(m, f));
+            p.extra.iter().chain(std::iter::once(&p.sep)).for_each(|x| visit_refs(x, f));
+        }
         Expr::Literal(_) | Expr::Terminal(_) => {}
     }
 }
 
-fn prune_unproductive(names: &[String], prods: Vec<Production>, terms: &[Terminal], start: u32, root: &str) -> Result<Vec<Production>> {
+fn prune_unproductive(names: &[String], prods: Vec<Production>, terms: &[Terminal], perms: &mut [Perm], start: u32, root: &str) -> Result<Vec<Production>> {
     let mut productive = vec![false; names.len()];
+    let mut perm_ok = vec![false; perms.len()];
+    let set_enabled = |p: &mut Perm, productive: &[bool]| {
+        p.enabled = vec![0; p.len().div_ceil(64)];
+        for i in 0..p.len() {
+            if productive[p.first[i] as usize] && productive[p.next[i] as usize] {
+                p.enabled[i / 64] |= 1 << (i % 64);
+            }
+        }
+        p.extra_enabled = p.extra.is_some_and(|(f, x)| productive[f as usize] && productive[x as usize]);
+    };
+    let sym_ok = |s: &Sym, productive: &[bool], perm_ok: &[bool]| match (s.as_terminal(), s.as_perm()) {
+        (Some(t), _) => !terms[t as usize].dfa.is_empty_language(),
+        (None, Some(k)) => perm_ok[k as usize],
+        (None, None) => productive[s.0 as usize],
+    };
     loop {
         let mut changed = false;
         for p in &prods {
-            if !productive[p.lhs as usize]
-                && p.rhs.iter().all(|s| match s.as_terminal() {
-                    Some(t) => !terms[t as usize].dfa.is_empty_language(),
-                    None => productive[s.0 as usize],
-                })
-            {
+            if !productive[p.lhs as usize] && p.rhs.iter().all(|s| sym_ok(s, &productive, &perm_ok)) {
                 productive[p.lhs as usize] = true;
                 changed = true;
+            }
+        }
+        for (k, p) in perms.iter_mut().enumerate() {
+            if !perm_ok[k] {
+                set_enabled(p, &productive);
+                if p.viable(&crate::perm::PermState::default()) {
+                    perm_ok[k] = true;
+                    changed = true;
+                }
             }
         }
         if !changed {
             break;
         }
+    }
+    for p in perms.iter_mut() {
+        set_enabled(p, &productive);
     }
     if !productive[start as usize] {
         return Err(Error::GrammarInvalid {
@@ -144,15 +187,7 @@ fn prune_unproductive(names: &[String], prods: Vec<Production>, terms: &[Termina
             location: None,
         });
     }
-    Ok(prods
-        .into_iter()
-        .filter(|p| {
-            p.rhs.iter().all(|s| match s.as_terminal() {
-                Some(t) => !terms[t as usize].dfa.is_empty_language(),
-                None => productive[s.0 as usize],
-            })
-        })
-        .collect())
+    Ok(prods.into_iter().filter(|p| p.rhs.iter().all(|s| sym_ok(s, &productive, &perm_ok))).collect())
 }
 
 struct Lowerer<'a> {
@@ -168,6 +203,7 @@ struct Lowerer<'a> {
     term_index: FxHashMap<Rx, u32>,
     opt_nt: FxHashMap<u32, u32>,
     label: String,
+    perms: Vec<Perm>,
 }
 
 fn rx_size(rx: &Rx) -> usize {
@@ -188,6 +224,7 @@ impl Lowerer<'_> {
             Expr::Ref { name, .. } => self.regular[self.index[name.as_str()]],
             Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().all(|x| self.is_regular(x)),
             Expr::Repeat { inner, .. } => self.is_regular(inner),
+            Expr::Perm(_) => false,
         }
     }
 
@@ -202,6 +239,7 @@ impl Lowerer<'_> {
                 self.check_repeat(*min, *max)?;
                 Rx::Repeat { inner: Box::new(self.to_rx(inner)?), min: *min, max: *max }
             }
+            Expr::Perm(_) => return Err(Error::GrammarInvalid { message: "a key set is not a regular language".into(), location: None }),
         };
         if rx_size(&rx) > self.limits.max_nfa_states {
             return Err(Error::Limit {
@@ -405,6 +443,41 @@ impl Lowerer<'_> {
                     }
                 }
                 Ok(Sym::n(nt))
+            }
+            Expr::Perm(spec) => {
+                let k = self.perms.len() as u32;
+                let lhs = self.new_nt(format!("{}#keys", self.label));
+                let mut members = Vec::new();
+                for m in spec.members.iter().map(|(m, _)| m).chain(spec.extra.iter()) {
+                    let first = self.new_nt(format!("{}#key", self.label));
+                    for rhs in self.lower_alts(m)? {
+                        self.add_prod(first, rhs)?;
+                    }
+                    let next = self.new_nt(format!("{}#key,", self.label));
+                    let rhs = self.lower_seq(&Expr::Seq(vec![spec.sep.clone(), m.clone()]))?;
+                    self.add_prod(next, rhs)?;
+                    members.push((first, next));
+                }
+                let n = spec.members.len();
+                let mut required = vec![0u64; n.div_ceil(64)];
+                for (i, (_, r)) in spec.members.iter().enumerate() {
+                    if *r {
+                        required[i / 64] |= 1 << (i % 64);
+                    }
+                }
+                self.perms.push(Perm {
+                    lhs,
+                    first: members[..n].iter().map(|m| m.0).collect(),
+                    next: members[..n].iter().map(|m| m.1).collect(),
+                    extra: members.get(n).copied(),
+                    required,
+                    enabled: Vec::new(),
+                    extra_enabled: false,
+                    min: spec.min,
+                    max: spec.max.unwrap_or(u32::MAX),
+                });
+                self.add_prod(lhs, vec![Sym::perm(k)])?;
+                Ok(Sym::n(lhs))
             }
             Expr::Literal(_) | Expr::Terminal(_) => {
                 // Only reached for an atomic piece whose own automaton is too large.
