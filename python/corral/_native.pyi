@@ -48,7 +48,6 @@ class Grammar:
         strict: bool = True,
         max_whitespace: int = 20,
         property_order: str = "any",
-        max_any_order_properties: int = 10,
         limits: dict[str, int] | None = None,
     ) -> Grammar: ...
     @property

@@ -80,7 +80,7 @@ impl Perm {
 
     /// Whether some continuation of `s` can end.
     pub fn viable(&self, s: &PermState) -> bool {
-        if self.min > self.max {
+        if self.min > self.max || count_and_not(&self.required, &self.enabled) != 0 {
             return false;
         }
         let missing = count_and_not(&self.required, &s.used) as u64;

@@ -176,7 +176,7 @@ impl PyGrammar {
     /// A grammar for the JSON texts whose value validates against `schema` (a dict, a JSON
     /// string, or a pydantic model class). See `corral.Grammar.from_json_schema` in the docs.
     #[staticmethod]
-    #[pyo3(signature = (schema, *, whitespace="flexible", indent=None, separators=None, strict=true, max_whitespace=20, property_order="any", max_any_order_properties=10, limits=None))]
+    #[pyo3(signature = (schema, *, whitespace="flexible", indent=None, separators=None, strict=true, max_whitespace=20, property_order="any", limits=None))]
     #[allow(clippy::too_many_arguments)]
     fn from_json_schema(
         py: Python<'_>,
@@ -187,7 +187,6 @@ impl PyGrammar {
         strict: bool,
         max_whitespace: u32,
         property_order: &str,
-        max_any_order_properties: u32,
         limits: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<Self> {
         guard(py, || {
@@ -222,7 +221,6 @@ impl PyGrammar {
                 strict,
                 limits: limits_arg(py, limits)?,
                 property_order: order,
-                max_any_order_properties,
                 ..Default::default()
             };
             let compiled = py.detach(|| on_big_stack(move || corral_schema::compile_schema(&value, &opts))).map_err(|e| errors::schema_to_py(py, e))?;

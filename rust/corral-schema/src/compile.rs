@@ -4,7 +4,7 @@ use crate::cdfa::{CDfa, TooBig};
 use crate::numbers::{self, Bound, Dec};
 use crate::strings::{self, any_char, ecma_search, format_lang, lit, rep, star, Encoder, FormatLang};
 use crate::{Compiled, Draft, Options, PropertyOrder, SchemaError, SchemaWarning, Whitespace};
-use corral_core::ebnf::{Expr, GrammarAst, RuleDef};
+use corral_core::ebnf::{Expr, GrammarAst, PermSpec, RuleDef};
 use corral_core::rx::Rx;
 use corral_core::Grammar;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -408,6 +408,7 @@ pub(crate) struct Compiler<'a> {
     ids: FxHashMap<String, String>,
     anchors: FxHashMap<String, String>,
     dfa_cache: FxHashMap<String, Result<Rc<CDfa>, String>>,
+    re_cache: FxHashMap<String, Result<Rc<regex::Regex>, String>>,
     used_cyc: bool,
     leaves: usize,
     n: usize,
@@ -451,6 +452,7 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
         ids: FxHashMap::default(),
         anchors: FxHashMap::default(),
         dfa_cache: FxHashMap::default(),
+        re_cache: FxHashMap::default(),
         used_cyc: false,
         leaves: 0,
         n: 0,
@@ -480,12 +482,11 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
     }
     let ast = GrammarAst { rules: std::mem::take(&mut c.rules), source: String::new() };
     let key = format!(
-        "json-schema:{}:{:?}:{}:{:?}:{}:{:?}:{}",
+        "json-schema:{}:{:?}:{}:{:?}:{:?}:{}",
         serde_json::to_string(schema).unwrap_or_default(),
         opts.whitespace,
         opts.strict,
         opts.property_order,
-        opts.max_any_order_properties,
         opts.default_draft,
         opts.assert_format
     );
@@ -1228,12 +1229,12 @@ impl<'a> Compiler<'a> {
         for (x, y) in [(a, b), (b, a)] {
             for k in &x.required {
                 // y forbids k?
-                let vy = self.prop_schemas(y, k);
+                let vy = self.prop_schemas(y, k)?;
                 match vy {
                     None => return Ok(true),
                     Some(ys) => {
                         {
-                            let vx = self.prop_schemas(x, k).unwrap_or_default();
+                            let vx = self.prop_schemas(x, k)?.unwrap_or_default();
                             if vx.is_empty() || ys.is_empty() {
                                 continue;
                             }
@@ -1253,7 +1254,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// The schemas a property named `k` must satisfy in `f`, or None if it is forbidden.
-    fn prop_schemas(&mut self, f: &Flat<'a>, k: &str) -> Option<Vec<Item<'a>>> {
+    fn prop_schemas(&mut self, f: &Flat<'a>, k: &str) -> Res<Option<Vec<Item<'a>>>> {
         let mut out = Vec::new();
         for part in &f.obj_parts {
             let mut matched = false;
@@ -1262,10 +1263,16 @@ impl<'a> Compiler<'a> {
                 out.push(s.clone());
             }
             for (pat, s) in &part.patterns {
-                if let Ok(d) = self.pattern_dfa(pat) {
-                    if d.accepts(k) {
+                match self.pattern_matches(pat, k) {
+                    Ok(true) => {
                         matched = true;
                         out.push(s.clone());
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        // Non-strict: the key may match; its pattern's schema is not applied (looser).
+                        self.unsupported(&part.ptr, "patternProperties", e)?;
+                        matched = true;
                     }
                 }
             }
@@ -1276,9 +1283,9 @@ impl<'a> Compiler<'a> {
             }
         }
         if out.iter().any(|s| s.val() == &Value::Bool(false)) {
-            return None;
+            return Ok(None);
         }
-        Some(out)
+        Ok(Some(out))
     }
 
     // ------------------------------------------------------------------ negation
@@ -1514,16 +1521,15 @@ impl<'a> Compiler<'a> {
                     let val = self.value_expr(x, depth + 1)?;
                     members.push(seq(vec![key, self.lay.colon(), val]));
                 }
-                let req: Vec<usize> = (0..members.len()).collect();
-                self.any_order_fixed(members, &req, depth)?
+                self.any_order_fixed(members, depth)?
             }
         })
     }
 
-    /// All members exactly once, in any order.
-    fn any_order_fixed(&mut self, members: Vec<Expr>, _req: &[usize], depth: u32) -> Res<Expr> {
+    /// All members exactly once, in any order (a key set), or in the schema's order.
+    fn any_order_fixed(&mut self, members: Vec<Expr>, depth: u32) -> Res<Expr> {
         let n = members.len();
-        if n > self.opts.max_any_order_properties as usize && self.opts.property_order == PropertyOrder::AnyOrder || self.opts.property_order == PropertyOrder::SchemaOrder {
+        if self.opts.property_order == PropertyOrder::SchemaOrder {
             let mut parts = vec![self.lay.open("{", depth)];
             for (i, m) in members.into_iter().enumerate() {
                 if i > 0 {
@@ -1534,44 +1540,8 @@ impl<'a> Compiler<'a> {
             parts.push(self.lay.close("}", depth));
             return Ok(seq(parts));
         }
-        // subset automaton
-        let full: u64 = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-        let prefix = self.new_name("v");
-        let mut names: FxHashMap<u64, String> = FxHashMap::default();
-        let mut order = Vec::new();
-        let mut stack = vec![0u64];
-        names.insert(0, format!("{prefix}_0"));
-        while let Some(s) = stack.pop() {
-            order.push(s);
-            for i in 0..n {
-                let t = s | (1 << i);
-                if t != s && !names.contains_key(&t) {
-                    names.insert(t, format!("{prefix}_{t:x}"));
-                    stack.push(t);
-                }
-            }
-        }
-        for &s in &order {
-            if s == 0 {
-                continue;
-            }
-            let mut alts = Vec::new();
-            if s == full {
-                alts.push(self.lay.close("}", depth));
-            }
-            for (i, m) in members.iter().enumerate() {
-                if s & (1 << i) == 0 {
-                    alts.push(seq(vec![self.lay.sep(depth), m.clone(), rf(&names[&(s | (1 << i))])]));
-                }
-            }
-            let body = if n > 2 { opaque(alt(alts)) } else { alt(alts) };
-            self.add_rule(names[&s].clone(), body);
-        }
-        let mut first = Vec::new();
-        for (i, m) in members.iter().enumerate() {
-            first.push(seq(vec![m.clone(), rf(&names[&(1u64 << i)])]));
-        }
-        Ok(seq(vec![self.lay.open("{", depth), alt(first)]))
+        let members = members.into_iter().map(|m| (String::new(), m, true)).collect();
+        Ok(self.key_set(members, None, n as u64, Some(n as u64), depth))
     }
 
     // ------------------------------------------------------------------ numbers
@@ -1688,6 +1658,12 @@ impl<'a> Compiler<'a> {
     }
 
     // ------------------------------------------------------------------ strings
+
+    /// Whether the concrete string `s` matches ECMA pattern `pat` (search semantics).
+    fn pattern_matches(&mut self, pat: &str, s: &str) -> Result<bool, String> {
+        let r = self.re_cache.entry(pat.to_string()).or_insert_with(|| strings::ecma_matcher(pat).map(Rc::new).map_err(|e| e.0));
+        r.as_ref().map(|re| re.is_match(s)).map_err(|e| e.clone())
+    }
 
     fn pattern_dfa(&mut self, pat: &str) -> Result<Rc<CDfa>, String> {
         let key = format!("p:{pat}");
@@ -2414,7 +2390,7 @@ impl<'a> Compiler<'a> {
         for n in &names {
             let req = f.required.contains(n);
             let allowed = name_ok(self, n)?;
-            let schemas = if allowed { self.prop_schemas(f, n) } else { None };
+            let schemas = if allowed { self.prop_schemas(f, n)? } else { None };
             match schemas {
                 None => {
                     if req {
@@ -2577,7 +2553,6 @@ impl<'a> Compiler<'a> {
         if extra.is_none() && (n as u64) < min_p {
             return Ok(nothing());
         }
-        let bound = self.opts.max_any_order_properties as usize;
         let any_order = self.opts.property_order == PropertyOrder::AnyOrder;
         // simple map: no declared members
         if n == 0 {
@@ -2586,78 +2561,40 @@ impl<'a> Compiler<'a> {
             };
             return Ok(self.simple_object(x, min_p, max_p, depth));
         }
+        if any_order {
+            return Ok(self.key_set(members, extra, min_p, max_p, depth));
+        }
         // counter for extras, when counts matter
         let count_cap: u64 = if extra.is_some() && (min_p > 0 || max_p.is_some()) { max_p.unwrap_or(min_p).min(64) } else { 0 };
         if extra.is_some() && max_p.is_some_and(|m| m > 64) {
             self.unsupported(&obj_ptr, "maxProperties", "maxProperties above 64 with additional properties")?;
         }
-        let loose = any_order && n > bound;
-        if loose {
-            self.unsupported(
-                &obj_ptr,
-                "properties",
-                format!(
-                    "{n} declared properties exceed max_any_order_properties = {bound} for any-order objects; use property_order = SchemaOrder or raise the bound (non-strict: declared properties may repeat)"
-                ),
-            )?;
-        }
-        // state: (used mask over tracked members, position for schema order, extra count)
-        // tracked members: all in any order; in loose mode only required ones.
-        let tracked: Vec<usize> = if loose {
-            let req: Vec<usize> = (0..n).filter(|&i| members[i].2).collect();
-            if req.len() > bound {
-                self.warn(&format!("{obj_ptr}/required"), "required", "too many required properties to track; presence is not checked".into());
-                vec![]
-            } else {
-                req
-            }
-        } else {
-            (0..n).collect()
-        };
-        if loose && (min_p > 0 || max_p.is_some()) {
-            self.warn(&format!("{obj_ptr}/maxProperties"), "maxProperties", "property counts are not checked for this object".into());
-        }
-        let req_mask: u64 = tracked.iter().enumerate().filter(|(_, &m)| members[m].2).fold(0, |acc, (bit, _)| acc | (1 << bit));
-        let schema_order = !any_order;
+        // Schema order: a member may follow only later members, and a required member cannot
+        // be skipped; so every required member before `pos` was written.
         let prefix = self.new_name("o");
         #[derive(Clone, Copy, PartialEq, Eq, Hash)]
         struct St {
-            used: u64,
             pos: usize,
+            written: u64,
             extra: u64,
         }
-        let count = |s: &St| -> u64 { s.used.count_ones() as u64 + s.extra };
-        let loose_c = loose;
+        let counts_matter = min_p > 0 || max_p.is_some();
+        let count = |s: &St| -> u64 { s.written + s.extra };
         let final_ok = |s: &St| -> bool {
             let c = count(s);
-            let req_ok = if schema_order { (s.pos..n).all(|i| !members[i].2) || (0..n).filter(|&i| members[i].2).all(|i| s.used & (1 << i) != 0) } else { s.used & req_mask == req_mask };
-            req_ok && (loose_c || (c >= min_p && max_p.is_none_or(|m| c <= m)))
+            (s.pos..n).all(|i| !members[i].2) && c >= min_p && max_p.is_none_or(|m| c <= m)
         };
         // transitions
         let trans = |s: &St| -> Vec<(Option<usize>, St)> {
             let mut out = Vec::new();
-            let c = count(s);
-            let can_add = loose_c || max_p.is_none_or(|m| c < m);
-            if !can_add {
+            if max_p.is_some_and(|m| count(s) >= m) {
                 return out;
             }
-            if schema_order {
-                for j in s.pos..n {
-                    if j > s.pos && members[j - 1].2 && s.used & (1 << (j - 1)) == 0 {
-                        break; // cannot skip a required member
-                    }
-                    out.push((Some(j), St { used: s.used | (1 << j), pos: j + 1, extra: s.extra }));
-                }
-            } else {
-                for j in 0..n {
-                    match tracked.iter().position(|&t| t == j) {
-                        Some(bit) => {
-                            if s.used & (1 << bit) == 0 {
-                                out.push((Some(j), St { used: s.used | (1 << bit), pos: 0, extra: s.extra }));
-                            }
-                        }
-                        None => out.push((Some(j), *s)),
-                    }
+            for j in s.pos..n {
+                let written = if counts_matter { s.written + 1 } else { 0 };
+                out.push((Some(j), St { pos: j + 1, written, extra: s.extra }));
+                if members[j].2 {
+                    break; // cannot skip a required member
                 }
             }
             if extra.is_some() {
@@ -2667,19 +2604,19 @@ impl<'a> Compiler<'a> {
             out
         };
         // explore
-        let start = St { used: 0, pos: 0, extra: 0 };
+        let start = St { pos: 0, written: 0, extra: 0 };
         let mut ids: FxHashMap<St, usize> = FxHashMap::default();
         let mut order = vec![start];
         ids.insert(start, 0);
         let mut i = 0;
-        let state_limit = 1usize << (bound.min(20) + 1);
+        let state_limit = 4096 * (n + 1);
         while i < order.len() {
             let s = order[i];
             for (_, t) in trans(&s) {
                 if !ids.contains_key(&t) {
                     ids.insert(t, order.len());
                     order.push(t);
-                    if order.len() > state_limit.max(4096) * (count_cap as usize + 1) {
+                    if order.len() > state_limit * (count_cap as usize + 1) {
                         return Err(self.limit_err("object property automaton"));
                     }
                 }
@@ -2725,6 +2662,28 @@ impl<'a> Compiler<'a> {
             out.push(seq(vec![self.lay.open("{", depth), alt(first)]));
         }
         Ok(alt(out))
+    }
+
+    /// Declared members in any order, each at most once, required ones present, extras
+    /// repeatable, `min_p..=max_p` members: a key set in the parser (no per-subset rules).
+    fn key_set(&mut self, members: Vec<(String, Expr, bool)>, extra: Option<Expr>, min_p: u64, max_p: Option<u64>, depth: u32) -> Expr {
+        let clamp = |x: u64| x.min(u32::MAX as u64 - 1) as u32;
+        let may_be_empty = min_p == 0 && members.iter().all(|m| !m.2);
+        let spec = PermSpec {
+            members: members.into_iter().map(|(_, e, req)| (e, req)).collect(),
+            extra,
+            sep: self.lay.sep(depth),
+            min: clamp(min_p.max(1)),
+            max: max_p.map(clamp),
+        };
+        let mut alts = Vec::new();
+        if may_be_empty {
+            alts.push(self.lay.empty("{", "}"));
+        }
+        if max_p != Some(0) {
+            alts.push(seq(vec![self.lay.open("{", depth), Expr::Perm(Box::new(spec)), self.lay.close("}", depth)]));
+        }
+        alt(alts)
     }
 
     fn simple_object(&mut self, member: Expr, min: u64, max: Option<u64>, depth: u32) -> Expr {
@@ -2845,11 +2804,9 @@ impl<'a> Compiler<'a> {
                 }
                 "pattern" | "x-corral-not-pattern" => {
                     let Value::String(x) = v else { continue };
-                    let d = match self.pattern_dfa(s.as_str().unwrap_or("")) {
-                        Ok(d) => d,
-                        Err(e) => return Err(SchemaError::Unsupported { pointer: format!("{}/pattern", it.ptr), keyword: "pattern".into(), message: e }),
-                    };
-                    d.accepts(x) == (k == "pattern")
+                    let m = self.pattern_matches(s.as_str().unwrap_or(""), x);
+                    let m = m.map_err(|e| SchemaError::Unsupported { pointer: format!("{}/pattern", it.ptr), keyword: "pattern".into(), message: e })?;
+                    m == (k == "pattern")
                 }
                 "format" | "x-corral-not-format" => {
                     let Value::String(x) = v else { continue };
@@ -2934,8 +2891,8 @@ impl<'a> Compiler<'a> {
                         }
                         if let Some(pp) = m.get("patternProperties").and_then(|p| p.as_object()) {
                             for pat in pp.keys() {
-                                let d = self.pattern_dfa(pat).map_err(|e| SchemaError::Unsupported { pointer: format!("{}/patternProperties", it.ptr), keyword: "patternProperties".into(), message: e })?;
-                                if d.accepts(name) {
+                                let m = self.pattern_matches(pat, name);
+                                if m.map_err(|e| SchemaError::Unsupported { pointer: format!("{}/patternProperties", it.ptr), keyword: "patternProperties".into(), message: e })? {
                                     evaluated = true;
                                     if k != "properties" {
                                         schemas.push(self.child(it, &["patternProperties", pat]).unwrap());

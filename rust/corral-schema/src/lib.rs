@@ -11,13 +11,11 @@
 //! # Design decisions
 //!
 //! * **Property order.** By default ([`PropertyOrder::AnyOrder`]) declared properties may come
-//!   in any order, each at most once: the grammar tracks the set of declared properties already
-//!   written (a subset automaton). That is exact but exponential, so it is bounded by
-//!   [`Options::max_any_order_properties`] declared properties per object (default 10). Above
-//!   the bound, strict mode fails with an `Unsupported` error suggesting
-//!   `property_order = SchemaOrder`; non-strict mode lets declared properties repeat (looser;
-//!   a warning says so) and still tracks the required ones when there are at most as many as
-//!   the bound. With [`PropertyOrder::SchemaOrder`], declared properties appear in the
+//!   in any order, each at most once, required ones before the object closes, with
+//!   `minProperties`/`maxProperties` counted: the object body is a key set
+//!   ([`corral_core::ebnf::PermSpec`]), which the parser runs by tracking the set of declared
+//!   keys already written, so there is no bound on the number of properties and no per-subset
+//!   rules. With [`PropertyOrder::SchemaOrder`], declared properties appear in the
 //!   schema's order (undeclared ones may be interleaved anywhere); this is tighter than the
 //!   schema by design (the caller asks for a canonical order).
 //!   Declared keys can never repeat. Undeclared keys (`additionalProperties`,
@@ -104,7 +102,7 @@ impl Default for Whitespace {
 /// Order of declared properties in objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum PropertyOrder {
-    /// Any order (exact; bounded by [`Options::max_any_order_properties`]).
+    /// Any order (exact: each declared property at most once).
     #[default]
     AnyOrder,
     /// The order of `properties` in the schema.
@@ -138,8 +136,6 @@ pub struct Options {
     pub limits: Limits,
     /// Order of declared properties.
     pub property_order: PropertyOrder,
-    /// Most declared properties of one object compiled in any order (default 10).
-    pub max_any_order_properties: u32,
     /// Draft used when the schema has no `$schema`.
     pub default_draft: Draft,
     /// Enforce `format` (default true). JSON Schema 2020-12 makes `format` an annotation
@@ -154,7 +150,6 @@ impl Default for Options {
             strict: true,
             limits: Limits::default(),
             property_order: PropertyOrder::AnyOrder,
-            max_any_order_properties: 10,
             default_draft: Draft::Draft2020,
             assert_format: true,
         }

@@ -289,20 +289,41 @@ fn escape_char_in_class(c: char) -> String {
 
 /// The language of strings containing a match of `h`.
 fn search_lang(h: &Hir, pattern: &str) -> Result<Rx, PatternError> {
-    let vs = variants(h, pattern)?;
+    // Group the variants by anchoring so that one `.*` prefix and suffix wraps all unanchored
+    // bodies: `.*(a|b|c).*`, not `.*a.*|.*b.*|.*c.*`, whose subset construction tracks each
+    // branch's progress separately and grows exponentially with the number of branches.
+    let mut groups: [Vec<Rx>; 4] = Default::default();
+    for (s, body, e) in variants(h, pattern)? {
+        groups[(s as usize) << 1 | e as usize].push(body);
+    }
     let mut alts = Vec::new();
-    for (s, body, e) in vs {
+    for (g, bodies) in groups.into_iter().enumerate() {
+        if bodies.is_empty() {
+            continue;
+        }
+        let (s, e) = (g & 2 != 0, g & 1 != 0);
         let mut parts = Vec::new();
         if !s {
             parts.push(star(any_char()));
         }
-        parts.push(body);
+        parts.push(Rx::alt(bodies));
         if !e {
             parts.push(star(any_char()));
         }
         alts.push(Rx::concat(parts));
     }
     Ok(Rx::alt(alts))
+}
+
+/// A compiled ECMA-262 pattern for testing concrete strings (JSON Schema `pattern` semantics:
+/// a match anywhere unless anchored). Unlike an automaton of the pattern's language, its size
+/// never depends on how the pattern's branches interact.
+pub fn ecma_matcher(pattern: &str) -> Result<regex::Regex, PatternError> {
+    let translated = translate_ecma(pattern)?;
+    regex::RegexBuilder::new(&translated)
+        .size_limit(1 << 24)
+        .build()
+        .map_err(|e| PatternError(format!("cannot compile pattern /{pattern}/: {e}")))
 }
 
 type Variant = (bool, Rx, bool);

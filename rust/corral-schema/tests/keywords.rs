@@ -159,19 +159,22 @@ fn objects() {
 }
 
 #[test]
-fn any_order_bound() {
-    let props: serde_json::Map<String, Value> = (0..12).map(|i| (format!("p{i}"), json!({"type": "integer"}))).collect();
-    let s = json!({"type": "object", "properties": props, "additionalProperties": false});
-    let e = compile_schema(&s, &compact()).unwrap_err();
-    assert!(matches!(&e, SchemaError::Unsupported { keyword, message, .. } if keyword == "properties" && message.contains("SchemaOrder")), "{e}");
-    let c = compile_schema(&s, &Options { property_order: PropertyOrder::SchemaOrder, ..compact() }).unwrap();
-    assert!(Checker::new(&c.grammar).accepts("{\"p0\":1,\"p5\":2}"));
-    let c = compile_schema(&s, &Options { strict: false, ..compact() }).unwrap();
-    assert_eq!(c.warnings[0].pointer, "/properties");
+fn any_order_without_bound() {
+    // 40 declared properties, any order, each at most once (a key set, no subset rules).
+    let props: serde_json::Map<String, Value> = (0..40).map(|i| (format!("p{i}"), json!({"type": "integer"}))).collect();
+    let s = json!({"type": "object", "properties": props, "required": ["p3", "p39"], "additionalProperties": false, "maxProperties": 4});
+    let c = compile_schema(&s, &compact()).unwrap();
+    assert!(c.warnings.is_empty());
     let k = Checker::new(&c.grammar);
-    assert!(k.accepts("{\"p5\":1,\"p0\":2}"));
-    let c = compile_schema(&s, &Options { max_any_order_properties: 12, ..compact() }).unwrap();
-    assert!(Checker::new(&c.grammar).accepts("{\"p11\":1,\"p0\":2}"));
+    assert!(k.accepts("{\"p39\":1,\"p0\":2,\"p3\":3}"));
+    assert!(k.accepts("{\"p3\":1,\"p39\":2,\"p12\":3,\"p38\":4}"));
+    assert!(!k.accepts("{\"p39\":1,\"p3\":2,\"p39\":3}"), "a declared key twice");
+    assert!(!k.accepts("{\"p39\":1,\"p0\":2}"), "a required key missing");
+    assert!(!k.accepts("{\"p3\":1,\"p39\":2,\"p12\":3,\"p38\":4,\"p1\":5}"), "more than maxProperties");
+    let c = compile_schema(&s, &Options { property_order: PropertyOrder::SchemaOrder, ..compact() }).unwrap();
+    let k = Checker::new(&c.grammar);
+    assert!(k.accepts("{\"p3\":1,\"p39\":2}"));
+    assert!(!k.accepts("{\"p39\":1,\"p3\":2}"));
 }
 
 #[test]
@@ -272,4 +275,20 @@ fn loose_large_object() {
     assert!(k.accepts("{\"de\":\"a\",\"en\":\"b\"}"));
     assert!(k.accepts("{\"cz\":\"T\",\"dk\":\"T\",\"de\":\"a\",\"en\":\"b\"}"));
     assert!(!k.accepts("{\"cz\":\"T\"}"));
+}
+
+#[test]
+fn required_keys_matched_by_a_wide_pattern() {
+    // JSONSchemaBench Github_medium o48427: required keys that only a many-branch pattern
+    // declares. The search automaton must stay small, and a key's pattern match must never be
+    // decided by whether an automaton fit a limit.
+    let words = ["Normal", "Fighting", "Flying", "Poison", "Ground", "Rock", "Bug", "Ghost", "Steel", "Fire", "Water", "Grass", "Electric", "Psychic", "Ice", "Dragon", "Dark", "Fairy"];
+    let s = json!({"type": "object", "patternProperties": {words.join("|"): {"type": "number"}}, "required": words, "additionalProperties": false});
+    let c = compile_schema(&s, &compact()).unwrap();
+    let k = Checker::new(&c.grammar);
+    let all: Vec<String> = words.iter().rev().map(|w| format!("\"{w}\":1")).collect();
+    assert!(k.accepts(&format!("{{{}}}", all.join(","))));
+    assert!(k.accepts(&format!("{{{},\"xRocky\":2}}", all.join(","))), "another key matching the pattern");
+    assert!(!k.accepts(&format!("{{{},\"Other\":2}}", all.join(","))), "a key the pattern does not match");
+    assert!(!k.accepts(&format!("{{{}}}", all[1..].join(","))), "a required key missing");
 }
