@@ -61,7 +61,7 @@ pub struct Production {
 #[derive(Debug, Clone)]
 pub struct Terminal {
     /// Automaton of the terminal's language (never containing the empty string).
-    pub dfa: Dfa,
+    pub dfa: std::sync::Arc<Dfa>,
     /// Where it came from (rule name), for messages.
     pub label: String,
     /// Process-wide id of the terminal's language (see [`crate::intern`]).

@@ -85,36 +85,43 @@ impl Dfa {
         let mut seen = vec![false; nfa.states.len()];
         let mut stack = Vec::new();
         let mut sets: Vec<Vec<u32>> = vec![Vec::new()]; // state 0 = dead
-        let mut index: FxHashMap<(bool, Vec<u32>), u32> = FxHashMap::default();
-        index.insert((false, Vec::new()), DEAD);
+        // Keys are NFA state sets; the start set carries a trailing marker so that it stays a
+        // state of its own (it may be non-accepting while an equal later set accepts).
+        const START_MARK: u32 = u32::MAX;
+        let mut index: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
+        index.insert(Vec::new(), DEAD);
         let mut start_set = vec![nfa.start];
         closure(&mut start_set, &mut stack, &mut seen);
         let nullable = start_set.contains(&nfa.accept);
-        // The start state is kept distinct (keyed with `true`) so it can be non-accepting.
-        index.insert((true, start_set.clone()), 1);
+        let mut start_key = start_set.clone();
+        start_key.push(START_MARK);
+        index.insert(start_key, 1);
         sets.push(start_set);
         let mut trans: Vec<u32> = vec![DEAD; n_classes * 2];
         let mut work = vec![1u32];
         let mut next: Vec<u32> = Vec::new();
+        // Targets per byte class of the DFA state being expanded.
+        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); n_classes];
         while let Some(d) = work.pop() {
             if d % 64 == 0 {
                 crate::budget::check()?;
             }
-            for (c, &rep) in reps.iter().enumerate() {
-                next.clear();
-                for &s in &sets[d as usize] {
-                    for &(lo, hi, t) in &nfa.states[s as usize].trans {
-                        if lo <= rep && rep <= hi {
-                            next.push(t);
-                        }
+            for &s in &sets[d as usize] {
+                for &(lo, hi, t) in &nfa.states[s as usize].trans {
+                    for b in &mut buckets[classes[lo as usize] as usize..=classes[hi as usize] as usize] {
+                        b.push(t);
                     }
                 }
-                if next.is_empty() {
+            }
+            for c in 0..n_classes {
+                if buckets[c].is_empty() {
                     continue;
                 }
+                next.clear();
+                next.extend_from_slice(&buckets[c]);
+                buckets[c].clear();
                 closure(&mut next, &mut stack, &mut seen);
-                let key = (false, next.clone());
-                let id = match index.get(&key) {
+                let id = match index.get(next.as_slice()) {
                     Some(&id) => id,
                     None => {
                         let id = sets.len() as u32;
@@ -126,7 +133,7 @@ impl Dfa {
                                 hint: LIMIT_HINT,
                             });
                         }
-                        index.insert(key, id);
+                        index.insert(next.clone(), id);
                         sets.push(next.clone());
                         trans.extend(std::iter::repeat_n(DEAD, n_classes));
                         work.push(id);
@@ -140,12 +147,18 @@ impl Dfa {
         accepting[1] = false;
         let mut dfa = Dfa { classes, n_classes, trans, accepting, start: 1, nullable, live_bytes: Vec::new() };
         dfa.trim();
-        dfa.live_bytes = (0..dfa.accepting.len() as u32)
-            .map(|s| {
+        let mut class_bytes = vec![ByteSet::default(); n_classes];
+        for b in 0..=255u8 {
+            class_bytes[classes[b as usize] as usize].insert(b);
+        }
+        dfa.live_bytes = dfa
+            .trans
+            .chunks(n_classes)
+            .map(|row| {
                 let mut set = ByteSet::default();
-                for b in 0..=255u8 {
-                    if dfa.next(s, b) != DEAD {
-                        set.insert(b);
+                for (c, &t) in row.iter().enumerate() {
+                    if t != DEAD {
+                        set.union_with(&class_bytes[c]);
                     }
                 }
                 set

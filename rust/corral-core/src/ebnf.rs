@@ -37,6 +37,10 @@ pub enum Expr {
         /// Byte offset in the source, for error messages.
         offset: usize,
     },
+    /// A regular expression kept as one terminal of its own: never merged with neighbouring
+    /// pieces, so its automaton and its token-mask cache entries are shared by every grammar
+    /// that uses it (JSON string values, numbers, separators). Built programmatically.
+    Token(Box<Expr>),
     /// A key set: members in any order, each declared member at most once (see [`PermSpec`]).
     /// Built programmatically (JSON objects); GBNF has no syntax for it.
     Perm(Box<PermSpec>),

@@ -1,7 +1,6 @@
 //! A compiled, vocabulary-independent grammar: the lowered CFG and its terminal automata.
 
 use crate::cfg::{Cfg, Production, Sym, Terminal};
-use crate::dfa::Dfa;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use std::sync::Arc;
@@ -37,8 +36,7 @@ impl Grammar {
             Error::Regex { message, offset: Some(o) } => Error::GrammarSyntax { message, location: crate::error::Location::at(pattern, o) },
             e => e,
         })?;
-        let dfa = Dfa::from_rx(&rx, limits)?;
-        let gid = crate::intern::terminal_id(&rx);
+        let (dfa, gid) = crate::intern::terminal_dfa(&rx, limits)?;
         if dfa.is_empty_language() && !dfa.nullable() {
             return Err(Error::Regex { message: format!("regex /{pattern}/ matches no string"), offset: None });
         }

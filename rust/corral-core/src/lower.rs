@@ -5,7 +5,6 @@
 
 use crate::cfg::{Cfg, Production, Sym, Terminal};
 use crate::perm::Perm;
-use crate::dfa::Dfa;
 use crate::ebnf::{Expr, GrammarAst};
 use crate::error::{Error, Location, Result};
 use crate::limits::{Limits, LIMIT_HINT};
@@ -58,9 +57,10 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
             rev[j].push(i);
         }
     }
-    // A rule holding a key set is never regular (a key set is not a regular language).
+    // A rule holding a key set is never regular (a key set is not a regular language), nor is
+    // one holding a token (it must not be merged into its users' terminals).
     for (i, r) in ast.rules.iter().enumerate() {
-        if contains_perm(&r.expr) {
+        if contains_perm_or_token(&r.expr) {
             remaining[i] += 1;
         }
     }
@@ -118,11 +118,11 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
     Cfg::with_perms(nt_names, productions, terminals, perms, start, n, limits)
 }
 
-fn contains_perm(e: &Expr) -> bool {
+fn contains_perm_or_token(e: &Expr) -> bool {
     match e {
-        Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().any(contains_perm),
-        Expr::Repeat { inner, .. } => contains_perm(inner),
-        Expr::Perm(_) => true,
+        Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().any(contains_perm_or_token),
+        Expr::Repeat { inner, .. } => contains_perm_or_token(inner),
+        Expr::Perm(_) | Expr::Token(_) => true,
         Expr::Ref { .. } | Expr::Literal(_) | Expr::Terminal(_) => false,
     }
 }
@@ -130,7 +130,7 @@ fn contains_perm(e: &Expr) -> bool {
 fn visit_refs(e: &Expr, f: &mut impl FnMut(&str, usize)) {
     match e {
         Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(|x| visit_refs(x, f)),
-        Expr::Repeat { inner, .. } => visit_refs(inner, f),
+        Expr::Repeat { inner, .. } | Expr::Token(inner) => visit_refs(inner, f),
         Expr::Ref { name, offset } => f(name, *offset),
         Expr::Perm(p) => {
             p.members.iter().for_each(|(m, _)| visit_refs(m, f));
@@ -224,7 +224,7 @@ impl Lowerer<'_> {
             Expr::Ref { name, .. } => self.regular[self.index[name.as_str()]],
             Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().all(|x| self.is_regular(x)),
             Expr::Repeat { inner, .. } => self.is_regular(inner),
-            Expr::Perm(_) => false,
+            Expr::Perm(_) | Expr::Token(_) => false,
         }
     }
 
@@ -239,6 +239,7 @@ impl Lowerer<'_> {
                 self.check_repeat(*min, *max)?;
                 Rx::Repeat { inner: Box::new(self.to_rx(inner)?), min: *min, max: *max }
             }
+            Expr::Token(inner) => return self.to_rx(inner),
             Expr::Perm(_) => return Err(Error::GrammarInvalid { message: "a key set is not a regular language".into(), location: None }),
         };
         if rx_size(&rx) > self.limits.max_nfa_states {
@@ -368,9 +369,9 @@ impl Lowerer<'_> {
         let t = match self.term_index.get(&rx) {
             Some(&t) => t,
             None => {
-                let dfa = Dfa::from_rx(&rx, self.limits)?;
+                let (dfa, gid) = crate::intern::terminal_dfa(&rx, self.limits)?;
                 let t = self.terminals.len() as u32;
-                self.terminals.push(Terminal { dfa, label: self.label.clone(), gid: crate::intern::terminal_id(&rx) });
+                self.terminals.push(Terminal { dfa, label: self.label.clone(), gid });
                 self.term_index.insert(rx.clone(), t);
                 t
             }
@@ -479,8 +480,9 @@ impl Lowerer<'_> {
                 self.add_prod(lhs, vec![Sym::perm(k)])?;
                 Ok(Sym::n(lhs))
             }
-            Expr::Literal(_) | Expr::Terminal(_) => {
-                // Only reached for an atomic piece whose own automaton is too large.
+            Expr::Token(inner) if !self.is_regular(inner) => self.lower_item(inner),
+            Expr::Literal(_) | Expr::Terminal(_) | Expr::Token(_) => {
+                // A token, or an atomic piece whose own automaton is too large.
                 let rx = self.to_rx(e)?;
                 match self.terminal_syms(rx)?.as_slice() {
                     [s] => Ok(*s),

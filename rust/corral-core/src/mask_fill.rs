@@ -65,7 +65,7 @@ impl Filler {
 
     /// The automata of level `lvl`'s lexemes, in key order.
     fn dfas_of<'c>(&self, cfg: &'c Cfg, lvl: usize) -> Vec<&'c crate::dfa::Dfa> {
-        self.lex[lvl].0.iter().map(|l| &cfg.terminals[l.term as usize].dfa).collect()
+        self.lex[lvl].0.iter().map(|l| &*cfg.terminals[l.term as usize].dfa).collect()
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -326,36 +326,51 @@ impl Layout {
         }
     }
     fn open(&self, c: &str, d: u32) -> Expr {
-        match &self.ws {
+        token(match &self.ws {
             Whitespace::Flexible { .. } => Expr::Seq(vec![Expr::Literal(c.into()), self.ws()]),
             _ => Expr::Literal(format!("{c}{}", self.indent(d + 1)).into_bytes()),
-        }
+        })
     }
     fn close(&self, c: &str, d: u32) -> Expr {
-        match &self.ws {
+        token(match &self.ws {
             Whitespace::Flexible { .. } => Expr::Seq(vec![self.ws(), Expr::Literal(c.into())]),
             _ => Expr::Literal(format!("{}{c}", self.indent(d)).into_bytes()),
-        }
+        })
     }
     fn empty(&self, o: &str, c: &str) -> Expr {
-        match &self.ws {
+        token(match &self.ws {
             Whitespace::Flexible { .. } => Expr::Seq(vec![Expr::Literal(o.into()), self.ws(), Expr::Literal(c.into())]),
             _ => Expr::Literal(format!("{o}{c}").into_bytes()),
-        }
+        })
     }
     fn sep(&self, d: u32) -> Expr {
-        match &self.ws {
+        token(match &self.ws {
             Whitespace::Flexible { .. } => Expr::Seq(vec![self.ws(), Expr::Literal(b",".to_vec()), self.ws()]),
             Whitespace::Compact => Expr::Literal(b",".to_vec()),
             Whitespace::Fixed { item_sep, .. } => Expr::Literal(format!("{item_sep}{}", self.indent(d + 1)).into_bytes()),
-        }
+        })
     }
     fn colon(&self) -> Expr {
-        match &self.ws {
+        token(match &self.ws {
             Whitespace::Flexible { .. } => Expr::Seq(vec![self.ws(), Expr::Literal(b":".to_vec()), self.ws()]),
             Whitespace::Compact => Expr::Literal(b":".to_vec()),
             Whitespace::Fixed { key_sep, .. } => Expr::Literal(key_sep.clone().into_bytes()),
-        }
+        })
+    }
+}
+
+/// `e` as a terminal of its own (see [`Expr::Token`]): shared automata and mask caches.
+fn token(e: Expr) -> Expr {
+    Expr::Token(Box::new(e))
+}
+
+/// Whether `e` is regular by construction (no rule references, key sets or tokens inside).
+fn is_plain(e: &Expr) -> bool {
+    match e {
+        Expr::Literal(_) | Expr::Terminal(_) => true,
+        Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().all(is_plain),
+        Expr::Repeat { inner, .. } => is_plain(inner),
+        Expr::Ref { .. } | Expr::Perm(_) | Expr::Token(_) => false,
     }
 }
 
@@ -417,7 +432,6 @@ pub(crate) struct Compiler<'a> {
     has_dynamic: bool,
     skip_uneval: u32,
     uneval_root: Option<String>,
-    term_rules: FxHashMap<Rx, String>,
 }
 
 pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
@@ -461,7 +475,6 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
         has_dynamic: false,
         skip_uneval: 0,
         uneval_root: None,
-        term_rules: FxHashMap::default(),
     };
     let root_base = match schema.get(if draft == Draft::Draft4 { "id" } else { "$id" }).and_then(|v| v.as_str()) {
         Some(id) => join_uri("urn:corral:root", id),
@@ -1480,6 +1493,12 @@ impl<'a> Compiler<'a> {
         if f.types & T_STR != 0 {
             alts.push(self.string_expr(&f)?);
         }
+        // Scalars that are plain regular languages form one shared terminal.
+        let (plain, mut alts): (Vec<Expr>, Vec<Expr>) = alts.into_iter().partition(is_plain);
+        let plain = alt(plain);
+        if !matches!(plain, Expr::Terminal(Rx::Nothing)) {
+            alts.insert(0, token(plain));
+        }
         if f.types & T_ARR != 0 {
             alts.push(self.array_expr(&f, depth)?);
         }
@@ -2032,16 +2051,7 @@ impl<'a> Compiler<'a> {
     /// A terminal; large ones become a shared rule so their automaton is built once instead of
     /// once per place it is merged into.
     fn term(&mut self, rx: Rx) -> Expr {
-        if crate::cdfa::rx_size(&rx) < 600 {
-            return Expr::Terminal(rx);
-        }
-        if let Some(n) = self.term_rules.get(&rx) {
-            return rf(n);
-        }
-        let name = self.new_name("t");
-        self.term_rules.insert(rx.clone(), name.clone());
-        self.add_rule(name.clone(), opaque(Expr::Terminal(rx)));
-        rf(&name)
+        token(Expr::Terminal(rx))
     }
 
     fn leap_expr(&mut self, dt: bool) -> Expr {
