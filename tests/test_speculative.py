@@ -169,7 +169,21 @@ def chi2_quantile(df: int, z: float = 3.72) -> float:
     return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
 
 
-def chi2_ok(counts: Counter, expected: dict, n: int) -> tuple[bool, float, float]:
+def chi2_pvalue(stat: float, df: int) -> float:
+    """Upper tail P(X >= stat) for X ~ chi-square(df), Wilson-Hilferty approximation."""
+    if math.isinf(stat):
+        return 0.0
+    z = ((stat / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def chi2_test(counts: Counter, expected: dict, n: int) -> dict:
+    """Pearson's chi-square of ``counts`` (n samples) against ``expected`` probabilities.
+
+    Outcomes expected fewer than 5 times are lumped into one cell. Returns ``ok`` (not
+    rejected at p = 1e-4), ``stat``, ``df``, ``quantile`` (the rejection threshold),
+    ``p_value`` and ``impossible`` (samples of outcomes with zero probability: any makes
+    ``stat`` infinite)."""
     stat, df, lump_obs, lump_exp = 0.0, -1, 0, 0.0
     for key, p in expected.items():
         e = p * n
@@ -182,10 +196,18 @@ def chi2_ok(counts: Counter, expected: dict, n: int) -> tuple[bool, float, float
     if lump_exp > 0:
         stat += (lump_obs - lump_exp) ** 2 / max(lump_exp, 1e-9)
         df += 1
-    extra = sum(v for k, v in counts.items() if k not in expected or expected[k] == 0)
-    assert extra == 0, f"outcomes with zero probability were sampled: {extra}"
-    q = chi2_quantile(max(df, 1))
-    return stat < q, stat, q
+    impossible = sum(v for k, v in counts.items() if k not in expected or expected[k] == 0)
+    if impossible:
+        stat = math.inf
+    df = max(df, 1)
+    q = chi2_quantile(df)
+    return dict(ok=stat < q, stat=stat, df=df, quantile=q, p_value=chi2_pvalue(stat, df), impossible=impossible)
+
+
+def chi2_ok(counts: Counter, expected: dict, n: int) -> tuple[bool, float, float]:
+    t = chi2_test(counts, expected, n)
+    assert t["impossible"] == 0, f"outcomes with zero probability were sampled: {t['impossible']}"
+    return t["ok"], t["stat"], t["quantile"]
 
 
 # ---------------------------------------------------------------------------- verify: greedy
@@ -354,14 +376,20 @@ def _spec_run(compiled, target, draft_fn, params, n_tokens, k, gen):
     return tuple(out[:n_tokens])
 
 
-@pytest.mark.parametrize("kind", ["probabilistic", "point-mass"])
-def test_sampling_distribution_equals_constrained_sampling(kind):
+SAMPLING_TRIALS = 2000
+
+
+def sampling_check(kind: str, trials: int = SAMPLING_TRIALS, seed: int = 1234) -> dict:
+    """The distribution check: ``trials`` speculative runs of 3 tokens (k = 2, drafter
+    ``kind``) against the exact distribution of constrained sampling from the target.
+    Returns :func:`chi2_test`'s dict plus ``tv`` (total variation distance) and ``counts``."""
     vocab, compiled, target, draft, params = _sampling_setup()
-    n_tokens, k, trials = 3, 2, 2000
+    n_tokens, k = 3, 2
     exact = _exact_joint(compiled, target, params, n_tokens)
-    gen = torch.Generator().manual_seed(1234)
+    gen = torch.Generator().manual_seed(seed)
     size = vocab.size
     bm = corral.allocate_token_bitmask(1, size)
+    point_gen = torch.Generator().manual_seed(seed + 1)
 
     def prob_drafter(m, out, kk):
         # a different model; drafts sampled from its *unmasked* distribution (so some drafts
@@ -375,14 +403,21 @@ def test_sampling_distribution_equals_constrained_sampling(kind):
         return toks, (torch.stack(rows) if rows else None)
 
     def point_drafter(m, out, kk):
-        # deterministic proposals: the draft model's masked argmax chain
+        # proposals passed as point masses (draft_probs=None): the masked argmax chain of
+        # 2 * target + draft-model logits + Gumbel noise from the drafter's own generator. The
+        # point-mass rule only needs proposals independent of verify's coins (given draft d,
+        # "accept with p(d), else sample p without d" yields p exactly), and the noise makes the
+        # proposals -- and so the rows where rejections and bonus tokens happen -- vary: a plain
+        # argmax chain always proposes the same first drafts, whose bonus row is grammar-forced
+        # here, so a wrong bonus rule would go unseen.
         toks = []
         mm = m.copy()
         for _ in range(kk):
             if mm.is_terminated():
                 break
             mm.fill_next_token_bitmask(bm)
-            x = draft(out + toks).unsqueeze(0)
+            gumbel = -torch.log(-torch.log(torch.rand(size, generator=point_gen)))
+            x = (2.0 * target(out + toks) + draft(out + toks) + gumbel).unsqueeze(0)
             corral.apply_token_bitmask_inplace(x, bm)
             t = int(x.argmax())
             mm.accept_token(t)
@@ -391,10 +426,74 @@ def test_sampling_distribution_equals_constrained_sampling(kind):
 
     fn = prob_drafter if kind == "probabilistic" else point_drafter
     counts = Counter(_spec_run(compiled, target, fn, params, n_tokens, k, gen) for _ in range(trials))
-    ok, stat, q = chi2_ok(counts, exact, trials)
-    assert ok, f"chi-square {stat:.1f} >= {q:.1f}; {counts.most_common(8)} vs {sorted(exact.items(), key=lambda kv: -kv[1])[:8]}"
-    tv = 0.5 * sum(abs(counts.get(key, 0) / trials - p) for key, p in exact.items())
-    assert tv < 0.07
+    res = chi2_test(counts, exact, trials)
+    res["tv"] = 0.5 * sum(abs(counts.get(key, 0) / trials - p) for key, p in exact.items()) + \
+        0.5 * sum(v for key, v in counts.items() if exact.get(key, 0) == 0) / trials
+    res["counts"] = counts
+    res["exact"] = exact
+    return res
+
+
+@pytest.mark.parametrize("kind", ["probabilistic", "point-mass"])
+def test_sampling_distribution_equals_constrained_sampling(kind):
+    r = sampling_check(kind)
+    exact = r["exact"]
+    print(f"real rule / {kind}: chi2 {r['stat']:.1f} (df {r['df']}, reject above {r['quantile']:.1f}), "
+          f"p = {r['p_value']:.3g}, tv = {r['tv']:.3f}")
+    assert r["impossible"] == 0
+    assert r["ok"], (f"chi-square {r['stat']:.1f} >= {r['quantile']:.1f}; {r['counts'].most_common(8)} vs "
+                     f"{sorted(exact.items(), key=lambda kv: -kv[1])[:8]}")
+    assert r["tv"] < 0.07
+
+
+# Mutation check of the test above: each mutant gets one step of the rejection rule wrong
+# (swapped in through the private hook corral.speculative._sampling_rule); the same check, at
+# the same seed and sample size, must reject every one of them.
+
+
+class AcceptQOverP(spec._SamplingRule):
+    """Accepts with min(1, q/p) instead of min(1, p/q)."""
+
+    def accept(self, u, p_d, q_d):
+        return u * p_d < q_d
+
+
+class ResidualFromP(spec._SamplingRule):
+    """Resamples a rejected position from p instead of normalise(max(0, p - q))."""
+
+    def residual(self, p, q, d):
+        return p.clone()
+
+
+class BonusOffByOne(spec._SamplingRule):
+    """Draws the bonus token from row m - 1 (the last draft's position) instead of row m.
+
+    Restricted to the tokens legal at row m, so that the mutant's output stays grammar-valid
+    (unrestricted, it is caught by the matcher: InternalError) and only the statistics can
+    catch it."""
+
+    def bonus(self, p, m):
+        if m == 0:
+            return p[0]
+        r = p[m - 1] * (p[m] > 0)
+        return r if float(r.sum()) > 0 else p[m]
+
+
+MUTANTS = {"accept-q-over-p": AcceptQOverP, "residual-from-p": ResidualFromP, "bonus-off-by-one": BonusOffByOne}
+
+
+@pytest.mark.parametrize("kind", ["probabilistic", "point-mass"])
+@pytest.mark.parametrize("mutant", list(MUTANTS))
+def test_sampling_check_rejects_mutated_rules(mutant, kind, monkeypatch):
+    monkeypatch.setattr(spec, "_sampling_rule", MUTANTS[mutant]())
+    r = sampling_check(kind)
+    print(f"{mutant} / {kind}: chi2 {r['stat']:.1f} (df {r['df']}, reject above {r['quantile']:.1f}), "
+          f"p = {r['p_value']:.3g}, tv = {r['tv']:.3f}, impossible outcomes {r['impossible']}")
+    assert not r["ok"], f"the distribution check missed the {mutant} mutant: chi2 {r['stat']:.1f} < {r['quantile']:.1f}"
+
+
+def test_sampling_rule_hook_is_the_real_rule_by_default():
+    assert type(spec._sampling_rule) is spec._SamplingRule
 
 
 def test_first_token_distribution_with_fixed_logits_and_bad_draft():

@@ -167,6 +167,37 @@ def _draw(p: "torch.Tensor", g: Any) -> int:
     return int(torch.multinomial(p, 1, generator=g)[0])
 
 
+class _SamplingRule:
+    """The three steps of :func:`verify`'s sampling decision (private).
+
+    :func:`verify` calls them through the module attribute ``_sampling_rule``. That attribute
+    is a private test hook: ``tests/test_speculative.py`` swaps in subclasses that get one
+    step deliberately wrong and checks that its distribution test rejects each of them. Nothing
+    else should replace it.
+    """
+
+    def accept(self, u: float, p_d: float, q_d: float) -> bool:
+        """Whether draft ``d`` is accepted: probability ``min(1, p(d) / q(d))`` for ``u`` ~
+        U[0, 1) (``q_d = 1`` for deterministic drafts)."""
+        return u * q_d < p_d
+
+    def residual(self, p: "torch.Tensor", q: "Optional[torch.Tensor]", d: int) -> "torch.Tensor":
+        """The unnormalised distribution sampled at the first rejection: ``max(0, p - q)``
+        (``q`` is ``None`` for a deterministic draft ``d``: a point mass, so ``p`` without ``d``)."""
+        if q is None:
+            r = p.clone()
+            r[d] = 0.0
+            return r
+        return (p - q).clamp_(min=0.0)
+
+    def bonus(self, p: "torch.Tensor", m: int) -> "torch.Tensor":
+        """The distribution of the bonus token after all ``m`` drafts passed: row ``m`` of ``p``."""
+        return p[m]
+
+
+_sampling_rule = _SamplingRule()
+
+
 def verify(
     target_logits: Any,
     draft_tokens: Sequence[int],
@@ -295,20 +326,18 @@ def verify(
         g = params.generator(x.device) if params.seed is not None else generator
         p = _target_probs(x, params)
         u = torch.rand(m, generator=g, device=x.device) if m else None
+        rule = _sampling_rule
         for i in range(m):
             d = drafts[i]
             pd = float(p[i, d])
             if q is None:
-                ok = float(u[i]) < pd
-                resid = p[i].clone()
-                resid[d] = 0.0
+                qd = 1.0
             else:
                 qd = float(q[i, d])
                 if qd <= 0.0:
                     raise UsageError(f"draft {i} (token {d}) has zero probability under draft_probs (after masking)")
-                ok = float(u[i]) * qd < pd
-                resid = (p[i] - q[i]).clamp_(min=0.0)
-            if not ok:
+            if not rule.accept(float(u[i]), pd, qd):
+                resid = rule.residual(p[i], None if q is None else q[i], d)
                 s = float(resid.sum())
                 tok = _draw(resid / s, g) if s > 0 else _draw(p[i], g)
                 out = drafts[:i] + [tok]
@@ -318,7 +347,7 @@ def verify(
             res.accepted = m
             out = list(drafts)
             if want_bonus:
-                out.append(_draw(p[m], g))
+                out.append(_draw(rule.bonus(p, m), g))
                 res.bonus = True
 
     for t in out:
