@@ -78,7 +78,7 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
     let mut lw = Lowerer {
         rules: &ast.rules,
         index: &index,
-        regular: &regular,
+        regular,
         rule_rx: vec![None; n],
         limits,
         nt_names: Vec::new(),
@@ -90,10 +90,20 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
         label: String::new(),
         perms: Vec::new(),
     };
+    // In dependency order. A regular rule whose expression is too large to be one regex (or
+    // that uses such a rule) is lowered structurally instead, like a recursive one.
     for &i in &order {
-        let rx = lw.to_rx(&ast.rules[i].expr)?;
-        lw.rule_rx[i] = Some(rx);
+        if refs[i].iter().any(|&j| !lw.regular[j]) {
+            lw.regular[i] = false;
+            continue;
+        }
+        match lw.to_rx(&ast.rules[i].expr) {
+            Ok(rx) => lw.rule_rx[i] = Some(rx),
+            Err(Error::Limit { name: "max_nfa_states", .. }) => lw.regular[i] = false,
+            Err(e) => return Err(e),
+        }
     }
+    let regular = lw.regular.clone();
     // Nonterminals for every non-regular rule, and for the root.
     for i in 0..n {
         if !regular[i] || i == root_idx {
@@ -193,7 +203,7 @@ fn prune_unproductive(names: &[String], prods: Vec<Production>, terms: &[Termina
 struct Lowerer<'a> {
     rules: &'a [crate::ebnf::RuleDef],
     index: &'a FxHashMap<&'a str, usize>,
-    regular: &'a [bool],
+    regular: Vec<bool>,
     rule_rx: Vec<Option<Rx>>,
     limits: &'a Limits,
     nt_names: Vec<String>,
@@ -300,8 +310,18 @@ impl Lowerer<'_> {
         let mut out = Vec::new();
         let mut pending: Vec<(&Expr, Rx)> = Vec::new();
         for item in items {
-            if self.is_regular(item) {
-                pending.push((item, self.to_rx(item)?));
+            let rx = if self.is_regular(item) {
+                match self.to_rx(item) {
+                    Ok(rx) => Some(rx),
+                    // Too large as one regex: lowered structurally below.
+                    Err(Error::Limit { name: "max_nfa_states", .. }) => None,
+                    Err(e) => return Err(e),
+                }
+            } else {
+                None
+            };
+            if let Some(rx) = rx {
+                pending.push((item, rx));
             } else {
                 if !pending.is_empty() {
                     out.extend(self.flush_rx(std::mem::take(&mut pending))?);
@@ -329,19 +349,93 @@ impl Lowerer<'_> {
                 }
                 Ok(out)
             }
-            Err(Error::Limit { .. }) if pending.len() == 1 && is_compound(pending[0].0) => {
-                let (e, _) = pending.into_iter().next().unwrap();
-                Ok(vec![self.lower_item(e)?])
+            Err(Error::Limit { .. }) if pending.len() == 1 => {
+                let (e, rx) = pending.into_iter().next().unwrap();
+                if is_compound(e) {
+                    Ok(vec![self.lower_item(e)?])
+                } else {
+                    self.rx_structural(rx)
+                }
             }
             r => r,
         }
     }
 
     fn piece_syms(&mut self, e: &Expr, rx: Rx) -> Result<Vec<Sym>> {
-        match self.terminal_syms(rx) {
+        match self.terminal_syms(rx.clone()) {
             Err(Error::Limit { .. }) if is_compound(e) => Ok(vec![self.lower_item(e)?]),
+            Err(Error::Limit { .. }) => self.rx_structural(rx),
             r => r,
         }
+    }
+
+    /// Symbols for `rx`: one terminal when its automaton fits the limits, else its structure
+    /// (concatenation → a sequence, alternation → a nonterminal, repetition → a repeat
+    /// nonterminal) lowered the same way, down to pieces whose automata fit. The language is
+    /// unchanged; only an atomic piece that is itself too large still fails.
+    fn rx_structural(&mut self, rx: Rx) -> Result<Vec<Sym>> {
+        let err = match self.terminal_syms(rx.clone()) {
+            Err(e @ Error::Limit { .. }) => e,
+            r => return r,
+        };
+        match rx {
+            Rx::Concat(xs) => {
+                let mut out = Vec::new();
+                for x in xs {
+                    out.extend(self.rx_structural(x)?);
+                }
+                Ok(out)
+            }
+            Rx::Alt(xs) => {
+                let nt = self.new_nt(format!("{}#alt", self.label));
+                for x in xs {
+                    let rhs = self.rx_structural(x)?;
+                    self.add_prod(nt, rhs)?;
+                }
+                Ok(vec![Sym::n(nt)])
+            }
+            Rx::Repeat { inner, min, max } => {
+                let x = self.rx_structural(*inner)?;
+                Ok(vec![Sym::n(self.repeat_nt(&x, min, max)?)])
+            }
+            _ => Err(err),
+        }
+    }
+
+    /// A nonterminal deriving `x` repeated `min..=max` times.
+    fn repeat_nt(&mut self, x: &[Sym], min: u32, max: Option<u32>) -> Result<u32> {
+        self.check_repeat(min, max)?;
+        let nt = self.new_nt(format!("{}#repeat", self.label));
+        let head: Vec<Sym> = (0..min).flat_map(|_| x.iter().copied()).collect();
+        match max {
+            None => {
+                // nt ::= X^min | nt X   (left recursion: cheap for Earley)
+                self.add_prod(nt, head)?;
+                let mut rec = vec![Sym::n(nt)];
+                rec.extend(x.iter().copied());
+                self.add_prod(nt, rec)?;
+            }
+            Some(mx) => {
+                // tail_k ::= ε | X tail_{k-1}, built from k = 0 up.
+                let mut tail: Option<u32> = None;
+                for _ in min..mx {
+                    let t = self.new_nt(format!("{}#tail", self.label));
+                    self.add_prod(t, vec![])?;
+                    let mut rhs = x.to_vec();
+                    if let Some(prev) = tail {
+                        rhs.push(Sym::n(prev));
+                    }
+                    self.add_prod(t, rhs)?;
+                    tail = Some(t);
+                }
+                let mut rhs = head;
+                if let Some(t) = tail {
+                    rhs.push(Sym::n(t));
+                }
+                self.add_prod(nt, rhs)?;
+            }
+        }
+        Ok(nt)
     }
 
     /// The nonterminal of rule `i`, creating it (and its productions) on first use for a
@@ -411,39 +505,8 @@ impl Lowerer<'_> {
                 Ok(Sym::n(nt))
             }
             Expr::Repeat { inner, min, max } => {
-                self.check_repeat(*min, *max)?;
                 let x = self.lower_seq(inner)?;
-                let nt = self.new_nt(format!("{}#repeat", self.label));
-                let head: Vec<Sym> = (0..*min).flat_map(|_| x.iter().copied()).collect();
-                match max {
-                    None => {
-                        // nt ::= X^min | nt X   (left recursion: cheap for Earley)
-                        self.add_prod(nt, head)?;
-                        let mut rec = vec![Sym::n(nt)];
-                        rec.extend(x.iter().copied());
-                        self.add_prod(nt, rec)?;
-                    }
-                    Some(mx) => {
-                        // tail_k ::= ε | X tail_{k-1}, built from k = 0 up.
-                        let mut tail: Option<u32> = None;
-                        for _ in *min..*mx {
-                            let t = self.new_nt(format!("{}#tail", self.label));
-                            self.add_prod(t, vec![])?;
-                            let mut rhs = x.clone();
-                            if let Some(prev) = tail {
-                                rhs.push(Sym::n(prev));
-                            }
-                            self.add_prod(t, rhs)?;
-                            tail = Some(t);
-                        }
-                        let mut rhs = head;
-                        if let Some(t) = tail {
-                            rhs.push(Sym::n(t));
-                        }
-                        self.add_prod(nt, rhs)?;
-                    }
-                }
-                Ok(Sym::n(nt))
+                Ok(Sym::n(self.repeat_nt(&x, *min, *max)?))
             }
             Expr::Perm(spec) => {
                 let k = self.perms.len() as u32;
@@ -483,15 +546,21 @@ impl Lowerer<'_> {
             Expr::Token(inner) if !self.is_regular(inner) => self.lower_item(inner),
             Expr::Literal(_) | Expr::Terminal(_) | Expr::Token(_) => {
                 // A token, or an atomic piece whose own automaton is too large.
-                let rx = self.to_rx(e)?;
-                match self.terminal_syms(rx)?.as_slice() {
+                let rx = match e {
+                    Expr::Terminal(rx) => rx.clone(),
+                    Expr::Token(inner) if matches!(**inner, Expr::Terminal(_)) => match &**inner {
+                        Expr::Terminal(rx) => rx.clone(),
+                        _ => unreachable!(),
+                    },
+                    _ => self.to_rx(e)?,
+                };
+                match self.rx_structural(rx)?.as_slice() {
                     [s] => Ok(*s),
-                    [] => {
-                        let nt = self.new_nt(format!("{}#empty", self.label));
-                        self.add_prod(nt, vec![])?;
+                    rhs => {
+                        let nt = self.new_nt(format!("{}#group", self.label));
+                        self.add_prod(nt, rhs.to_vec())?;
                         Ok(Sym::n(nt))
                     }
-                    _ => unreachable!("terminal_syms yields at most one symbol"),
                 }
             }
         }

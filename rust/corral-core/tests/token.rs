@@ -1,6 +1,7 @@
-//! `Expr::Token`: a regular piece kept as its own terminal. The language is unchanged, the
-//! terminal is not merged with its neighbours, and equal tokens of different grammars share
-//! one process-wide terminal id (so automata and mask caches are shared).
+//! Terminal boundaries. `Expr::Token`: a regular piece kept as its own terminal (the language
+//! is unchanged, the terminal is not merged with its neighbours, and equal tokens of different
+//! grammars share one process-wide terminal id, so automata and mask caches are shared). And
+//! a single regular piece whose automaton exceeds the limits is lowered along its structure.
 
 use corral_core::ebnf::{Expr, GrammarAst, RuleDef};
 use corral_core::{Grammar, Limits};
@@ -33,4 +34,37 @@ fn tokens_stay_separate_and_shared() {
     for s in ["k1:\"\"", "k1:\"abca\"", "k1:\"b\"", "k1:\"a", "k1\"a\"", "k2:\"a\"", "k1:\"bcbc\"x"] {
         assert_eq!(accepts(&merged, s), accepts(&a, s), "{s}");
     }
+}
+
+#[test]
+fn oversized_atomic_terminal_is_lowered_structurally() {
+    // One regex terminal whose DFA needs 2^7 states: too many for a limit of 60.
+    let src = "root ::= /(a|b)*a(a|b){6}/ \"!\"";
+    let small = Limits { max_dfa_states: 60, ..Limits::default() };
+    let g_small = Grammar::from_ebnf(src, "root", &small).unwrap();
+    let g_big = Grammar::from_ebnf(src, "root", &Limits::default()).unwrap();
+    assert!(g_small.num_terminals() > g_big.num_terminals());
+    let mut x: u64 = 0x9e37_79b9;
+    for _ in 0..400 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = (x % 12) as usize;
+        let mut s: String = (0..len).map(|i| if x >> (i + 8) & 1 == 1 { 'a' } else { 'b' }).collect();
+        s.push('!');
+        assert_eq!(accepts(&g_small, &s), accepts(&g_big, &s), "{s}");
+    }
+    assert!(accepts(&g_small, "babbbbbb!") && !accepts(&g_small, "bbbbbbbb!"));
+}
+
+#[test]
+fn oversized_regular_rule_is_lowered_structurally() {
+    let src = "root ::= x x x \"!\"\nx ::= [a-c]{0,30} \"d\"";
+    let small = Limits { max_nfa_states: 100, ..Limits::default() };
+    let g_small = Grammar::from_ebnf(src, "root", &small).unwrap();
+    let g_big = Grammar::from_ebnf(src, "root", &Limits::default()).unwrap();
+    for s in ["ddd!", "abcdcdbd!", "dd!", "dddd!", "ad bd cd!", &("a".repeat(30) + "ddd!"), &("a".repeat(31) + "ddd!")] {
+        assert_eq!(accepts(&g_small, s), accepts(&g_big, s), "{s}");
+    }
+    assert!(accepts(&g_small, "adbdcd!"));
 }
