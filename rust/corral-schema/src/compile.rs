@@ -1117,7 +1117,7 @@ impl<'a> Compiler<'a> {
         let body = if f.never {
             nothing()
         } else if let Some(g) = f.groups.first().cloned() {
-            let branches = if g.one_of && g.branches.len() > 1 { self.one_of_branches(&g)? } else { g.branches.clone() };
+            let branches = if g.one_of && g.branches.len() > 1 { self.one_of_branches(&g, &items)? } else { g.branches.clone() };
             let mut res = resolved.clone();
             res.insert(g.id.clone());
             let mut alts = Vec::new();
@@ -1145,18 +1145,25 @@ impl<'a> Compiler<'a> {
         Ok(rf(&name))
     }
 
-    /// `oneOf` as a union: branch i conjoined with the negation of every branch that may overlap it.
-    fn one_of_branches(&mut self, g: &Group<'a>) -> Res<Vec<Item<'a>>> {
+    /// `oneOf` as a union: branch i conjoined with the negation of every branch that may overlap
+    /// it. Overlap is judged within `context` (the schemas the value must satisfy anyway, e.g. a
+    /// sibling `required` with a discriminating property): branches that no value of the
+    /// context satisfies together are exclusive there.
+    fn one_of_branches(&mut self, g: &Group<'a>, context: &[Item<'a>]) -> Res<Vec<Item<'a>>> {
         let n = g.branches.len();
         let mut flats = Vec::new();
+        let mut conjs = Vec::new();
         for b in &g.branches {
-            flats.push(self.flatten(std::slice::from_ref(b), &BTreeSet::new())?);
+            let mut its = vec![b.clone()];
+            its.extend(context.iter().cloned());
+            flats.push(self.flatten(&its, &BTreeSet::new())?);
+            conjs.push(its);
         }
         let mut overlap = vec![vec![false; n]; n];
         let mut any = false;
         for i in 0..n {
             for j in i + 1..n {
-                if !self.disjoint(&flats[i], &flats[j], &g.branches[i], &g.branches[j], 2)? {
+                if !self.disjoint(&flats[i], &flats[j], &conjs[i], &conjs[j], 2)? {
                     overlap[i][j] = true;
                     overlap[j][i] = true;
                     any = true;
@@ -1183,11 +1190,11 @@ impl<'a> Compiler<'a> {
     }
 
     /// True when no value satisfies both (conservative: false when unsure).
-    fn disjoint(&mut self, a: &Flat<'a>, b: &Flat<'a>, ia: &Item<'a>, ib: &Item<'a>, depth: u32) -> Res<bool> {
+    fn disjoint(&mut self, a: &Flat<'a>, b: &Flat<'a>, ia: &[Item<'a>], ib: &[Item<'a>], depth: u32) -> Res<bool> {
         if a.never || b.never {
             return Ok(true);
         }
-        let common = a.types & b.types;
+        let common = self.eff_types(a, 3)? & self.eff_types(b, 3)?;
         if common == 0 {
             return Ok(true);
         }
@@ -1196,7 +1203,7 @@ impl<'a> Compiler<'a> {
             if let Some(vals) = &x.enums {
                 let mut all_out = true;
                 for v in vals {
-                    if value_type(v) & common != 0 && self.valid(v, other)? {
+                    if value_type(v) & common != 0 && self.valid_all(v, other)? {
                         all_out = false;
                         break;
                     }
@@ -1238,6 +1245,27 @@ impl<'a> Compiler<'a> {
         Ok(remaining == 0)
     }
 
+    /// The types `f` admits, narrowed by its anyOf/oneOf groups (a group admits the union of
+    /// its branches' types), looking `depth` groups deep.
+    fn eff_types(&mut self, f: &Flat<'a>, depth: u32) -> Res<u8> {
+        let mut t = f.types;
+        if f.never {
+            return Ok(0);
+        }
+        if depth == 0 {
+            return Ok(t);
+        }
+        for g in &f.groups {
+            let mut u = 0;
+            for b in &g.branches {
+                let fb = self.flatten(std::slice::from_ref(b), &BTreeSet::new())?;
+                u |= self.eff_types(&fb, depth - 1)?;
+            }
+            t &= u;
+        }
+        Ok(t)
+    }
+
     fn objects_disjoint(&mut self, a: &Flat<'a>, b: &Flat<'a>, depth: u32) -> Res<bool> {
         for (x, y) in [(a, b), (b, a)] {
             for k in &x.required {
@@ -1253,9 +1281,7 @@ impl<'a> Compiler<'a> {
                             }
                             let fx = self.flatten(&vx, &BTreeSet::new())?;
                             let fy = self.flatten(&ys, &BTreeSet::new())?;
-                            let ix = vx[0].clone();
-                            let iy = ys[0].clone();
-                            if vx.len() == 1 && ys.len() == 1 && self.disjoint(&fx, &fy, &ix, &iy, depth - 1)? {
+                            if self.disjoint(&fx, &fy, &vx, &ys, depth - 1)? {
                                 return Ok(true);
                             }
                         }
@@ -2717,6 +2743,16 @@ impl<'a> Compiler<'a> {
     }
 
     // ------------------------------------------------------------------ validation
+
+    /// Whether `v` validates against every schema of `its`.
+    fn valid_all(&mut self, v: &Value, its: &[Item<'a>]) -> Res<bool> {
+        for it in its {
+            if !self.valid(v, it)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
 
     /// Whether `v` validates against `it` (used for enum/const filtering and exclusions).
     fn valid(&mut self, v: &Value, it: &Item<'a>) -> Res<bool> {

@@ -292,3 +292,27 @@ fn required_keys_matched_by_a_wide_pattern() {
     assert!(!k.accepts(&format!("{{{},\"Other\":2}}", all.join(","))), "a key the pattern does not match");
     assert!(!k.accepts(&format!("{{{}}}", all[1..].join(","))), "a required key missing");
 }
+
+#[test]
+fn one_of_exclusive_within_its_context() {
+    // The branches alone overlap; with the sibling `required: ["msg"]` their `msg` enums are
+    // disjoint, so oneOf is an exact union (JSONSchemaBench Github_easy o69635).
+    let s = json!({"type": "object", "properties": {"msg": {"type": "string"}}, "required": ["msg"],
+        "oneOf": [{"properties": {"msg": {"enum": ["a"]}, "x": {"type": "integer"}}, "additionalProperties": false},
+                  {"properties": {"msg": {"enum": ["b"]}}}]});
+    let c = compile_schema(&s, &compact()).unwrap();
+    let k = Checker::new(&c.grammar);
+    for ok in [r#"{"msg":"a","x":1}"#, r#"{"x":1,"msg":"a"}"#, r#"{"msg":"b","y":2}"#] {
+        assert!(k.accepts(ok), "{ok}");
+    }
+    for bad in [r#"{"msg":"a","y":1}"#, r#"{"msg":"c"}"#, r#"{"x":1}"#] {
+        assert!(!k.accepts(bad), "{bad}");
+    }
+    // A branch whose type is only narrowed by a nested group (Github_medium o9957).
+    let s = json!({"oneOf": [{"oneOf": [{"type": "string", "enum": ["A"]}, {"type": "string", "enum": ["N"]}]},
+                             {"type": "object", "properties": {"t": {"type": "string"}}, "additionalProperties": false}]});
+    let c = compile_schema(&s, &compact()).unwrap();
+    let k = Checker::new(&c.grammar);
+    assert!(k.accepts("\"A\"") && k.accepts("\"N\"") && k.accepts(r#"{"t":"x"}"#));
+    assert!(!k.accepts("\"B\"") && !k.accepts(r#"{"u":1}"#));
+}
