@@ -1,8 +1,8 @@
 """corral: ``Grammar.from_ebnf`` / ``Grammar.from_json_schema`` -> ``CompiledGrammar`` -> ``Matcher``.
 
 JSON Schema: ``Grammar.from_json_schema(schema_text)`` with corral's defaults (flexible
-whitespace up to 20 characters, ``strict=True``, ``property_order="any"`` for objects of up to
-``max_any_order_properties=10`` declared properties); ``--corral-schema-option KEY=VALUE`` passes
+whitespace up to 20 characters, ``strict=True``, ``property_order="any"``: declared properties in
+any order, each at most once); ``--corral-schema-option KEY=VALUE`` passes
 other keyword arguments. Skipped (``Unsupported``) while ``from_json_schema`` does not exist.
 "Any JSON": ``grammars/json.ebnf``. GBNF: ``Grammar.from_ebnf``.
 """

@@ -27,6 +27,8 @@ pub struct Dfa {
     nullable: bool,
     /// For each state, the bytes leading to a live state.
     live_bytes: Vec<ByteSet>,
+    /// Canonical states for inputs of at most `.0` bytes (see [`Dfa::canonical_state`]).
+    canon: std::sync::OnceLock<(usize, Vec<u32>)>,
 }
 
 impl Dfa {
@@ -145,7 +147,7 @@ impl Dfa {
         }
         let mut accepting: Vec<bool> = sets.iter().map(|s| s.contains(&nfa.accept)).collect();
         accepting[1] = false;
-        let mut dfa = Dfa { classes, n_classes, trans, accepting, start: 1, nullable, live_bytes: Vec::new() };
+        let mut dfa = Dfa { classes, n_classes, trans, accepting, start: 1, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new() };
         dfa.trim();
         let mut class_bytes = vec![ByteSet::default(); n_classes];
         for b in 0..=255u8 {
@@ -206,6 +208,56 @@ impl Dfa {
     pub fn next(&self, state: u32, b: u8) -> u32 {
         // SAFETY-free indexing: states and classes are always in range by construction.
         self.trans[state as usize * self.n_classes + self.classes[b as usize] as usize]
+    }
+
+    /// The smallest state that behaves like `state` on every input of at most `k` bytes (same
+    /// live and accepting prefixes): token walks from both give identical results when no
+    /// token is longer than `k`, so caches keyed by state can share one entry. This is what
+    /// keeps a length-bounded string (`{0,256}`: one state per count) from needing a fresh
+    /// trie walk per position. Computed once per automaton (Moore refinement, at most `k`
+    /// rounds) for the first `k` asked; other `k` get `state` itself.
+    pub fn canonical_state(&self, state: u32, k: usize) -> u32 {
+        let (ck, table) = self.canon.get_or_init(|| (k, self.k_equivalence(k)));
+        if *ck == k {
+            table[state as usize]
+        } else {
+            state
+        }
+    }
+
+    fn k_equivalence(&self, k: usize) -> Vec<u32> {
+        let n = self.accepting.len();
+        // Round 0: dead, accepting, other.
+        let mut class: Vec<u32> = (0..n).map(|s| if s as u32 == DEAD { 0 } else if self.accepting[s] { 1 } else { 2 }).collect();
+        let mut count = class.iter().collect::<std::collections::BTreeSet<_>>().len();
+        let mut sig: Vec<u32> = Vec::with_capacity(self.n_classes + 1);
+        for _ in 0..k {
+            let mut ids: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
+            let mut next = vec![0u32; n];
+            for s in 0..n {
+                sig.clear();
+                sig.push(class[s]);
+                sig.extend(self.trans[s * self.n_classes..(s + 1) * self.n_classes].iter().map(|&t| class[t as usize]));
+                let len = ids.len() as u32;
+                next[s] = *ids.entry(sig.clone()).or_insert(len);
+            }
+            let stable = ids.len() == count;
+            count = ids.len();
+            class = next;
+            if stable {
+                break;
+            }
+        }
+        let mut rep = vec![u32::MAX; count];
+        (0..n as u32)
+            .map(|s| {
+                let r = &mut rep[class[s as usize] as usize];
+                if *r == u32::MAX {
+                    *r = s;
+                }
+                *r
+            })
+            .collect()
     }
 
     /// Bytes that lead from `state` to a live state.
@@ -325,6 +377,26 @@ mod tests {
         assert!(!d.matches(b"\""));
         assert!(!d.matches(&[0xED, 0xA0, 0x80])); // surrogate
         assert_eq!(d.next(d.start(), 0xFF), DEAD);
+    }
+
+    #[test]
+    fn canonical_states_merge_far_from_a_length_bound() {
+        let rx = crate::regex::parse_regex("[a-z]{0,300}!", &Limits::default()).unwrap();
+        let d = Dfa::from_rx(&rx, &Limits::default()).unwrap();
+        let mut s = d.start();
+        let mut states = vec![s];
+        for _ in 0..300 {
+            s = d.next(s, b'a');
+            states.push(s);
+        }
+        let canon: Vec<u32> = states.iter().map(|&s| d.canonical_state(s, 10)).collect();
+        // 10 or more letters left: identical on every input of at most 10 bytes.
+        assert!(canon[..=290].iter().all(|&c| c == canon[0]));
+        // Within 10 of the bound every state is distinct.
+        let tail: std::collections::BTreeSet<u32> = canon[290..].iter().copied().collect();
+        assert_eq!(tail.len(), 11);
+        // Another depth: no merging done (the table was built for 10).
+        assert_eq!(d.canonical_state(states[5], 11), states[5]);
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub struct Filler {
     work: Vec<Lexeme>,
     frames: Vec<(u32, u32, u32)>,
     scratch: StepScratch,
+    /// Longest token in bytes (the trie's depth): states equal up to it share cache entries.
+    depth: usize,
 }
 
 #[inline(always)]
@@ -43,6 +45,7 @@ impl Filler {
             self.walk_full(cfg, trie, parser, &roots, false, cur, mask);
             return;
         }
+        self.depth = trie.max_depth();
         self.set_level(cfg, 0, cur);
         let entry = ci.get(trie, &self.lex[0].1, || self.dfas_of(cfg, 0), mask_words);
         mask[..mask_words].copy_from_slice(&entry.allowed);
@@ -60,7 +63,9 @@ impl Filler {
         let gid = |l: &Lexeme| cfg.terminals[l.term as usize].gid;
         sorted.sort_unstable_by_key(|l| (gid(l), l.state, l.row));
         key.clear();
-        key.extend(sorted.iter().map(|l| (gid(l), l.state)));
+        // States that act alike on every token share cache entries (see `canonical_state`).
+        let depth = self.depth;
+        key.extend(sorted.iter().map(|l| (gid(l), cfg.terminals[l.term as usize].dfa.canonical_state(l.state, depth))));
     }
 
     /// The automata of level `lvl`'s lexemes, in key order.
