@@ -1,6 +1,7 @@
 //! A matcher driven by arbitrary operation sequences on a grammar taken from the input.
 //! Invariants checked on every fill: a token's bit is set iff `accept_token` accepts it
-//! (then rolled back), and rollback restores the previous mask.
+//! (then rolled back) — once EOS is accepted, nothing is accepted and the mask is EOS only —
+//! and rollback restores the previous mask.
 #![no_main]
 use corral_core::{CompiledGrammar, Grammar, Limits, Matcher, Vocabulary};
 use libfuzzer_sys::fuzz_target;
@@ -47,9 +48,17 @@ fuzz_target!(|data: &[u8]| {
         match op {
             0 | 1 => {
                 let mask = mask_of(&mut m, words);
+                let terminated = m.is_terminated();
                 for t in 0..v.size() as u32 {
                     let bit = mask[t as usize / 32] >> (t % 32) & 1 == 1;
                     let ok = m.accept_token(t).unwrap();
+                    if terminated {
+                        // By design (tests/test_matcher.py): a terminated matcher accepts nothing,
+                        // and its mask is EOS only so batched generation can pad with EOS.
+                        assert!(!ok, "terminated matcher accepted token {t}");
+                        assert_eq!(bit, v.is_eos(t), "terminated matcher's mask is not EOS-only at token {t}");
+                        continue;
+                    }
                     assert_eq!(bit, ok, "mask bit and accept_token disagree on token {t}");
                     if ok {
                         m.rollback(1).unwrap();
