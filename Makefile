@@ -30,7 +30,8 @@ fuzz-smoke:
 	else \
 		command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz; \
 		for t in $$(cargo +nightly fuzz list); do \
-			cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 || exit 1; \
+			dict=; if [ $$t = json_schema ]; then dict=-dict=fuzz/json.dict; fi; \
+			cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $$dict || exit 1; \
 		done; \
 	fi
 
