@@ -1635,7 +1635,7 @@ impl<'a> Compiler<'a> {
                     return Ok(nothing());
                 }
             }
-            let r = numbers::interval(&f.lo, &f.hi);
+            let r = numbers::interval(&f.lo, &f.hi).ok_or_else(|| self.limit_err("number bound automaton"))?;
             let id = CDfa::from_rx(&r, DFA_LIMIT).map_err(|_| self.limit_err("number bound automaton"))?;
             d = d.product(&id, true, DFA_LIMIT).map_err(|_| self.limit_err("number bound automaton"))?;
         }

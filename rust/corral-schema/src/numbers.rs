@@ -439,8 +439,9 @@ fn mag_cmp(b: &Dec, op: Op) -> Rx {
     Rx::alt(alts)
 }
 
-/// Signed restricted forms in the interval.
-pub fn interval(lo: &Bound, hi: &Bound) -> Rx {
+/// Signed restricted forms in the interval; `None` when an automaton of the bounds would be
+/// too large.
+pub fn interval(lo: &Bound, hi: &Bound) -> Option<Rx> {
     // non-negative part: mag in [max(lo,0), hi]
     let zero = Dec { neg: false, int: String::new(), frac: String::new() };
     let part = |lo: &Bound, hi: &Bound| -> Option<Vec<Rx>> {
@@ -468,27 +469,27 @@ pub fn interval(lo: &Bound, hi: &Bound) -> Rx {
     let _ = zero;
     let mut alts = Vec::new();
     if let Some(c) = part(lo, hi) {
-        alts.push(conj(c, mag_forms()));
+        alts.push(conj(c, mag_forms())?);
     }
     // negative numbers "-m": value -m in [lo,hi] ⟺ m in [-hi, -lo]
     if let Some(c) = part(&neg_bound(hi), &neg_bound(lo)) {
-        alts.push(Rx::concat(vec![lit("-"), conj(c, mag_forms())]));
+        alts.push(Rx::concat(vec![lit("-"), conj(c, mag_forms())?]));
     }
-    Rx::alt(alts)
+    Some(Rx::alt(alts))
 }
 
-/// Marks a conjunction to be computed by automata (kept symbolic until then).
-fn conj(mut parts: Vec<Rx>, base: Rx) -> Rx {
+/// The intersection of `parts` (or `base` when there are none), computed by automata; `None`
+/// when an automaton or the regex read back from it would be too large.
+fn conj(mut parts: Vec<Rx>, base: Rx) -> Option<Rx> {
     match parts.len() {
-        0 => base,
-        1 => parts.pop().unwrap(),
+        0 => Some(base),
+        1 => parts.pop(),
         _ => {
-            // intersect now
-            let mut d = CDfa::from_rx(&parts[0], 20_000).expect("bound automaton");
+            let mut d = CDfa::from_rx(&parts[0], 20_000).ok()?;
             for p in &parts[1..] {
-                d = d.product(&CDfa::from_rx(p, 20_000).expect("bound automaton"), true, 200_000).expect("bound product");
+                d = d.product(&CDfa::from_rx(p, 20_000).ok()?, true, 200_000).ok()?;
             }
-            d.to_rx(200_000).expect("bound regex")
+            d.to_rx(200_000)
         }
     }
 }
@@ -653,7 +654,7 @@ mod tests {
             ("[0.001,0.01)", Bound::Incl(d("0.001")), Bound::Excl(d("0.01")), &["0.001", "0.005", "1e-3", "9.9e-3"], &["0.01", "0.0009", "1e-2", "0"]),
         ];
         for (name, lo, hi, yes, no) in cases {
-            let a = dfa(&interval(lo, hi));
+            let a = dfa(&interval(lo, hi).unwrap());
             for s in *yes {
                 assert!(a.accepts(s), "{name} should accept {s}");
             }
