@@ -435,6 +435,9 @@ pub(crate) struct Compiler<'a> {
 }
 
 pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
+    // One budget for the whole compile: the schema phase here and `Grammar::from_ast` below
+    // (its own scope nests inside this one and keeps this deadline).
+    let _budget = corral_core::budget::Scope::new(opts.limits.max_compile_ms);
     let known_meta = |s: &str| s.contains("json-schema.org/") || s.contains("openapis.org/") || s.starts_with("http://json-schema.org") || s.is_empty();
     if let Some(ms) = schema.get("$schema").and_then(|s| s.as_str()) {
         if !known_meta(ms) {
@@ -1083,6 +1086,7 @@ impl<'a> Compiler<'a> {
     // ------------------------------------------------------------------ conjunctions
 
     fn conj(&mut self, items: Vec<Item<'a>>, resolved: &BTreeSet<String>, depth: u32) -> Res<Expr> {
+        corral_core::budget::check()?;
         if matches!(self.opts.whitespace, Whitespace::Fixed { indent: Some(_), .. }) && depth > MAX_INDENT_DEPTH {
             return Ok(nothing());
         }
