@@ -273,6 +273,43 @@ impl CiEntry {
     }
 }
 
+impl CiEntry {
+    /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
+    /// walk (a token allowed by continuing some lexeme; a node ends lexeme `j` iff it ends it
+    /// alone), without walking the trie again.
+    pub fn union(parts: &[Arc<CiEntry>], mask_words: usize) -> CiEntry {
+        let mut allowed = vec![0u32; mask_words];
+        let mut ends: Vec<(u32, u64, ByteSet)> = Vec::new();
+        for (j, p) in parts.iter().enumerate() {
+            for (x, y) in allowed.iter_mut().zip(&p.allowed) {
+                *x |= y;
+            }
+            for g in p.level.groups.iter().filter(|g| g.ending != 0) {
+                ends.extend(g.nodes.iter().zip(&g.child_bytes).map(|(&n, &cb)| (n, 1u64 << j, cb)));
+            }
+        }
+        ends.sort_unstable_by_key(|e| e.0);
+        let mut groups: Vec<EndGroup> = Vec::new();
+        let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+        let mut i = 0;
+        while i < ends.len() {
+            let (node, mut bits, cb) = ends[i];
+            i += 1;
+            while i < ends.len() && ends[i].0 == node {
+                bits |= ends[i].1;
+                i += 1;
+            }
+            let gi = *group_of.entry(bits).or_insert_with(|| {
+                groups.push(EndGroup { ending: bits, nodes: Vec::new(), child_bytes: Vec::new() });
+                groups.len() - 1
+            });
+            groups[gi].nodes.push(node);
+            groups[gi].child_bytes.push(cb);
+        }
+        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+    }
+}
+
 /// Builds the level below `parent`'s group `g` for `key`.
 pub fn build_level(trie: &TokTrie, parent: &EndGroup, key: &[(u32, u32)], dfas: &[&Dfa]) -> Level {
     let first = first_bytes(key, dfas);
@@ -301,7 +338,29 @@ impl CiCache {
         if let Some(e) = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key) {
             return e.clone();
         }
-        let e = Arc::new(CiEntry::build(trie, key, &dfas(), mask_words));
+        self.insert_built(trie, key, &dfas(), mask_words)
+    }
+
+    /// Builds the entry for `key` (a miss) and caches it within budget.
+    fn insert_built(&self, trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], mask_words: usize) -> Arc<CiEntry> {
+        let e = if key.len() > 1 {
+            // Several lexemes: the union of each one's entry (each cached on its own, so a
+            // key-set state that differs from a known one only in its literal keys reuses the
+            // expensive whole-trie walk of, say, "any other key string").
+            let singles: Vec<Arc<CiEntry>> = key
+                .iter()
+                .zip(dfas)
+                .map(|(k, d)| {
+                    let one = std::slice::from_ref(k);
+                    // (The read guard must be gone before `insert_built` takes the write lock.)
+                    let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(one).cloned();
+                    hit.unwrap_or_else(|| self.insert_built(trie, one, std::slice::from_ref(d), mask_words))
+                })
+                .collect();
+            Arc::new(CiEntry::union(&singles, mask_words))
+        } else {
+            Arc::new(CiEntry::build(trie, key, dfas, mask_words))
+        };
         let size = e.allowed.len() * 4 + e.level.memory_bytes() + key.len() * 8 + 64;
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         if self.bytes.load(Relaxed) + size > self.budget {

@@ -226,38 +226,7 @@ impl Dfa {
     }
 
     fn k_equivalence(&self, k: usize) -> Vec<u32> {
-        let n = self.accepting.len();
-        // Round 0: dead, accepting, other.
-        let mut class: Vec<u32> = (0..n).map(|s| if s as u32 == DEAD { 0 } else if self.accepting[s] { 1 } else { 2 }).collect();
-        let mut count = class.iter().collect::<std::collections::BTreeSet<_>>().len();
-        let mut sig: Vec<u32> = Vec::with_capacity(self.n_classes + 1);
-        for _ in 0..k {
-            let mut ids: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
-            let mut next = vec![0u32; n];
-            for s in 0..n {
-                sig.clear();
-                sig.push(class[s]);
-                sig.extend(self.trans[s * self.n_classes..(s + 1) * self.n_classes].iter().map(|&t| class[t as usize]));
-                let len = ids.len() as u32;
-                next[s] = *ids.entry(sig.clone()).or_insert(len);
-            }
-            let stable = ids.len() == count;
-            count = ids.len();
-            class = next;
-            if stable {
-                break;
-            }
-        }
-        let mut rep = vec![u32::MAX; count];
-        (0..n as u32)
-            .map(|s| {
-                let r = &mut rep[class[s as usize] as usize];
-                if *r == u32::MAX {
-                    *r = s;
-                }
-                *r
-            })
-            .collect()
+        crate::kequiv::k_equivalence(&self.trans, self.n_classes, &self.accepting, DEAD, k)
     }
 
     /// Bytes that lead from `state` to a live state.

@@ -17,6 +17,7 @@ pub mod ebnf;
 pub mod error;
 pub mod grammar;
 pub mod intern;
+pub mod kequiv;
 pub mod limits;
 pub mod logits;
 pub mod lower;
