@@ -20,6 +20,10 @@ use std::sync::{Arc, RwLock};
 /// Most lexemes a key may hold; larger configurations take the plain trie walk.
 pub const MAX_KEY_LEXEMES: usize = 64;
 
+/// Below this many bytes of agreement a state's entry is walked afresh rather than derived
+/// from a near state's ([`CiEntry::derive`]): the walk of the longer tokens is most of the trie.
+pub const MIN_DERIVE_DEPTH: usize = 6;
+
 /// A key: the (terminal id, DFA state) of each lexeme in progress, in canonical order.
 /// Terminal ids are process-wide ([`crate::intern`]), so entries are shared by all grammars
 /// compiled against one vocabulary (the cache lives in the [`crate::Vocabulary`]).
@@ -215,6 +219,38 @@ fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, ranges: &[(usize, usize, usize)]
     groups
 }
 
+/// [`walk_one`] over the tokens longer than `m` bytes only: subtrees with no node deeper
+/// than `m` are skipped, and tokens and ends are reported below depth `m` only.
+fn walk_deep(trie: &TokTrie, s0: u32, dfa: &Dfa, m: usize, mut on_token: impl FnMut(&[u32]), mut on_end: impl FnMut(usize)) {
+    let nodes = &trie.nodes;
+    let mut states: Vec<u32> = vec![DEAD; trie.max_depth() + 1];
+    states[0] = s0;
+    let mut i = 0;
+    while i < nodes.len() {
+        let node = nodes[i];
+        let d = node.depth as usize;
+        if trie.reach(i) <= m {
+            i += node.subtree_len as usize;
+            continue;
+        }
+        let s = dfa.next(states[d - 1], node.byte);
+        if s == DEAD {
+            i += node.subtree_len as usize;
+            continue;
+        }
+        states[d] = s;
+        if d > m {
+            if node.tok_len > 0 {
+                on_token(trie.tokens_at(i));
+            }
+            if node.subtree_len > 1 && dfa.is_accepting(s) {
+                on_end(i);
+            }
+        }
+        i += 1;
+    }
+}
+
 /// Bytes that can continue one of the key's lexemes (`dfas[i]` is lexeme `i`'s automaton).
 pub fn first_bytes(key: &[(u32, u32)], dfas: &[&Dfa]) -> ByteSet {
     let mut f = ByteSet::default();
@@ -274,6 +310,56 @@ impl CiEntry {
 }
 
 impl CiEntry {
+    /// The entry of the single lexeme in state `s` of `dfa`, from the entry `near` of a state
+    /// that agrees with `s` on every input of at most `m` bytes: the same tokens and ends up
+    /// to depth `m`, and a walk of the (few) longer tokens for the rest.
+    pub fn derive(trie: &TokTrie, near: &CiEntry, s: u32, dfa: &Dfa, m: usize) -> CiEntry {
+        let mut allowed = near.allowed.clone();
+        for t in trie.longer_than(m) {
+            allowed[t as usize / 32] &= !(1 << (t % 32));
+        }
+        let mut ends: Vec<u32> = Vec::new();
+        let mut cbs: Vec<ByteSet> = Vec::new();
+        for g in &near.level.groups {
+            debug_assert_eq!(g.ending, 1, "a single lexeme's entry has one group");
+            for (&n, &cb) in g.nodes.iter().zip(&g.child_bytes) {
+                if trie.nodes[n as usize].depth as usize <= m {
+                    ends.push(n);
+                    cbs.push(cb);
+                }
+            }
+        }
+        let mut groups: Vec<EndGroup> = Vec::new();
+        let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+        let mut deep: Vec<usize> = Vec::new();
+        walk_deep(
+            trie,
+            s,
+            dfa,
+            m,
+            |ids| {
+                for &t in ids {
+                    allowed[t as usize / 32] |= 1 << (t % 32);
+                }
+            },
+            |i| deep.push(i),
+        );
+        for i in deep {
+            record_end(&trie.nodes, i, 1, &mut groups, &mut group_of);
+        }
+        if !ends.is_empty() {
+            match groups.first_mut() {
+                Some(g) => {
+                    g.nodes.extend(ends);
+                    g.child_bytes.extend(cbs);
+                }
+                None => groups.push(EndGroup { ending: 1, nodes: ends, child_bytes: cbs }),
+            }
+        }
+        dedup_groups(&mut groups);
+        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+    }
+
     /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
     /// walk (a token allowed by continuing some lexeme; a node ends lexeme `j` iff it ends it
     /// alone), without walking the trie again.
@@ -359,7 +445,16 @@ impl CiCache {
                 .collect();
             Arc::new(CiEntry::union(&singles, mask_words))
         } else {
-            Arc::new(CiEntry::build(trie, key, dfas, mask_words))
+            match dfas[0].near_state(key[0].1, trie.max_depth()) {
+                // Close enough to a known state (a length-bounded string away from its bound).
+                Some((t, m)) if m >= MIN_DERIVE_DEPTH => {
+                    let near_key = [(key[0].0, t)];
+                    let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(&near_key[..]).cloned();
+                    let near = hit.unwrap_or_else(|| self.insert_built(trie, &near_key, dfas, mask_words));
+                    Arc::new(CiEntry::derive(trie, &near, key[0].1, dfas[0], m))
+                }
+                _ => Arc::new(CiEntry::build(trie, key, dfas, mask_words)),
+            }
         };
         let size = e.allowed.len() * 4 + e.level.memory_bytes() + key.len() * 8 + 64;
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());

@@ -28,7 +28,7 @@ pub struct Dfa {
     /// For each state, the bytes leading to a live state.
     live_bytes: Vec<ByteSet>,
     /// Canonical states for inputs of at most `.0` bytes (see [`Dfa::canonical_state`]).
-    canon: std::sync::OnceLock<(usize, Vec<u32>)>,
+    canon: std::sync::OnceLock<(usize, crate::kequiv::KEquiv)>,
 }
 
 impl Dfa {
@@ -219,14 +219,24 @@ impl Dfa {
     pub fn canonical_state(&self, state: u32, k: usize) -> u32 {
         let (ck, table) = self.canon.get_or_init(|| (k, self.k_equivalence(k)));
         if *ck == k {
-            table[state as usize]
+            table.rep[state as usize]
         } else {
             state
         }
     }
 
-    fn k_equivalence(&self, k: usize) -> Vec<u32> {
+    fn k_equivalence(&self, k: usize) -> crate::kequiv::KEquiv {
         crate::kequiv::k_equivalence(&self.trans, self.n_classes, &self.accepting, DEAD, k)
+    }
+
+    /// For a canonical state (see [`Dfa::canonical_state`] with the same `k`): another
+    /// canonical state it agrees with on every input of at most `m` bytes, and `m`.
+    pub fn near_state(&self, state: u32, k: usize) -> Option<(u32, usize)> {
+        let (ck, table) = self.canon.get_or_init(|| (k, self.k_equivalence(k)));
+        match table.near.get(state as usize) {
+            Some(&(t, m)) if *ck == k && t != u32::MAX => Some((t, m as usize)),
+            _ => None,
+        }
     }
 
     /// Bytes that lead from `state` to a live state.

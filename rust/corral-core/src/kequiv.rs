@@ -11,12 +11,25 @@
 
 use rustc_hash::FxHashMap;
 
-/// For each state, the smallest state of its k-equivalence class. `trans[s * classes + c]`
-/// is the successor of `s` on byte class `c`; state `dead` is the dead state.
-pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u32, k: usize) -> Vec<u32> {
+/// The result of [`k_equivalence`].
+#[derive(Debug, Clone, Default)]
+pub struct KEquiv {
+    /// For each state, the smallest state of its k-equivalence class.
+    pub rep: Vec<u32>,
+    /// For each state whose class was split off another class during refinement: the
+    /// representative `t` of that class and the `m` for which the two are m-equivalent
+    /// (`u32::MAX` when there is none). A length-bounded string's states near the bound are
+    /// m-equivalent to the far ones for `m` up to the distance to the bound, so their token
+    /// sets differ only in tokens longer than `m` bytes.
+    pub near: Vec<(u32, u32)>,
+}
+
+/// Bounded equivalence of a DFA's states. `trans[s * classes + c]` is the successor of `s`
+/// on byte class `c`; state `dead` is the dead state.
+pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u32, k: usize) -> KEquiv {
     let n = accepting.len();
     if n == 0 {
-        return Vec::new();
+        return KEquiv::default();
     }
     // Predecessor lists (compressed rows, duplicates kept; deduplicated by a stamp below).
     let mut start = vec![0u32; n + 1];
@@ -55,6 +68,8 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
         class[s] = first_id[kind];
         members[class[s] as usize].push(s as u32);
     }
+    // parent[c]: the class `c` split off and the round it did.
+    let mut parent: Vec<Option<(u32, u32)>> = vec![None; n_classes as usize];
     let mut stamp = vec![0u32; n];
     let mut candidates: Vec<u32> = (0..n as u32).collect();
     let sig = |class: &[u32], s: u32, out: &mut Vec<u32>| {
@@ -118,6 +133,7 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
                 let id = n_classes;
                 n_classes += 1;
                 members.push(Vec::new());
+                parent.push(Some((c, round)));
                 for s in v {
                     moves.push((s, id));
                 }
@@ -142,16 +158,23 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
             }
         }
     }
-    let mut rep = vec![u32::MAX; n_classes as usize];
-    (0..n as u32)
-        .map(|s| {
-            let r = &mut rep[class[s as usize] as usize];
-            if *r == u32::MAX {
-                *r = s;
-            }
-            *r
+    let mut rep_of = vec![u32::MAX; n_classes as usize];
+    for s in 0..n {
+        let r = &mut rep_of[class[s] as usize];
+        if *r == u32::MAX {
+            *r = s as u32;
+        }
+    }
+    let rep = (0..n).map(|s| rep_of[class[s] as usize]).collect();
+    // The parent's remaining members never moved, so they were in it (m-equivalent to the
+    // split-off states, m = round - 1) at the round of the split.
+    let near = (0..n)
+        .map(|s| match parent[class[s] as usize] {
+            Some((p, round)) => (rep_of[p as usize], round - 1),
+            None => (u32::MAX, 0),
         })
-        .collect()
+        .collect();
+    KEquiv { rep, near }
 }
 
 #[cfg(test)]
@@ -206,7 +229,16 @@ mod tests {
                 .collect();
             let accepting: Vec<bool> = (0..n).map(|s| s != 0 && rnd(3) == 0).collect();
             for k in [0, 1, 2, 3, 5, 8, 64] {
-                assert_eq!(k_equivalence(&trans, classes, &accepting, 0, k), naive(&trans, classes, &accepting, 0, k), "case {case} k {k}");
+                let got = k_equivalence(&trans, classes, &accepting, 0, k);
+                assert_eq!(got.rep, naive(&trans, classes, &accepting, 0, k), "case {case} k {k}");
+                for (s, &(t, m)) in got.near.iter().enumerate() {
+                    if t != u32::MAX {
+                        // m-equivalent to its near state, not identical at k.
+                        assert_eq!(naive(&trans, classes, &accepting, 0, m as usize)[s], naive(&trans, classes, &accepting, 0, m as usize)[t as usize], "case {case} k {k} state {s}");
+                        assert_ne!(got.rep[s], got.rep[t as usize]);
+                        assert!(m < k as u32);
+                    }
+                }
             }
         }
     }

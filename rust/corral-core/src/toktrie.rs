@@ -25,6 +25,10 @@ pub struct TokTrie {
     pub token_ids: Vec<u32>,
     /// Greatest node depth (the longest token's length).
     max_depth: usize,
+    /// For each node, the greatest depth in its subtree.
+    reach: Vec<u16>,
+    /// `(byte length, token id)` of every token, longest first.
+    by_len: Vec<(u16, u32)>,
 }
 
 impl TokTrie {
@@ -37,14 +41,25 @@ impl TokTrie {
         // open[d] = index of the open node at depth d+1
         let mut open: Vec<usize> = Vec::new();
         let mut prev: &[u8] = &[];
+        let mut by_len: Vec<(u16, u32)> = toks.iter().map(|(b, i)| (b.len() as u16, *i)).collect();
+        by_len.sort_unstable_by(|a, b| b.cmp(a));
+        let mut reach: Vec<u16> = Vec::new();
+        // Closes the deepest open node: its subtree is complete.
+        let close = |open: &mut Vec<usize>, nodes: &mut Vec<Node>, reach: &mut Vec<u16>| {
+            let idx = open.pop().unwrap();
+            nodes[idx].subtree_len = (nodes.len() - idx) as u32;
+            if let Some(&up) = open.last() {
+                reach[up] = reach[up].max(reach[idx]);
+            }
+        };
         for (bytes, id) in toks {
             let lcp = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
             while open.len() > lcp {
-                let idx = open.pop().unwrap();
-                nodes[idx].subtree_len = (nodes.len() - idx) as u32;
+                close(&mut open, &mut nodes, &mut reach);
             }
             for (k, &b) in bytes.iter().enumerate().skip(lcp) {
                 nodes.push(Node { byte: b, depth: (k + 1) as u16, subtree_len: 1, tok_start: 0, tok_len: 0 });
+                reach.push((k + 1) as u16);
                 open.push(nodes.len() - 1);
             }
             let last = *open.last().unwrap();
@@ -55,11 +70,22 @@ impl TokTrie {
             token_ids.push(id);
             prev = bytes;
         }
-        while let Some(idx) = open.pop() {
-            nodes[idx].subtree_len = (nodes.len() - idx) as u32;
+        while !open.is_empty() {
+            close(&mut open, &mut nodes, &mut reach);
         }
         let max_depth = nodes.iter().map(|n| n.depth as usize).max().unwrap_or(0);
-        TokTrie { nodes, token_ids, max_depth }
+        TokTrie { nodes, token_ids, max_depth, reach, by_len }
+    }
+
+    /// The greatest depth in node `i`'s subtree (its own depth for a leaf).
+    #[inline(always)]
+    pub fn reach(&self, i: usize) -> usize {
+        self.reach[i] as usize
+    }
+
+    /// Ids of the tokens longer than `m` bytes.
+    pub fn longer_than(&self, m: usize) -> impl Iterator<Item = u32> + '_ {
+        self.by_len.iter().take_while(move |(l, _)| *l as usize > m).map(|(_, id)| *id)
     }
 
     /// Greatest node depth (the longest token's length).
@@ -109,7 +135,7 @@ impl TokTrie {
 
     /// Heap bytes used.
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<Node>() + self.token_ids.len() * 4
+        self.nodes.len() * (std::mem::size_of::<Node>() + 2) + self.token_ids.len() * 4 + self.by_len.len() * 8
     }
 }
 
@@ -136,5 +162,10 @@ mod tests {
         assert_eq!(t.find(b"abc"), Some(2));
         assert_eq!(t.find(b"ac"), None);
         assert!(t.has_extension(b"ab") && !t.has_extension(b"abc") && !t.has_extension(b"b"));
+        assert_eq!((t.reach(0), t.reach(1), t.reach(2), t.reach(3)), (3, 3, 3, 1));
+        let mut long: Vec<u32> = t.longer_than(1).collect();
+        long.sort();
+        assert_eq!(long, vec![0, 3]);
+        assert_eq!(t.longer_than(3).count(), 0);
     }
 }

@@ -246,3 +246,52 @@ fn large_vocabulary_masks_match_reference() {
         assert_eq!(allowed(&mut m), reference(&mut m), "after {prefix:?}");
     }
 }
+
+#[test]
+fn length_bounded_masks_match_reference_near_the_bound() {
+    // Cache entries of states near a length bound are derived from a far state's entry
+    // (`CiEntry::derive`): tokens up to 24 bytes, bounds of 30 and 70 characters.
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = |m: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    };
+    let alpha: [&str; 8] = ["a", "b", " ", "\"", ",", "é", "c", "\\n"];
+    let mut toks: Vec<Vec<u8>> = alpha.iter().map(|a| a.as_bytes().to_vec()).collect();
+    for _ in 0..3000 {
+        let len = 1 + rnd(24) as usize;
+        let mut t = Vec::new();
+        while t.len() < len {
+            // Mostly string characters, sometimes a quote or comma.
+            let a = if rnd(8) == 0 { alpha[3 + rnd(2) as usize] } else { alpha[[0, 1, 2, 5, 6][rnd(5) as usize]] };
+            t.extend_from_slice(a.as_bytes());
+        }
+        toks.push(t);
+    }
+    toks.push(Vec::new());
+    let eos = (toks.len() - 1) as u32;
+    let v = Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap());
+    let src = r#"root ::= short ("," long)*
+short ::= "\"" [a-cé ]{2,30} "\""
+long ::= "\"" ([a-cé ] | "\\n"){0,70} "\"""#;
+    let g = Grammar::from_ebnf(src, "root", &Limits::default()).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, v));
+    let body = |n: usize, rnd: &mut dyn FnMut(u64) -> u64| -> String { (0..n).map(|_| ["a", "b", " ", "é", "c"][rnd(5) as usize]).collect() };
+    for case in 0..4 {
+        let n1 = [30, 29, 2, 17][case];
+        let mut doc = format!("\"{}\"", body(n1, &mut rnd));
+        for _ in 0..2 {
+            let n2 = [70, 69, 50, 0][(case + rnd(2) as usize) % 4];
+            doc.push_str(&format!(",\"{}\"", body(n2, &mut rnd)));
+        }
+        let mut m = Matcher::new(cg.clone());
+        let bytes = doc.as_bytes();
+        for i in 0..bytes.len() {
+            assert_eq!(allowed(&mut m), reference(&mut m), "case {case} at byte {i} of {doc}");
+            assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i} of {doc}");
+        }
+        assert!(m.is_accepting());
+    }
+}

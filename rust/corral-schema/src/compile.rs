@@ -397,6 +397,13 @@ fn alt(v: Vec<Expr>) -> Expr {
 
 const CYC: &str = "__cyc";
 
+/// Length-bounded strings up to this many characters are one terminal; longer bounds are
+/// built from chunks of exactly this many characters ([`Compiler::flat_chunks`]).
+const CHUNK: u64 = 256;
+
+/// Most whole chunks [`Compiler::flat_chunks`] lays out (bounds beyond use nested chunks).
+const MAX_FLAT_CHUNKS: u64 = 1024;
+
 /// Keeps a rule a nonterminal (the lowering inlines acyclic rules as regular expressions,
 /// which duplicates shared sub-automata): an extra alternative through a rule that never
 /// terminates makes it recursive without changing its language.
@@ -1884,15 +1891,52 @@ impl<'a> Compiler<'a> {
     fn length_expr(&mut self, class: &[(u32, u32)], a: u64, b: Option<u64>, around: Option<(Rx, Rx)>) -> Expr {
         let (pre, post) = around.unwrap_or((Rx::Empty, Rx::Empty));
         let unit = Rx::Chars(class.to_vec());
-        const SMALL: u64 = 256;
-        if b.is_none_or(|b| b <= SMALL) && a <= SMALL {
+        if b.is_none_or(|b| b <= CHUNK) && a <= CHUNK {
             let body = Rx::concat(vec![pre, rep(unit, a as u32, b.map(|b| b as u32)), post]);
             return Expr::Terminal(self.enc.quoted(&body));
         }
         let open = Expr::Terminal(Rx::concat(vec![lit("\""), self.enc.encode(&pre)]));
-        let close = Expr::Terminal(Rx::concat(vec![self.enc.encode(&post), lit("\"")]));
+        let close_rx = Rx::concat(vec![self.enc.encode(&post), lit("\"")]);
+        if b.unwrap_or(a) / CHUNK <= MAX_FLAT_CHUNKS {
+            let mid = self.flat_chunks(class, a, b, &close_rx);
+            return seq(vec![open, mid]);
+        }
+        let close = Expr::Terminal(close_rx);
         let mid = self.big_len(class, a, b);
         seq(vec![open, mid, close])
+    }
+
+    /// `class` characters (encoded) with a length in `[a, b]`, then `close`, for bounds over
+    /// [`CHUNK`]: whole chunks of exactly `CHUNK` characters (one shared terminal, so its
+    /// automaton and token-set cache entries serve every such string of the class), then a
+    /// tail of fewer characters joined to `close` in one terminal. The split is unambiguous
+    /// (a chunk ends only at its exact count), so a fill inside a long string has at most two
+    /// lexemes in progress and, away from a chunk's end, the same cache key at every position.
+    fn flat_chunks(&mut self, class: &[(u32, u32)], a: u64, b: Option<u64>, close: &Rx) -> Expr {
+        let enc = self.enc.class(class);
+        let chunk = token(Expr::Terminal(rep(enc.clone(), CHUNK as u32, Some(CHUNK as u32))));
+        let chunks = |lo: u64, hi: Option<u64>| -> Expr {
+            match (lo, hi) {
+                (_, Some(0)) => Expr::Literal(Vec::new()),
+                (1, Some(1)) => chunk.clone(),
+                _ => Expr::Repeat { inner: Box::new(chunk.clone()), min: lo as u32, max: hi.map(|h| h as u32) },
+            }
+        };
+        let tail = |lo: u64, hi: Option<u64>| Expr::Terminal(Rx::concat(vec![rep(enc.clone(), lo as u32, hi.map(|h| h as u32)), close.clone()]));
+        let (qa, ra) = (a / CHUNK, a % CHUNK);
+        let Some(b) = b else {
+            return seq(vec![chunks(qa, Some(qa)), tail(ra, None)]);
+        };
+        let (qb, rb) = (b / CHUNK, b % CHUNK);
+        if qa == qb {
+            return seq(vec![chunks(qa, Some(qa)), tail(ra, Some(rb))]);
+        }
+        let mut alts = vec![seq(vec![chunks(qa, Some(qa)), tail(ra, Some(CHUNK - 1))])];
+        if qa + 1 < qb {
+            alts.push(seq(vec![chunks(qa + 1, Some(qb - 1)), tail(0, Some(CHUNK - 1))]));
+        }
+        alts.push(seq(vec![chunks(qb, Some(qb)), tail(0, Some(rb))]));
+        alt(alts)
     }
 
     /// Strings of `class` characters (encoded) with a length in `[a, b]`, for large bounds:

@@ -84,7 +84,8 @@ fn strings() {
     let c = ck(json!({"type": "string", "minLength": 300, "maxLength": 301}));
     yes(&c, &[&format!("\"{}\"", "x".repeat(300)), &format!("\"{}\"", "x".repeat(301))]);
     no(&c, &[&format!("\"{}\"", "x".repeat(299)), &format!("\"{}\"", "x".repeat(302))]);
-    // look-around is unsupported, with the keyword's pointer
+    // look-around is unsupported, with the keyword's pointer (after the chunked lengths below)
+    chunked_lengths();
     let e = compile_schema(&json!({"properties": {"a": {"pattern": "(?=x)"}}}), &compact()).unwrap_err();
     assert!(matches!(&e, SchemaError::Unsupported { pointer, keyword, .. } if pointer == "/properties/a/pattern" && keyword == "pattern"), "{e}");
 }
@@ -315,4 +316,30 @@ fn one_of_exclusive_within_its_context() {
     let k = Checker::new(&c.grammar);
     assert!(k.accepts("\"A\"") && k.accepts("\"N\"") && k.accepts(r#"{"t":"x"}"#));
     assert!(!k.accepts("\"B\"") && !k.accepts(r#"{"u":1}"#));
+}
+
+/// Bounds above one terminal's 256 characters are whole 256-character chunks plus a tail:
+/// every length around the chunk multiples and the bounds, with multi-byte characters and
+/// escapes counted as one character each.
+fn chunked_lengths() {
+    let text = |n: usize| -> String {
+        let unit = ["x", "é", "\\n", "😀", "\\u00e9", "\\\"", "日"];
+        format!("\"{}\"", (0..n).map(|i| unit[i * 7 % unit.len()]).collect::<String>())
+    };
+    for (a, b) in [(0u64, Some(300u64)), (255, Some(257)), (256, Some(512)), (300, Some(1000)), (513, None), (0, Some(2000))] {
+        let schema = match b {
+            Some(b) => json!({"type": "string", "minLength": a, "maxLength": b}),
+            None => json!({"type": "string", "minLength": a}),
+        };
+        let c = ck(schema);
+        let top = b.unwrap_or(a + 300);
+        let mut probe: Vec<u64> = vec![0, 1, a.saturating_sub(1), a, a + 1, top.saturating_sub(1), top, top + 1];
+        for k in 1..=top / 256 + 1 {
+            probe.extend([k * 256 - 1, k * 256, k * 256 + 1]);
+        }
+        for n in probe {
+            let ok = n >= a && b.is_none_or(|b| n <= b);
+            assert_eq!(c.accepts(&text(n as usize)), ok, "minLength {a} maxLength {b:?}: length {n}");
+        }
+    }
 }
