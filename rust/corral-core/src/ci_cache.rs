@@ -20,10 +20,6 @@ use std::sync::{Arc, RwLock};
 /// Most lexemes a key may hold; larger configurations take the plain trie walk.
 pub const MAX_KEY_LEXEMES: usize = 64;
 
-/// Below this many bytes of agreement a state's entry is walked afresh rather than derived
-/// from a near state's ([`CiEntry::derive`]): the walk of the longer tokens is most of the trie.
-pub const MIN_DERIVE_DEPTH: usize = 6;
-
 /// A key: the (terminal id, DFA state) of each lexeme in progress, in canonical order.
 /// Terminal ids are process-wide ([`crate::intern`]), so entries are shared by all grammars
 /// compiled against one vocabulary (the cache lives in the [`crate::Vocabulary`]).
@@ -219,35 +215,74 @@ fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, ranges: &[(usize, usize, usize)]
     groups
 }
 
-/// [`walk_one`] over the tokens longer than `m` bytes only: subtrees with no node deeper
-/// than `m` are skipped, and tokens and ends are reported below depth `m` only.
-fn walk_deep(trie: &TokTrie, s0: u32, dfa: &Dfa, m: usize, mut on_token: impl FnMut(&[u32]), mut on_end: impl FnMut(usize)) {
+/// What [`walk_lockstep`] found.
+struct Lockstep {
+    /// Node ranges where the two states agree on every token below (the near state's tokens
+    /// and ends there are this state's too).
+    same: Vec<(u32, u32)>,
+    /// Nodes where this state's lexeme ends with bytes to follow, outside `same`.
+    ends: Vec<usize>,
+}
+
+/// Walks the trie from state `s` and the near state `g` side by side, editing `allowed`
+/// (the near state's token set) into `s`'s: a subtree is skipped as soon as the two agree on
+/// everything below it, which is when its tokens are no longer than `m` bytes (the states are
+/// m-equivalent) or the two paths reach k-equivalent states (`k` = the longest token).
+fn walk_lockstep(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa, m: usize, allowed: &mut [u32]) -> Lockstep {
     let nodes = &trie.nodes;
-    let mut states: Vec<u32> = vec![DEAD; trie.max_depth() + 1];
-    states[0] = s0;
+    let k = trie.max_depth();
+    let mut st_s: Vec<u32> = vec![DEAD; k + 1];
+    let mut st_g: Vec<u32> = vec![DEAD; k + 1];
+    st_s[0] = s;
+    st_g[0] = g;
+    let mut out = Lockstep { same: Vec::new(), ends: Vec::new() };
     let mut i = 0;
     while i < nodes.len() {
         let node = nodes[i];
         let d = node.depth as usize;
+        let end = i + node.subtree_len as usize;
         if trie.reach(i) <= m {
-            i += node.subtree_len as usize;
+            out.same.push((i as u32, end as u32));
+            i = end;
             continue;
         }
-        let s = dfa.next(states[d - 1], node.byte);
-        if s == DEAD {
-            i += node.subtree_len as usize;
+        let ps = st_s[d - 1];
+        let pg = st_g[d - 1];
+        let ns = if ps == DEAD { DEAD } else { dfa.next(ps, node.byte) };
+        let ng = if pg == DEAD { DEAD } else { dfa.next(pg, node.byte) };
+        if ns == DEAD {
+            if ng != DEAD {
+                // Only the near state lives here: none of its tokens below are allowed.
+                clear_subtree_tokens(trie, i, allowed);
+            }
+            i = end;
             continue;
         }
-        states[d] = s;
-        if d > m {
-            if node.tok_len > 0 {
-                on_token(trie.tokens_at(i));
-            }
-            if node.subtree_len > 1 && dfa.is_accepting(s) {
-                on_end(i);
-            }
+        if ng != DEAD && dfa.canonical_state(ns, k) == dfa.canonical_state(ng, k) {
+            out.same.push((i as u32, end as u32));
+            i = end;
+            continue;
+        }
+        st_s[d] = ns;
+        st_g[d] = ng;
+        for &t in trie.tokens_at(i) {
+            allowed[t as usize / 32] |= 1 << (t % 32);
+        }
+        if node.subtree_len > 1 && dfa.is_accepting(ns) {
+            out.ends.push(i);
         }
         i += 1;
+    }
+    out
+}
+
+/// Clears the bits of every token ending in node `i`'s subtree.
+fn clear_subtree_tokens(trie: &TokTrie, i: usize, allowed: &mut [u32]) {
+    let end = i + trie.nodes[i].subtree_len as usize;
+    for j in i..end {
+        for &t in trie.tokens_at(j) {
+            allowed[t as usize / 32] &= !(1 << (t % 32));
+        }
     }
 }
 
@@ -310,50 +345,40 @@ impl CiEntry {
 }
 
 impl CiEntry {
-    /// The entry of the single lexeme in state `s` of `dfa`, from the entry `near` of a state
-    /// that agrees with `s` on every input of at most `m` bytes: the same tokens and ends up
-    /// to depth `m`, and a walk of the (few) longer tokens for the rest.
-    pub fn derive(trie: &TokTrie, near: &CiEntry, s: u32, dfa: &Dfa, m: usize) -> CiEntry {
+    /// The entry of the single lexeme in state `s` of `dfa`, from the entry `near` of state
+    /// `g`, which agrees with `s` on every input of at most `m` bytes: one lockstep walk
+    /// ([`walk_lockstep`]) that visits only where the two can differ — the tokens longer than
+    /// `m` bytes (a length bound `m` characters away) or paths on which the two have not yet
+    /// converged (a key that is not yet past the declared names it must avoid).
+    pub fn derive(trie: &TokTrie, near: &CiEntry, s: u32, g: u32, dfa: &Dfa, m: usize) -> CiEntry {
         let mut allowed = near.allowed.clone();
-        for t in trie.longer_than(m) {
-            allowed[t as usize / 32] &= !(1 << (t % 32));
-        }
-        let mut ends: Vec<u32> = Vec::new();
-        let mut cbs: Vec<ByteSet> = Vec::new();
-        for g in &near.level.groups {
-            debug_assert_eq!(g.ending, 1, "a single lexeme's entry has one group");
-            for (&n, &cb) in g.nodes.iter().zip(&g.child_bytes) {
-                if trie.nodes[n as usize].depth as usize <= m {
-                    ends.push(n);
-                    cbs.push(cb);
+        let walk = walk_lockstep(trie, s, g, dfa, m, &mut allowed);
+        // The near state's ends inside the ranges where the two agree, then this state's own.
+        let mut nodes: Vec<(u32, ByteSet)> = Vec::new();
+        for grp in &near.level.groups {
+            debug_assert_eq!(grp.ending, 1, "a single lexeme's entry has one group");
+            let mut r = 0;
+            for (&n, &cb) in grp.nodes.iter().zip(&grp.child_bytes) {
+                while r < walk.same.len() && walk.same[r].1 <= n {
+                    r += 1;
+                }
+                if r < walk.same.len() && walk.same[r].0 <= n {
+                    nodes.push((n, cb));
                 }
             }
         }
         let mut groups: Vec<EndGroup> = Vec::new();
         let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
-        let mut deep: Vec<usize> = Vec::new();
-        walk_deep(
-            trie,
-            s,
-            dfa,
-            m,
-            |ids| {
-                for &t in ids {
-                    allowed[t as usize / 32] |= 1 << (t % 32);
-                }
-            },
-            |i| deep.push(i),
-        );
-        for i in deep {
+        for i in walk.ends {
             record_end(&trie.nodes, i, 1, &mut groups, &mut group_of);
         }
-        if !ends.is_empty() {
-            match groups.first_mut() {
-                Some(g) => {
-                    g.nodes.extend(ends);
-                    g.child_bytes.extend(cbs);
-                }
-                None => groups.push(EndGroup { ending: 1, nodes: ends, child_bytes: cbs }),
+        if !nodes.is_empty() {
+            if groups.is_empty() {
+                groups.push(EndGroup { ending: 1, nodes: Vec::new(), child_bytes: Vec::new() });
+            }
+            for (n, cb) in nodes {
+                groups[0].nodes.push(n);
+                groups[0].child_bytes.push(cb);
             }
         }
         dedup_groups(&mut groups);
@@ -447,11 +472,11 @@ impl CiCache {
         } else {
             match dfas[0].near_state(key[0].1, trie.max_depth()) {
                 // Close enough to a known state (a length-bounded string away from its bound).
-                Some((t, m)) if m >= MIN_DERIVE_DEPTH => {
+                Some((t, m)) => {
                     let near_key = [(key[0].0, t)];
                     let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(&near_key[..]).cloned();
                     let near = hit.unwrap_or_else(|| self.insert_built(trie, &near_key, dfas, mask_words));
-                    Arc::new(CiEntry::derive(trie, &near, key[0].1, dfas[0], m))
+                    Arc::new(CiEntry::derive(trie, &near, key[0].1, t, dfas[0], m))
                 }
                 _ => Arc::new(CiEntry::build(trie, key, dfas, mask_words)),
             }

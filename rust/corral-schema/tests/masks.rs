@@ -1,0 +1,102 @@
+//! Token masks of compiled schemas against the per-token reference (accept, then roll back),
+//! at every byte of valid instances, with a vocabulary of multi-byte fragments. Covers the
+//! cache paths that derive one state's token set from another's (key strings that must avoid
+//! declared names, length-bounded strings near their bound).
+
+use corral_core::{CompiledGrammar, Matcher, Vocabulary};
+use corral_schema::{compile_schema, Options, Whitespace};
+use serde_json::json;
+use std::sync::Arc;
+
+fn vocab(fragments: &[&str], seed: u64) -> Arc<Vocabulary> {
+    let mut seed = seed;
+    let mut rnd = |m: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    };
+    let mut toks: Vec<Vec<u8>> = Vec::new();
+    for c in 0u8..128 {
+        toks.push(vec![c]);
+    }
+    toks.extend(fragments.iter().map(|f| f.as_bytes().to_vec()));
+    // Random concatenations of fragments, up to 20 bytes.
+    for _ in 0..2500 {
+        let mut t = Vec::new();
+        let len = 2 + rnd(19) as usize;
+        while t.len() < len {
+            t.extend_from_slice(fragments[rnd(fragments.len() as u64) as usize].as_bytes());
+        }
+        t.truncate(len);
+        toks.push(t);
+    }
+    toks.push(Vec::new());
+    let eos = (toks.len() - 1) as u32;
+    Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap())
+}
+
+fn allowed(m: &mut Matcher) -> Vec<u32> {
+    let v = m.compiled().vocab().clone();
+    let mut mask = vec![0u32; v.mask_words()];
+    m.fill_next_token_bitmask(&mut mask).unwrap();
+    (0..v.size() as u32).filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1).collect()
+}
+
+fn reference(m: &mut Matcher) -> Vec<u32> {
+    let v = m.compiled().vocab().clone();
+    (0..v.size() as u32)
+        .filter(|&i| {
+            let ok = m.accept_token(i).unwrap();
+            if ok {
+                m.rollback(1).unwrap();
+            }
+            ok
+        })
+        .collect()
+}
+
+fn check(schema: serde_json::Value, docs: &[String], v: &Arc<Vocabulary>) {
+    let opts = Options { whitespace: Whitespace::Compact, ..Default::default() };
+    let c = compile_schema(&schema, &opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
+    let cg = Arc::new(CompiledGrammar::new(&c.grammar, v.clone()));
+    for doc in docs {
+        let mut m = Matcher::new(cg.clone());
+        let bytes = doc.as_bytes();
+        for i in 0..bytes.len() {
+            assert_eq!(allowed(&mut m), reference(&mut m), "{schema}: at byte {i} of {doc}");
+            assert!(m.accept_bytes(&bytes[i..i + 1]), "{schema}: byte {i} of {doc}");
+        }
+        assert!(m.is_accepting(), "{doc}");
+    }
+}
+
+#[test]
+fn key_masks_avoiding_declared_names_match_reference() {
+    let frags = ["\"", "\":", "\":1", ",\"", "acc", "account", "Holder", "ount", "a", "c", "o", "x", "1", "2", "}", "{\"", "\"}", "Hol", "der\""];
+    let v = vocab(&frags, 0x1234_5678_9abc_def1);
+    let props = json!({"acc": {"type": "integer"}, "account": {"type": "integer"}, "accountHolder": {"type": "integer"}, "ax": {"type": "integer"}});
+    let docs: Vec<String> = [
+        r#"{"accountHolder":1,"acco":2,"accountHold":12,"account":1}"#,
+        r#"{"ac":1,"acc":2,"accountHolderx":1,"x":1}"#,
+        r#"{"axe":1,"ax":2,"":1,"accoun":1}"#,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    check(json!({"type": "object", "properties": props, "additionalProperties": {"type": "integer"}}), &docs, &v);
+    check(json!({"type": "object", "properties": props, "patternProperties": {"^acc": {"type": "integer", "minimum": 0}}}), &docs, &v);
+    let closed: Vec<String> = vec![r#"{"accountHolder":1,"acc":2,"account":1}"#.into(), r#"{"ax":1}"#.into()];
+    check(json!({"type": "object", "properties": props, "additionalProperties": false}), &closed, &v);
+}
+
+#[test]
+fn bounded_string_masks_match_reference() {
+    let frags = ["\"", "ab", "abc", "é", " ", "\\n", "\\u00e9", "x", "\",", "\"}", "{\"s\":\""];
+    let v = vocab(&frags, 0x0fed_cba9_8765_4321);
+    let s = |n: usize| -> String { (0..n).map(|i| ["a", "b", "é", " ", "\\n", "x"][i % 6]).collect() };
+    let docs: Vec<String> = [30usize, 29, 12, 0].iter().map(|&n| format!(r#"{{"s":"{}","t":"{}"}}"#, s(n), s(n / 2))).collect();
+    check(json!({"type": "object", "properties": {"s": {"type": "string", "maxLength": 30}, "t": {"type": "string", "minLength": 0, "maxLength": 15}}, "required": ["s"], "additionalProperties": false}), &docs, &v);
+    let long: Vec<String> = [300usize, 256, 255, 290].iter().map(|&n| format!(r#"{{"s":"{}"}}"#, s(n))).collect();
+    check(json!({"type": "object", "properties": {"s": {"type": "string", "minLength": 250, "maxLength": 300}}, "additionalProperties": false}), &long, &v);
+}
