@@ -20,6 +20,13 @@ use std::sync::{Arc, RwLock};
 /// Most lexemes a key may hold; larger configurations take the plain trie walk.
 pub const MAX_KEY_LEXEMES: usize = 64;
 
+/// A state's entry is derived from a near state's ([`CiEntry::derive`]) when the two agree
+/// on inputs of at least this many bytes...
+pub const MIN_DERIVE_DEPTH: usize = 6;
+
+/// ...or when at most this many first bytes continue one of them but not the other.
+pub const MAX_FIRST_BYTE_DIFFERENCE: usize = 4;
+
 /// A key: the (terminal id, DFA state) of each lexeme in progress, in canonical order.
 /// Terminal ids are process-wide ([`crate::intern`]), so entries are shared by all grammars
 /// compiled against one vocabulary (the cache lives in the [`crate::Vocabulary`]).
@@ -228,7 +235,9 @@ struct Lockstep {
 /// (the near state's token set) into `s`'s: a subtree is skipped as soon as the two agree on
 /// everything below it, which is when its tokens are no longer than `m` bytes (the states are
 /// m-equivalent) or the two paths reach k-equivalent states (`k` = the longest token).
-fn walk_lockstep(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa, m: usize, allowed: &mut [u32]) -> Lockstep {
+///
+/// Gives up (`None`) after visiting `budget` nodes: the two states were not alike after all.
+fn walk_lockstep(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa, m: usize, allowed: &mut [u32], budget: usize) -> Option<Lockstep> {
     let nodes = &trie.nodes;
     let k = trie.max_depth();
     let mut st_s: Vec<u32> = vec![DEAD; k + 1];
@@ -236,6 +245,7 @@ fn walk_lockstep(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa, m: usize, allowed: &
     st_s[0] = s;
     st_g[0] = g;
     let mut out = Lockstep { same: Vec::new(), ends: Vec::new() };
+    let mut visited = 0;
     let mut i = 0;
     while i < nodes.len() {
         let node = nodes[i];
@@ -265,6 +275,10 @@ fn walk_lockstep(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa, m: usize, allowed: &
         }
         st_s[d] = ns;
         st_g[d] = ng;
+        visited += 1;
+        if visited > budget {
+            return None;
+        }
         for &t in trie.tokens_at(i) {
             allowed[t as usize / 32] |= 1 << (t % 32);
         }
@@ -273,7 +287,7 @@ fn walk_lockstep(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa, m: usize, allowed: &
         }
         i += 1;
     }
-    out
+    Some(out)
 }
 
 /// Clears the bits of every token ending in node `i`'s subtree.
@@ -350,9 +364,12 @@ impl CiEntry {
     /// ([`walk_lockstep`]) that visits only where the two can differ — the tokens longer than
     /// `m` bytes (a length bound `m` characters away) or paths on which the two have not yet
     /// converged (a key that is not yet past the declared names it must avoid).
-    pub fn derive(trie: &TokTrie, near: &CiEntry, s: u32, g: u32, dfa: &Dfa, m: usize) -> CiEntry {
+    ///
+    /// `None` when the lockstep walk would visit more than an eighth of the trie (then a
+    /// fresh walk is cheaper).
+    pub fn derive(trie: &TokTrie, near: &CiEntry, s: u32, g: u32, dfa: &Dfa, m: usize) -> Option<CiEntry> {
         let mut allowed = near.allowed.clone();
-        let walk = walk_lockstep(trie, s, g, dfa, m, &mut allowed);
+        let walk = walk_lockstep(trie, s, g, dfa, m, &mut allowed, trie.nodes.len() / 8)?;
         // The near state's ends inside the ranges where the two agree, then this state's own.
         let mut nodes: Vec<(u32, ByteSet)> = Vec::new();
         for grp in &near.level.groups {
@@ -382,7 +399,7 @@ impl CiEntry {
             }
         }
         dedup_groups(&mut groups);
-        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } })
     }
 
     /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
@@ -470,16 +487,20 @@ impl CiCache {
                 .collect();
             Arc::new(CiEntry::union(&singles, mask_words))
         } else {
-            match dfas[0].near_state(key[0].1, trie.max_depth()) {
-                // Close enough to a known state (a length-bounded string away from its bound).
-                Some((t, m)) => {
+            let (s, dfa) = (key[0].1, dfas[0]);
+            let derived = match dfa.near_state(s, trie.max_depth()) {
+                // A state like a known one: agreeing on inputs up to `m` bytes (a length-bounded
+                // string away from its bound) or on nearly every first byte (a key string
+                // before the declared names it must avoid).
+                Some((t, m)) if m >= MIN_DERIVE_DEPTH || dfa.live_bytes(s).difference_len(dfa.live_bytes(t)) <= MAX_FIRST_BYTE_DIFFERENCE => {
                     let near_key = [(key[0].0, t)];
                     let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(&near_key[..]).cloned();
                     let near = hit.unwrap_or_else(|| self.insert_built(trie, &near_key, dfas, mask_words));
-                    Arc::new(CiEntry::derive(trie, &near, key[0].1, t, dfas[0], m))
+                    CiEntry::derive(trie, &near, s, t, dfa, m)
                 }
-                _ => Arc::new(CiEntry::build(trie, key, dfas, mask_words)),
-            }
+                _ => None,
+            };
+            Arc::new(derived.unwrap_or_else(|| CiEntry::build(trie, key, dfas, mask_words)))
         };
         let size = e.allowed.len() * 4 + e.level.memory_bytes() + key.len() * 8 + 64;
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());

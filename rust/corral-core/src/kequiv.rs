@@ -9,7 +9,6 @@
 //! split keeps the old id for the part that did not move), which is what makes the skipped
 //! states' old classes still correct.
 
-use rustc_hash::FxHashMap;
 
 /// The result of [`k_equivalence`].
 #[derive(Debug, Clone, Default)]
@@ -32,19 +31,24 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
         return KEquiv::default();
     }
     // Predecessor lists (compressed rows, duplicates kept; deduplicated by a stamp below).
+    // The dead state never changes class, so edges into it are left out.
     let mut start = vec![0u32; n + 1];
     for &t in trans {
-        start[t as usize + 1] += 1;
+        if t != dead {
+            start[t as usize + 1] += 1;
+        }
     }
     for i in 0..n {
         start[i + 1] += start[i];
     }
     let mut fill = start.clone();
-    let mut preds = vec![0u32; trans.len()];
+    let mut preds = vec![0u32; start[n] as usize];
     for s in 0..n {
         for &t in &trans[s * classes..(s + 1) * classes] {
-            preds[fill[t as usize] as usize] = s as u32;
-            fill[t as usize] += 1;
+            if t != dead {
+                preds[fill[t as usize] as usize] = s as u32;
+                fill[t as usize] += 1;
+            }
         }
     }
     // Round 0: dead, accepting, other (ids in order of first appearance).
@@ -72,13 +76,23 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
     let mut parent: Vec<Option<(u32, u32)>> = vec![None; n_classes as usize];
     let mut stamp = vec![0u32; n];
     let mut candidates: Vec<u32> = (0..n as u32).collect();
-    let sig = |class: &[u32], s: u32, out: &mut Vec<u32>| {
-        out.clear();
-        out.extend(trans[s as usize * classes..(s as usize + 1) * classes].iter().map(|&t| class[t as usize]));
+    // Signatures are compared in place (successor classes), hashed to sort candidates into
+    // runs; a run is verified against its first member, so a hash collision only costs time.
+    let same = |class: &[u32], a: u32, b: u32| {
+        let (ra, rb) = (&trans[a as usize * classes..(a as usize + 1) * classes], &trans[b as usize * classes..(b as usize + 1) * classes]);
+        ra.iter().zip(rb).all(|(&x, &y)| class[x as usize] == class[y as usize])
     };
-    let mut by_class: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+    let hash = |class: &[u32], s: u32| {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for &t in &trans[s as usize * classes..(s as usize + 1) * classes] {
+            h = (h ^ class[t as usize] as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        h
+    };
     let mut moves: Vec<(u32, u32)> = Vec::new();
-    let mut buf = Vec::with_capacity(classes);
+    let mut keyed: Vec<(u32, u64, u32)> = Vec::new();
+    // Groups of one class's candidates: (smallest state, members).
+    let mut groups: Vec<(u32, Vec<u32>)> = Vec::new();
     for round in 1..=k as u32 {
         if candidates.is_empty() {
             break;
@@ -86,57 +100,69 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
         for &s in &candidates {
             stamp[s as usize] = round;
         }
-        by_class.clear();
-        for &s in &candidates {
-            by_class.entry(class[s as usize]).or_default().push(s);
-        }
+        keyed.clear();
+        keyed.extend(candidates.iter().map(|&s| (class[s as usize], hash(&class, s), s)));
+        keyed.sort_unstable();
         moves.clear();
-        let mut affected: Vec<u32> = by_class.keys().copied().collect();
-        affected.sort_unstable();
-        for c in affected {
-            let cands = &by_class[&c];
-            if members[c as usize].len() == 1 {
-                continue;
+        let mut i = 0;
+        while i < keyed.len() {
+            let c = keyed[i].0;
+            let mut j = i;
+            while j < keyed.len() && keyed[j].0 == c {
+                j += 1;
             }
-            // Signature of the members that are not candidates (all equal), if any.
+            let cands = &keyed[i..j];
+            i = j;
+            // A member of `c` that is not a candidate (its signature is the class's old one).
             let list = &mut members[c as usize];
-            let mut reference: Option<Vec<u32>> = None;
-            let mut j = 0;
-            while j < list.len() {
-                let m = list[j];
+            let mut reference: Option<u32> = None;
+            let mut x = 0;
+            while x < list.len() {
+                let m = list[x];
                 if class[m as usize] != c {
-                    list.swap_remove(j); // stale: moved out in an earlier round
+                    list.swap_remove(x); // stale: moved out in an earlier round
                     continue;
                 }
                 if stamp[m as usize] != round {
-                    sig(&class, m, &mut buf);
-                    reference = Some(buf.clone());
+                    reference = Some(m);
                     break;
                 }
-                j += 1;
+                x += 1;
             }
-            // Group the candidates by signature.
-            let mut groups: FxHashMap<Vec<u32>, Vec<u32>> = FxHashMap::default();
-            for &s in cands {
-                sig(&class, s, &mut buf);
-                groups.entry(buf.clone()).or_default().push(s);
+            // Group the candidates: runs of equal hash, each verified member by member.
+            groups.clear();
+            let mut r = 0;
+            while r < cands.len() {
+                let mut e = r;
+                while e < cands.len() && cands[e].1 == cands[r].1 {
+                    e += 1;
+                }
+                let first = groups.len();
+                for &(_, _, s) in &cands[r..e] {
+                    match groups[first..].iter_mut().find(|g| same(&class, g.1[0], s)) {
+                        Some(g) => {
+                            g.0 = g.0.min(s);
+                            g.1.push(s);
+                        }
+                        None => groups.push((s, vec![s])),
+                    }
+                }
+                r = e;
             }
-            let keep = match &reference {
-                Some(r) => Some(r.clone()),
+            let keep = match reference {
+                Some(m) => groups.iter().position(|g| same(&class, g.1[0], m)),
                 None if groups.len() == 1 => continue,
                 // Every member is a candidate: the group holding the smallest state keeps the id.
-                None => groups.iter().min_by_key(|(_, v)| v.iter().min().copied()).map(|(g, _)| g.clone()),
+                None => groups.iter().enumerate().min_by_key(|(_, g)| g.0).map(|(x, _)| x),
             };
-            let mut rest: Vec<(u32, Vec<u32>)> = groups.into_iter().filter(|(g, _)| Some(g) != keep.as_ref()).map(|(_, v)| (*v.iter().min().unwrap(), v)).collect();
-            rest.sort_unstable_by_key(|r| r.0);
-            for (_, v) in rest {
+            let mut rest: Vec<&(u32, Vec<u32>)> = groups.iter().enumerate().filter(|(x, _)| Some(*x) != keep).map(|(_, g)| g).collect();
+            rest.sort_unstable_by_key(|g| g.0);
+            for g in rest {
                 let id = n_classes;
                 n_classes += 1;
                 members.push(Vec::new());
                 parent.push(Some((c, round)));
-                for s in v {
-                    moves.push((s, id));
-                }
+                moves.extend(g.1.iter().map(|&s| (s, id)));
             }
         }
         if moves.is_empty() {
@@ -180,6 +206,7 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustc_hash::FxHashMap;
 
     /// Plain Moore refinement: every state, every round.
     fn naive(trans: &[u32], classes: usize, accepting: &[bool], dead: u32, k: usize) -> Vec<u32> {

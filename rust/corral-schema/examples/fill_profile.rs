@@ -1,0 +1,54 @@
+//! Mask-fill latency over recorded instance walks, without Python: each line of the input
+//! file is `{"label", "schema", "walks": [[token ids]]}` (token ids of the Llama 3 tokenizer).
+//! Prints fill percentiles and the slowest fills. For profiling cold fills with `perf`:
+//! `cargo run --release -p corral-schema --example fill_profile -- walks.jsonl`.
+use corral_core::{testutil::load_tiktoken, CompiledGrammar, Matcher};
+use corral_schema::{compile_schema, Options};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn main() {
+    let path = std::env::args().nth(1).expect("walks.jsonl");
+    let tk = std::env::var("CORRAL_TIKTOKEN").unwrap_or_else(|_| "../shared/data/tokenizers/llama3/tokenizer.model".into());
+    let vocab = Arc::new(load_tiktoken(&tk, 256, &[128001, 128009]).unwrap());
+    let words = vocab.mask_words();
+    let mut fills: Vec<(f64, String, usize)> = Vec::new();
+    let mut compiles: Vec<f64> = Vec::new();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(move || {
+            for line in text.lines() {
+                let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+                let label = doc["label"].as_str().unwrap().to_string();
+                let t = Instant::now();
+                let Ok(c) = compile_schema(&doc["schema"], &Options::default()) else { continue };
+                let cg = Arc::new(CompiledGrammar::new(&c.grammar, vocab.clone()));
+                compiles.push(t.elapsed().as_secs_f64() * 1e3);
+                for walk in doc["walks"].as_array().unwrap() {
+                    let mut m = Matcher::new(cg.clone());
+                    let mut mask = vec![0u32; words];
+                    for (step, id) in walk.as_array().unwrap().iter().enumerate() {
+                        let t = Instant::now();
+                        m.fill_next_token_bitmask(&mut mask).unwrap();
+                        fills.push((t.elapsed().as_secs_f64() * 1e6, label.clone(), step));
+                        if std::env::var("FP_TRACE").is_ok() && t.elapsed().as_micros() > 2000 { eprintln!("FILL {label} step {step} {:?}", t.elapsed()); }
+                        assert!(m.accept_token(id.as_u64().unwrap() as u32).unwrap(), "{label} step {step}");
+                    }
+                }
+            }
+            let mut ts: Vec<f64> = fills.iter().map(|f| f.0).collect();
+            ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            compiles.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let pct = |v: &[f64], p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
+            println!("fills {}: p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} max {:.1} µs, mean {:.1}", ts.len(), pct(&ts, 0.5), pct(&ts, 0.9), pct(&ts, 0.99), pct(&ts, 0.999), pct(&ts, 1.0), ts.iter().sum::<f64>() / ts.len() as f64);
+            println!("compile+token-level {}: p50 {:.2} p90 {:.2} p99 {:.2} max {:.2} ms", compiles.len(), pct(&compiles, 0.5), pct(&compiles, 0.9), pct(&compiles, 0.99), pct(&compiles, 1.0));
+            fills.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap());
+            for (t, l, s) in fills.iter().take(15) {
+                println!("{t:10.0} µs  {l} step {s}");
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
