@@ -3,7 +3,7 @@
 //! byte step, and the logits masking kernel. Uses the Llama 3 vocabulary from `../shared/data`
 //! (falls back to a synthetic 128k vocabulary when the data is absent).
 
-use corral_core::ci_cache::CiEntry;
+use corral_core::ci_cache::{CiEntry, Lexer};
 use corral_core::logits::{mask_rows, NEG_INF_F32};
 use corral_core::{testutil::load_tiktoken, CompiledGrammar, Grammar, Limits, Matcher, Vocabulary};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
@@ -48,7 +48,7 @@ fn benches(c: &mut Criterion) {
     let dfa = &cfg.terminals[t].dfa;
     let s = dfa.next(dfa.start(), b'"');
     if s != corral_core::dfa::DEAD {
-        c.bench_function("trie_walk/cold_entry", |b| b.iter(|| black_box(CiEntry::build(v.trie(), &[(u32::MAX, s)], &[dfa], v.mask_words()))));
+        c.bench_function("trie_walk/cold_entry", |b| b.iter(|| black_box(CiEntry::build(v.trie(), &[Lexer { dfa, state: s, gid: 0 }], v.mask_words()))));
     }
     // Byte steps: accepting a 200-byte JSON document byte by byte.
     let doc = br#"{"name": "corral", "tags": ["fast", "exact"], "n": [1, 2.5e3, -7], "ok": true, "nested": {"a": null, "b": "\u00e9\n"}}"#;

@@ -1,6 +1,6 @@
 //! Builds one cold cache entry (inside a JSON string) with the Llama 3 vocabulary: the
 //! worst single fill latency. `cargo run --release --example cold_entry`.
-use corral_core::ci_cache::CiEntry;
+use corral_core::ci_cache::{CiEntry, Lexer};
 use corral_core::{testutil::load_tiktoken, Grammar, Limits};
 use std::time::Instant;
 
@@ -16,7 +16,7 @@ fn main() {
     let mut best = std::time::Duration::MAX;
     for _ in 0..n {
         let t0 = Instant::now();
-        let e = CiEntry::build(v.trie(), &[(0, s)], &[dfa], v.mask_words());
+        let e = CiEntry::build(v.trie(), &[Lexer { dfa, state: s, gid: 0 }], v.mask_words());
         best = best.min(t0.elapsed());
         std::hint::black_box(e);
     }

@@ -27,10 +27,41 @@ pub const MIN_DERIVE_DEPTH: usize = 6;
 /// ...or when at most this many first bytes continue one of them but not the other.
 pub const MAX_FIRST_BYTE_DIFFERENCE: usize = 4;
 
-/// A key: the (terminal id, DFA state) of each lexeme in progress, in canonical order.
+/// A key: the [`Lexer::key`] of each lexeme in progress, in canonical order.
 /// Terminal ids are process-wide ([`crate::intern`]), so entries are shared by all grammars
 /// compiled against one vocabulary (the cache lives in the [`crate::Vocabulary`]).
 pub type Key = Vec<(u32, u32)>;
+
+/// One lexeme to walk: its automaton, its state, and its terminal's process-wide id.
+#[derive(Debug, Clone, Copy)]
+pub struct Lexer<'d> {
+    /// The terminal's automaton.
+    pub dfa: &'d Dfa,
+    /// The lexeme's state in it.
+    pub state: u32,
+    /// The terminal's id ([`crate::intern`]).
+    pub gid: u32,
+}
+
+/// Marks a key element that is a language id rather than a terminal id.
+const LANGUAGE: u32 = 1 << 31;
+
+impl Lexer<'_> {
+    /// This lexeme's element of a cache key: the id of the language it still accepts when
+    /// that language is small enough to have one ([`crate::fingerprint`], shared by every
+    /// automaton), else its terminal id and canonical state (states alike on every token of
+    /// at most `k` bytes share it).
+    #[inline]
+    pub fn key(&self, k: usize) -> (u32, u32) {
+        match self.dfa.language_id(self.state) {
+            Some(id) => (LANGUAGE | id, 0),
+            None => {
+                debug_assert!(self.gid < LANGUAGE);
+                (self.gid, self.dfa.canonical_state(self.state, k))
+            }
+        }
+    }
+}
 
 /// Trie nodes below which the parser must be consulted, grouped by which key lexemes end there.
 #[derive(Debug, Clone)]
@@ -134,19 +165,19 @@ fn whole(trie: &TokTrie, parts: usize) -> Vec<(usize, usize, usize)> {
 
 /// Lexer-only walk over `roots` (their subtrees, or the whole trie when `roots` is `None`).
 /// Calls `on_token` for tokens allowed by pure continuation; returns the end groups.
-fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], ranges: &[(usize, usize, usize)], first: &ByteSet, on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
-    if key.len() == 1 {
-        return walk_one(trie, key[0].1, dfas[0], ranges, first, on_token);
+fn walk(trie: &TokTrie, lexers: &[Lexer], ranges: &[(usize, usize, usize)], first: &ByteSet, on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+    if lexers.len() == 1 {
+        return walk_one(trie, lexers[0].state, lexers[0].dfa, ranges, first, on_token);
     }
     let mut on_token = on_token;
-    let k = key.len();
+    let k = lexers.len();
     let nodes = &trie.nodes;
     let mut groups: Vec<EndGroup> = Vec::new();
     let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
     let mut states: Vec<u32> = vec![DEAD; (trie.max_depth() + 1) * k];
     for &(start, end, base) in ranges {
-        for (j, &(_, s)) in key.iter().enumerate() {
-            states[j] = s;
+        for (j, l) in lexers.iter().enumerate() {
+            states[j] = l.state;
         }
         let mut i = start;
         while i < end {
@@ -161,11 +192,11 @@ fn walk(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], ranges: &[(usize, usi
             let mut alive = false;
             let mut ending = 0u64;
             for j in 0..k {
-                let s = if prev[j] == DEAD { DEAD } else { dfas[j].next(prev[j], node.byte) };
+                let s = if prev[j] == DEAD { DEAD } else { lexers[j].dfa.next(prev[j], node.byte) };
                 cur[j] = s;
                 if s != DEAD {
                     alive = true;
-                    if dfas[j].is_accepting(s) {
+                    if lexers[j].dfa.is_accepting(s) {
                         ending |= 1 << j;
                     }
                 }
@@ -300,11 +331,11 @@ fn clear_subtree_tokens(trie: &TokTrie, i: usize, allowed: &mut [u32]) {
     }
 }
 
-/// Bytes that can continue one of the key's lexemes (`dfas[i]` is lexeme `i`'s automaton).
-pub fn first_bytes(key: &[(u32, u32)], dfas: &[&Dfa]) -> ByteSet {
+/// Bytes that can continue one of the lexemes.
+pub fn first_bytes(lexers: &[Lexer]) -> ByteSet {
     let mut f = ByteSet::default();
-    for (&(_, s), d) in key.iter().zip(dfas) {
-        f.union_with(d.live_bytes(s));
+    for l in lexers {
+        f.union_with(l.dfa.live_bytes(l.state));
     }
     f
 }
@@ -319,12 +350,12 @@ pub struct CiEntry {
 }
 
 impl CiEntry {
-    /// Computes the entry for `key` by one lexer-only walk of the whole trie.
-    pub fn build(trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], mask_words: usize) -> CiEntry {
-        let first = first_bytes(key, dfas);
+    /// Computes the entry for `lexers` by one lexer-only walk of the whole trie.
+    pub fn build(trie: &TokTrie, lexers: &[Lexer], mask_words: usize) -> CiEntry {
+        let first = first_bytes(lexers);
         let part = |ranges: &[(usize, usize, usize)]| {
             let mut allowed = vec![0u32; mask_words];
-            let groups = walk(trie, key, dfas, ranges, &first, |ids| {
+            let groups = walk(trie, lexers, ranges, &first, |ids| {
                 for &t in ids {
                     // Token ids are below the vocabulary size, so within `mask_words` words.
                     allowed[t as usize / 32] |= 1 << (t % 32);
@@ -438,13 +469,48 @@ impl CiEntry {
     }
 }
 
-/// Builds the level below `parent`'s group `g` for `key`.
-pub fn build_level(trie: &TokTrie, parent: &EndGroup, key: &[(u32, u32)], dfas: &[&Dfa]) -> Level {
-    let first = first_bytes(key, dfas);
+/// Builds the level below `parent`'s group for `lexers`.
+pub fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level {
+    let first = first_bytes(lexers);
     let roots: Vec<u32> = parent.nodes.iter().zip(&parent.child_bytes).filter(|(_, cb)| cb.intersects(&first)).map(|(&n, _)| n).collect();
     let mut tokens = Vec::new();
-    let groups = walk(trie, key, dfas, &below(trie, &roots), &first, |ids| tokens.extend_from_slice(ids));
+    let groups = walk(trie, lexers, &below(trie, &roots), &first, |ids| tokens.extend_from_slice(ids));
     Level { tokens, groups, children: Default::default() }
+}
+
+/// A state whose entry this one's is cheaply derived from ([`CiEntry::derive`]), and the `m`
+/// for which the two are m-equivalent: a state agreeing with `s` on inputs up to
+/// [`MIN_DERIVE_DEPTH`] bytes or more (a length-bounded string away from its bound), else
+/// the successor most bytes lead to when its language is small (has a
+/// [`Dfa::language_id`], so its entry is shared process-wide) and nearly the same first
+/// bytes continue both — a key string before the declared names it must avoid, whose paths
+/// rejoin "the rest of any string" one byte in — else a state with nearly the same first bytes.
+fn near_state(dfa: &Dfa, s: u32, depth: usize) -> Option<(u32, usize)> {
+    let close = |t: u32| dfa.live_bytes(s).difference_len(dfa.live_bytes(t)) <= MAX_FIRST_BYTE_DIFFERENCE;
+    let near = dfa.near_state(s, depth);
+    if let Some((t, m)) = near {
+        if m >= MIN_DERIVE_DEPTH {
+            return Some((t, m));
+        }
+    }
+    let mut weight: Vec<(u32, u32)> = Vec::new();
+    for b in 0..=255u8 {
+        let t = dfa.next(s, b);
+        if t == DEAD {
+            continue;
+        }
+        match weight.iter_mut().find(|w| w.0 == t) {
+            Some(w) => w.1 += 1,
+            None => weight.push((t, 1)),
+        }
+    }
+    if let Some(&(t, _)) = weight.iter().max_by_key(|w| (w.1, std::cmp::Reverse(w.0))) {
+        let t = dfa.canonical_state(t, depth);
+        if t != s && dfa.language_id(t).is_some() && close(t) {
+            return Some((t, 0));
+        }
+    }
+    near.filter(|&(t, _)| close(t))
 }
 
 /// Shared cache of [`CiEntry`]s for one compiled grammar, bounded by a byte budget.
@@ -461,46 +527,50 @@ impl CiCache {
         CiCache { map: RwLock::new(FxHashMap::default()), bytes: 0.into(), budget }
     }
 
-    /// The entry for `key`, building it on a miss.
-    pub fn get<'d>(&self, trie: &TokTrie, key: &[(u32, u32)], dfas: impl FnOnce() -> Vec<&'d Dfa>, mask_words: usize) -> Arc<CiEntry> {
+    /// The entry for `key` (the [`Lexer::key`]s of `lexers`), building it on a miss.
+    pub fn get<'d>(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: impl FnOnce() -> Vec<Lexer<'d>>, mask_words: usize) -> Arc<CiEntry> {
         if let Some(e) = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key) {
             return e.clone();
         }
-        self.insert_built(trie, key, &dfas(), mask_words)
+        self.insert_built(trie, key, &lexers(), mask_words, false)
     }
 
     /// Builds the entry for `key` (a miss) and caches it within budget.
-    fn insert_built(&self, trie: &TokTrie, key: &[(u32, u32)], dfas: &[&Dfa], mask_words: usize) -> Arc<CiEntry> {
+    ///
+    /// `nested`: building a near state's entry for a derivation; then only states split off
+    /// earlier in the refinement serve as near states, so derivations cannot cycle.
+    fn insert_built(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: &[Lexer], mask_words: usize, nested: bool) -> Arc<CiEntry> {
         let e = if key.len() > 1 {
             // Several lexemes: the union of each one's entry (each cached on its own, so a
             // key-set state that differs from a known one only in its literal keys reuses the
             // expensive whole-trie walk of, say, "any other key string").
             let singles: Vec<Arc<CiEntry>> = key
                 .iter()
-                .zip(dfas)
-                .map(|(k, d)| {
+                .zip(lexers)
+                .map(|(k, l)| {
                     let one = std::slice::from_ref(k);
                     // (The read guard must be gone before `insert_built` takes the write lock.)
                     let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(one).cloned();
-                    hit.unwrap_or_else(|| self.insert_built(trie, one, std::slice::from_ref(d), mask_words))
+                    hit.unwrap_or_else(|| self.insert_built(trie, one, std::slice::from_ref(l), mask_words, nested))
                 })
                 .collect();
             Arc::new(CiEntry::union(&singles, mask_words))
         } else {
-            let (s, dfa) = (key[0].1, dfas[0]);
-            let derived = match dfa.near_state(s, trie.max_depth()) {
-                // A state like a known one: agreeing on inputs up to `m` bytes (a length-bounded
-                // string away from its bound) or on nearly every first byte (a key string
-                // before the declared names it must avoid).
-                Some((t, m)) if m >= MIN_DERIVE_DEPTH || dfa.live_bytes(s).difference_len(dfa.live_bytes(t)) <= MAX_FIRST_BYTE_DIFFERENCE => {
-                    let near_key = [(key[0].0, t)];
+            let l = lexers[0];
+            let depth = trie.max_depth();
+            let s = l.dfa.canonical_state(l.state, depth);
+            let near = if nested { l.dfa.near_state(s, depth).filter(|&(_, m)| m >= MIN_DERIVE_DEPTH) } else { near_state(l.dfa, s, depth) };
+            let derived = match near {
+                Some((t, m)) => {
+                    let near = Lexer { state: t, ..l };
+                    let near_key = [near.key(depth)];
                     let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(&near_key[..]).cloned();
-                    let near = hit.unwrap_or_else(|| self.insert_built(trie, &near_key, dfas, mask_words));
-                    CiEntry::derive(trie, &near, s, t, dfa, m)
+                    let entry = hit.unwrap_or_else(|| self.insert_built(trie, &near_key, &[near], mask_words, true));
+                    CiEntry::derive(trie, &entry, s, t, l.dfa, m)
                 }
                 _ => None,
             };
-            Arc::new(derived.unwrap_or_else(|| CiEntry::build(trie, key, dfas, mask_words)))
+            Arc::new(derived.unwrap_or_else(|| CiEntry::build(trie, lexers, mask_words)))
         };
         let size = e.allowed.len() * 4 + e.level.memory_bytes() + key.len() * 8 + 64;
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
@@ -516,11 +586,11 @@ impl CiCache {
     }
 
     /// The level below `parent`'s group `g` for `key`, building (and caching, within budget) on a miss.
-    pub fn level(&self, trie: &TokTrie, parent: &Level, g: u32, key: &[(u32, u32)], dfas: &[&Dfa]) -> Arc<Level> {
+    pub fn level(&self, trie: &TokTrie, parent: &Level, g: u32, key: &[(u32, u32)], lexers: &[Lexer]) -> Arc<Level> {
         if let Some(l) = parent.child(g, key) {
             return l;
         }
-        let l = Arc::new(build_level(trie, &parent.groups[g as usize], key, dfas));
+        let l = Arc::new(build_level(trie, &parent.groups[g as usize], lexers));
         let size = l.memory_bytes() + key.len() * 8;
         if self.bytes.load(Relaxed) + size <= self.budget {
             self.bytes.fetch_add(size, Relaxed);

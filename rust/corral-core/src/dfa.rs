@@ -29,7 +29,23 @@ pub struct Dfa {
     live_bytes: Vec<ByteSet>,
     /// Canonical states for inputs of at most `.0` bytes (see [`Dfa::canonical_state`]).
     canon: std::sync::OnceLock<(usize, crate::kequiv::KEquiv)>,
+    /// Per state, its memoized [`crate::fingerprint::language_id`] (`LANG_UNKNOWN` until
+    /// computed, `LANG_NONE` when it has none).
+    lang: LangMemo,
 }
+
+/// Memo of language ids (a clone starts empty).
+#[derive(Debug, Default)]
+struct LangMemo(std::sync::OnceLock<Vec<std::sync::atomic::AtomicU32>>);
+
+impl Clone for LangMemo {
+    fn clone(&self) -> Self {
+        LangMemo::default()
+    }
+}
+
+const LANG_UNKNOWN: u32 = u32::MAX;
+const LANG_NONE: u32 = u32::MAX - 1;
 
 impl Dfa {
     /// Compiles `rx` to a DFA for its language minus the empty string.
@@ -147,7 +163,7 @@ impl Dfa {
         }
         let mut accepting: Vec<bool> = sets.iter().map(|s| s.contains(&nfa.accept)).collect();
         accepting[1] = false;
-        let mut dfa = Dfa { classes, n_classes, trans, accepting, start: 1, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new() };
+        let mut dfa = Dfa { classes, n_classes, trans, accepting, start: 1, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), lang: LangMemo::default() };
         dfa.trim();
         let mut class_bytes = vec![ByteSet::default(); n_classes];
         for b in 0..=255u8 {
@@ -236,6 +252,41 @@ impl Dfa {
         match table.near.get(state as usize) {
             Some(&(t, m)) if *ck == k && t != u32::MAX => Some((t, m as usize)),
             _ => None,
+        }
+    }
+
+    /// The byte class of `b`.
+    #[inline]
+    pub fn class_of(&self, b: u8) -> u8 {
+        self.classes[b as usize]
+    }
+
+    /// Number of byte classes.
+    #[inline]
+    pub fn num_classes(&self) -> usize {
+        self.n_classes
+    }
+
+    /// The successor of `state` on byte class `c`.
+    #[inline]
+    pub fn next_class(&self, state: u32, c: usize) -> u32 {
+        self.trans[state as usize * self.n_classes + c]
+    }
+
+    /// The process-wide id of the language `state` accepts, if it has one (see
+    /// [`crate::fingerprint`]); computed once per state.
+    pub fn language_id(&self, state: u32) -> Option<u32> {
+        use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+        let memo = self.lang.0.get_or_init(|| (0..self.accepting.len()).map(|_| AtomicU32::new(LANG_UNKNOWN)).collect());
+        let slot = &memo[state as usize];
+        match slot.load(Relaxed) {
+            LANG_UNKNOWN => {
+                let id = crate::fingerprint::language_id(self, state);
+                slot.store(id.unwrap_or(LANG_NONE), Relaxed);
+                id
+            }
+            LANG_NONE => None,
+            id => Some(id),
         }
     }
 

@@ -16,6 +16,7 @@ pub mod earley;
 pub mod ebnf;
 pub mod error;
 pub mod grammar;
+pub mod fingerprint;
 pub mod intern;
 pub mod kequiv;
 pub mod limits;

@@ -6,7 +6,7 @@
 //! is ORed in, and so on down. Configurations too large for a key take a plain walk.
 
 use crate::cfg::Cfg;
-use crate::ci_cache::{CiCache, Level, MAX_KEY_LEXEMES};
+use crate::ci_cache::{CiCache, Level, Lexer, MAX_KEY_LEXEMES};
 use crate::earley::Parser;
 use crate::step::{start_lexemes, step, Lexeme, StepScratch};
 use crate::toktrie::TokTrie;
@@ -22,6 +22,8 @@ pub struct Filler {
     scratch: StepScratch,
     /// Longest token in bytes (the trie's depth): states equal up to it share cache entries.
     depth: usize,
+    /// Scratch for [`Filler::set_level`]: each lexeme with its key element.
+    keyed: Vec<((u32, u32), Lexeme)>,
 }
 
 #[inline(always)]
@@ -47,7 +49,7 @@ impl Filler {
         }
         self.depth = trie.max_depth();
         self.set_level(cfg, 0, cur);
-        let entry = ci.get(trie, &self.lex[0].1, || self.dfas_of(cfg, 0), mask_words);
+        let entry = ci.get(trie, &self.lex[0].1, || self.lexers_of(cfg, 0), mask_words);
         mask[..mask_words].copy_from_slice(&entry.allowed);
         self.descend(cfg, ci, trie, parser, &entry.level, 0, mask);
     }
@@ -57,20 +59,34 @@ impl Filler {
         if self.lex.len() <= lvl {
             self.lex.resize_with(lvl + 1, Default::default);
         }
+        let depth = self.depth;
+        let keyed = &mut self.keyed;
+        keyed.clear();
+        keyed.extend(lex.iter().map(|l| {
+            let t = &cfg.terminals[l.term as usize];
+            (Lexer { dfa: &t.dfa, state: l.state, gid: t.gid }.key(depth), *l)
+        }));
+        // Lexemes with equal keys behave alike; the row only orders them deterministically.
+        keyed.sort_unstable_by_key(|(k, l)| (*k, l.row, l.term, l.state));
         let (sorted, key) = &mut self.lex[lvl];
         sorted.clear();
-        sorted.extend_from_slice(lex);
-        let gid = |l: &Lexeme| cfg.terminals[l.term as usize].gid;
-        sorted.sort_unstable_by_key(|l| (gid(l), l.state, l.row));
         key.clear();
-        // States that act alike on every token share cache entries (see `canonical_state`).
-        let depth = self.depth;
-        key.extend(sorted.iter().map(|l| (gid(l), cfg.terminals[l.term as usize].dfa.canonical_state(l.state, depth))));
+        for (k, l) in keyed.iter() {
+            sorted.push(*l);
+            key.push(*k);
+        }
     }
 
-    /// The automata of level `lvl`'s lexemes, in key order.
-    fn dfas_of<'c>(&self, cfg: &'c Cfg, lvl: usize) -> Vec<&'c crate::dfa::Dfa> {
-        self.lex[lvl].0.iter().map(|l| &*cfg.terminals[l.term as usize].dfa).collect()
+    /// The lexers of level `lvl`'s lexemes, in key order.
+    fn lexers_of<'c>(&self, cfg: &'c Cfg, lvl: usize) -> Vec<Lexer<'c>> {
+        self.lex[lvl]
+            .0
+            .iter()
+            .map(|l| {
+                let t = &cfg.terminals[l.term as usize];
+                Lexer { dfa: &t.dfa, state: l.state, gid: t.gid }
+            })
+            .collect()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -96,8 +112,8 @@ impl Filler {
                 let child = match level.child(g as u32, &self.lex[lvl + 1].1) {
                     Some(c) => c,
                     None => {
-                        let dfas = self.dfas_of(cfg, lvl + 1);
-                        ci.level(trie, level, g as u32, &self.lex[lvl + 1].1, &dfas)
+                        let lexers = self.lexers_of(cfg, lvl + 1);
+                        ci.level(trie, level, g as u32, &self.lex[lvl + 1].1, &lexers)
                     }
                 };
                 set_bits(mask, &child.tokens);

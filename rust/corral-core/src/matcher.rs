@@ -9,6 +9,9 @@ use crate::step::{start_lexemes, step, Lexeme, StepScratch, NO_ROW};
 use crate::vocab::Vocabulary;
 use std::sync::Arc;
 
+/// Automata with at least this many states get their canonical states at compile time.
+const EAGER_CANONICAL_STATES: usize = 256;
+
 /// A grammar paired with a vocabulary: immutable, `Send + Sync`, shared by many matchers.
 #[derive(Debug)]
 pub struct CompiledGrammar {
@@ -27,6 +30,15 @@ impl CompiledGrammar {
         let masks = MaskCache::new(DEFAULT_MASK_CACHE_BYTES, vocab.mask_words());
         let mut initial_lex = Vec::new();
         start_lexemes(cfg, &initial_parser, 0, &mut initial_lex);
+        // The canonical states of large automata (length-bounded strings, key sets) take
+        // milliseconds; computed here, once per automaton and process (they are shared), so
+        // no mask fill pays for them.
+        let depth = vocab.trie().max_depth();
+        for t in &cfg.terminals {
+            if t.dfa.num_states() >= EAGER_CANONICAL_STATES {
+                t.dfa.canonical_state(t.dfa.start(), depth);
+            }
+        }
         CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks }
     }
 

@@ -1,0 +1,174 @@
+//! Language ids: one process-wide number per distinct language a DFA state accepts, so that
+//! states of different automata that accept the same strings share token-set cache entries.
+//!
+//! Every object in a JSON Schema gets its own key automaton (any string except the declared
+//! names), yet past the declared names they are all the same "rest of a JSON string" state,
+//! whose token set is a walk of nearly the whole vocabulary. Keyed by automaton and state,
+//! each object pays that walk again; keyed by language, once per process.
+//!
+//! The id is exact, not a hash: the states reachable from the state (at most
+//! [`MAX_STATES`], else there is no id) are minimised, numbered in breadth-first order by
+//! byte, and the resulting table — byte ranges rather than the automaton's own byte classes —
+//! is interned. Two states get the same id iff their reachable automata are isomorphic after
+//! minimisation, that is iff they accept the same language.
+
+use crate::dfa::{Dfa, DEAD};
+use rustc_hash::FxHashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// Most reachable states for which a language id is computed.
+pub const MAX_STATES: usize = 64;
+
+fn table() -> &'static Mutex<FxHashMap<Vec<u32>, u32>> {
+    static T: OnceLock<Mutex<FxHashMap<Vec<u32>, u32>>> = OnceLock::new();
+    T.get_or_init(Default::default)
+}
+
+/// Marks the dead state in a serialized table.
+const NONE: u32 = u32::MAX;
+
+/// The language id of `state` of `dfa`, or `None` when more than [`MAX_STATES`] states are
+/// reachable from it.
+pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
+    // Byte runs of equal class, in byte order.
+    let mut runs: Vec<(u8, u8, u8)> = Vec::new();
+    for b in 0..=255u8 {
+        let c = dfa.class_of(b);
+        match runs.last_mut() {
+            Some(r) if r.2 == c => r.1 = b,
+            _ => runs.push((b, b, c)),
+        }
+    }
+    let classes = dfa.num_classes();
+    // Reachable states (discovery order), with their class transitions.
+    let mut index: FxHashMap<u32, u32> = FxHashMap::default();
+    let mut states = vec![state];
+    index.insert(state, 0);
+    let mut i = 0;
+    while i < states.len() {
+        let s = states[i];
+        for c in 0..classes {
+            let t = dfa.next_class(s, c);
+            if t != DEAD && !index.contains_key(&t) {
+                if states.len() == MAX_STATES {
+                    return None;
+                }
+                index.insert(t, states.len() as u32);
+                states.push(t);
+            }
+        }
+        i += 1;
+    }
+    let n = states.len();
+    let succ = |i: usize, c: usize| -> u32 {
+        let t = dfa.next_class(states[i], c);
+        if t == DEAD {
+            NONE
+        } else {
+            index[&t]
+        }
+    };
+    // Moore minimisation to a fixpoint (the sub-automaton is small).
+    let mut block: Vec<u32> = (0..n).map(|i| dfa.is_accepting(states[i]) as u32).collect();
+    let mut count = block.iter().copied().collect::<std::collections::BTreeSet<u32>>().len();
+    loop {
+        let mut ids: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
+        let next: Vec<u32> = (0..n)
+            .map(|i| {
+                let mut sig = Vec::with_capacity(classes + 1);
+                sig.push(block[i]);
+                sig.extend((0..classes).map(|c| match succ(i, c) {
+                    NONE => NONE,
+                    t => block[t as usize],
+                }));
+                let len = ids.len() as u32;
+                *ids.entry(sig).or_insert(len)
+            })
+            .collect();
+        let stable = ids.len() == count;
+        count = ids.len();
+        block = next;
+        if stable {
+            break;
+        }
+    }
+    // Canonical numbering of the blocks: breadth first from the start, bytes in order.
+    let member: Vec<usize> = {
+        let mut m = vec![usize::MAX; count];
+        for i in 0..n {
+            if m[block[i] as usize] == usize::MAX {
+                m[block[i] as usize] = i;
+            }
+        }
+        m
+    };
+    let mut order: Vec<u32> = vec![block[0]];
+    let mut number: FxHashMap<u32, u32> = FxHashMap::default();
+    number.insert(block[0], 0);
+    let mut out: Vec<u32> = Vec::new();
+    let mut q = 0;
+    while q < order.len() {
+        let i = member[order[q] as usize];
+        out.push(dfa.is_accepting(states[i]) as u32);
+        let mark = out.len();
+        out.push(0);
+        let mut last: Option<(u8, u8, u32)> = None;
+        for &(lo, hi, c) in &runs {
+            let t = match succ(i, c as usize) {
+                NONE => NONE,
+                t => {
+                    let b = block[t as usize];
+                    *number.entry(b).or_insert_with(|| {
+                        order.push(b);
+                        (order.len() - 1) as u32
+                    })
+                }
+            };
+            // Adjacent runs with one target are one range (byte classes differ per automaton).
+            match &mut last {
+                Some(l) if l.2 == t => l.1 = hi,
+                _ => {
+                    if let Some(l) = last.take() {
+                        out.extend([l.0 as u32, l.1 as u32, l.2]);
+                    }
+                    last = Some((lo, hi, t));
+                }
+            }
+        }
+        if let Some(l) = last {
+            out.extend([l.0 as u32, l.1 as u32, l.2]);
+        }
+        out[mark] = ((out.len() - mark - 1) / 3) as u32;
+        q += 1;
+    }
+    let mut t = table().lock().unwrap_or_else(|p| p.into_inner());
+    let len = t.len() as u32;
+    Some(*t.entry(out).or_insert(len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Limits;
+
+    fn dfa(rx: &str) -> Dfa {
+        Dfa::from_rx(&crate::regex::parse_regex(rx, &Limits::default()).unwrap(), &Limits::default()).unwrap()
+    }
+
+    #[test]
+    fn equal_languages_share_an_id_across_automata() {
+        // The state after "k" of a key automaton and the start of a plain string body.
+        let a = dfa(r#""(k[^"]*|[^k"][^"]*)?""#);
+        let b = dfa(r#"[^"]*""#);
+        let a_mid = a.next(a.next(a.start(), b'"'), b'k');
+        assert_eq!(language_id(&a, a_mid), language_id(&b, b.start()));
+        assert!(language_id(&b, b.start()).is_some());
+        // Different languages, different ids.
+        let c = dfa(r#"[^"x]*""#);
+        assert_ne!(language_id(&c, c.start()), language_id(&b, b.start()));
+        assert_ne!(language_id(&a, a.start()), language_id(&b, b.start()));
+        // Too many reachable states: no id.
+        let d = dfa("[a-z]{100}");
+        assert_eq!(language_id(&d, d.start()), None);
+    }
+}
