@@ -739,6 +739,7 @@ impl<'a> Compiler<'a> {
     // ------------------------------------------------------------------ flattening
 
     fn flatten(&mut self, items: &[Item<'a>], resolved: &BTreeSet<String>) -> Res<Flat<'a>> {
+        corral_core::budget::check()?;
         let mut f = Flat::default();
         let mut work: Vec<Item<'a>> = items.to_vec();
         let mut seen: FxHashSet<String> = FxHashSet::default();
@@ -749,10 +750,7 @@ impl<'a> Compiler<'a> {
             match it.val() {
                 Value::Bool(true) => {}
                 Value::Bool(false) => f.never = true,
-                Value::Object(m) => {
-                    let m = m.clone();
-                    self.flatten_obj(&it, &m, &mut f, &mut work, resolved)?;
-                }
+                Value::Object(m) => self.flatten_obj(&it, m, &mut f, &mut work, resolved)?,
                 _ => return self.invalid(&it.ptr, "a schema must be an object or a boolean"),
             }
         }

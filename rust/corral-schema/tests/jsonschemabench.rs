@@ -170,3 +170,27 @@ fn jsonschemabench_full() {
     let n = std::env::var("CORRAL_JSB_SAMPLE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
     run(n);
 }
+
+/// The compile budget holds on the slowest real schemas found (a `oneOf` disjointness check
+/// that flattened sub-schemas thousands of times, cloning them each time, took 9 s under a
+/// 1 s budget): with a 300 ms budget, each stops (or finishes) well inside 2 s.
+#[test]
+fn compile_budget_holds_on_slow_real_schemas() {
+    let Some(dir) = data_dir() else { return };
+    for name in ["JsonSchemaStore/JsonSchemaStore---cityjson.min.schema.json", "Kubernetes/Kubernetes---kb_1161_Normalized.json"] {
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("schemas/jsonschemabench").join(name)).unwrap()).unwrap();
+        let schema = doc["schema"].clone();
+        let took = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(move || {
+                let opts = Options { limits: corral_core::Limits { max_compile_ms: 300, ..Default::default() }, ..Default::default() };
+                let t = Instant::now();
+                let r = compile_schema(&schema, &opts);
+                (t.elapsed(), r.err().map(|e| e.to_string()))
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(took.0 < Duration::from_secs(2), "{name}: {:?} under a 300 ms budget ({:?})", took.0, took.1);
+    }
+}
