@@ -485,13 +485,19 @@ pub fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level
 /// [`Dfa::language_id`], so its entry is shared process-wide) and nearly the same first
 /// bytes continue both — a key string before the declared names it must avoid, whose paths
 /// rejoin "the rest of any string" one byte in — else a state with nearly the same first bytes.
-fn near_state(dfa: &Dfa, s: u32, depth: usize) -> Option<(u32, usize)> {
+///
+/// `nested` (choosing for a near state's own entry): only the first kind, a state split off
+/// earlier in the refinement, so derivations cannot cycle.
+fn near_state(dfa: &Dfa, s: u32, depth: usize, nested: bool) -> Option<(u32, usize)> {
     let close = |t: u32| dfa.live_bytes(s).difference_len(dfa.live_bytes(t)) <= MAX_FIRST_BYTE_DIFFERENCE;
     let near = dfa.near_state(s, depth);
     if let Some((t, m)) = near {
         if m >= MIN_DERIVE_DEPTH {
             return Some((t, m));
         }
+    }
+    if nested {
+        return None;
     }
     let mut weight: Vec<(u32, u32)> = Vec::new();
     for b in 0..=255u8 {
@@ -535,6 +541,13 @@ impl CiCache {
         self.insert_built(trie, key, &lexers(), mask_words, false)
     }
 
+    /// The cached entry for `key`, or a fresh one (see [`CiCache::insert_built`]).
+    fn entry(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: &[Lexer], mask_words: usize, nested: bool) -> Arc<CiEntry> {
+        // (The read guard must be gone before `insert_built` takes the write lock.)
+        let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).cloned();
+        hit.unwrap_or_else(|| self.insert_built(trie, key, lexers, mask_words, nested))
+    }
+
     /// Builds the entry for `key` (a miss) and caches it within budget.
     ///
     /// `nested`: building a near state's entry for a derivation; then only states split off
@@ -547,29 +560,18 @@ impl CiCache {
             let singles: Vec<Arc<CiEntry>> = key
                 .iter()
                 .zip(lexers)
-                .map(|(k, l)| {
-                    let one = std::slice::from_ref(k);
-                    // (The read guard must be gone before `insert_built` takes the write lock.)
-                    let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(one).cloned();
-                    hit.unwrap_or_else(|| self.insert_built(trie, one, std::slice::from_ref(l), mask_words, nested))
-                })
+                .map(|(k, l)| self.entry(trie, std::slice::from_ref(k), std::slice::from_ref(l), mask_words, nested))
                 .collect();
             Arc::new(CiEntry::union(&singles, mask_words))
         } else {
             let l = lexers[0];
             let depth = trie.max_depth();
             let s = l.dfa.canonical_state(l.state, depth);
-            let near = if nested { l.dfa.near_state(s, depth).filter(|&(_, m)| m >= MIN_DERIVE_DEPTH) } else { near_state(l.dfa, s, depth) };
-            let derived = match near {
-                Some((t, m)) => {
-                    let near = Lexer { state: t, ..l };
-                    let near_key = [near.key(depth)];
-                    let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(&near_key[..]).cloned();
-                    let entry = hit.unwrap_or_else(|| self.insert_built(trie, &near_key, &[near], mask_words, true));
-                    CiEntry::derive(trie, &entry, s, t, l.dfa, m)
-                }
-                _ => None,
-            };
+            let derived = near_state(l.dfa, s, depth, nested).and_then(|(t, m)| {
+                let near = Lexer { state: t, ..l };
+                let entry = self.entry(trie, &[near.key(depth)], &[near], mask_words, true);
+                CiEntry::derive(trie, &entry, s, t, l.dfa, m)
+            });
             Arc::new(derived.unwrap_or_else(|| CiEntry::build(trie, lexers, mask_words)))
         };
         let size = e.allowed.len() * 4 + e.level.memory_bytes() + key.len() * 8 + 64;

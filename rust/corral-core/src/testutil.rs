@@ -1,4 +1,5 @@
-//! Loading real tokenizer files for benches and examples (tiktoken rank files).
+//! Helpers for tests, benches and examples: loading real tokenizer files (tiktoken rank
+//! files) and listing a matcher's allowed tokens against per-token acceptance.
 //! Not used by the library itself.
 
 use crate::error::{Error, Result};
@@ -45,4 +46,26 @@ pub fn load_tiktoken(path: &str, n_special: usize, eos: &[u32]) -> Result<Vocabu
     toks.extend((0..n_special).map(|_| Vec::new()));
     let special: Vec<u32> = (base..base + n_special as u32).collect();
     Vocabulary::new(toks, eos.to_vec(), special, None)
+}
+
+/// The token ids `m`'s next-token mask allows (for tests comparing masks).
+pub fn mask_tokens(m: &mut crate::Matcher) -> Vec<u32> {
+    let v = m.compiled().vocab().clone();
+    let mut mask = vec![0u32; v.mask_words()];
+    m.fill_next_token_bitmask(&mut mask).expect("fill");
+    (0..v.size() as u32).filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1).collect()
+}
+
+/// The reference for [`mask_tokens`]: every token `accept_token` takes (each undone).
+pub fn accepted_tokens(m: &mut crate::Matcher) -> Vec<u32> {
+    let v = m.compiled().vocab().clone();
+    (0..v.size() as u32)
+        .filter(|&i| {
+            let ok = m.accept_token(i).expect("accept_token");
+            if ok {
+                m.rollback(1).expect("rollback");
+            }
+            ok
+        })
+        .collect()
 }

@@ -27,8 +27,6 @@ pub struct TokTrie {
     max_depth: usize,
     /// For each node, the greatest depth in its subtree.
     reach: Vec<u16>,
-    /// `(byte length, token id)` of every token, longest first.
-    by_len: Vec<(u16, u32)>,
 }
 
 impl TokTrie {
@@ -41,8 +39,6 @@ impl TokTrie {
         // open[d] = index of the open node at depth d+1
         let mut open: Vec<usize> = Vec::new();
         let mut prev: &[u8] = &[];
-        let mut by_len: Vec<(u16, u32)> = toks.iter().map(|(b, i)| (b.len() as u16, *i)).collect();
-        by_len.sort_unstable_by(|a, b| b.cmp(a));
         let mut reach: Vec<u16> = Vec::new();
         // Closes the deepest open node: its subtree is complete.
         let close = |open: &mut Vec<usize>, nodes: &mut Vec<Node>, reach: &mut Vec<u16>| {
@@ -74,7 +70,7 @@ impl TokTrie {
             close(&mut open, &mut nodes, &mut reach);
         }
         let max_depth = nodes.iter().map(|n| n.depth as usize).max().unwrap_or(0);
-        TokTrie { nodes, token_ids, max_depth, reach, by_len }
+        TokTrie { nodes, token_ids, max_depth, reach }
     }
 
     /// The greatest depth in node `i`'s subtree (its own depth for a leaf).
@@ -83,10 +79,6 @@ impl TokTrie {
         self.reach[i] as usize
     }
 
-    /// Ids of the tokens longer than `m` bytes.
-    pub fn longer_than(&self, m: usize) -> impl Iterator<Item = u32> + '_ {
-        self.by_len.iter().take_while(move |(l, _)| *l as usize > m).map(|(_, id)| *id)
-    }
 
     /// Greatest node depth (the longest token's length).
     #[inline]
@@ -135,7 +127,7 @@ impl TokTrie {
 
     /// Heap bytes used.
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<Node>() + 2) + self.token_ids.len() * 4 + self.by_len.len() * 8
+        self.nodes.len() * (std::mem::size_of::<Node>() + 2) + self.token_ids.len() * 4
     }
 }
 
@@ -163,9 +155,5 @@ mod tests {
         assert_eq!(t.find(b"ac"), None);
         assert!(t.has_extension(b"ab") && !t.has_extension(b"abc") && !t.has_extension(b"b"));
         assert_eq!((t.reach(0), t.reach(1), t.reach(2), t.reach(3)), (3, 3, 3, 1));
-        let mut long: Vec<u32> = t.longer_than(1).collect();
-        long.sort();
-        assert_eq!(long, vec![0, 3]);
-        assert_eq!(t.longer_than(3).count(), 0);
     }
 }

@@ -2,6 +2,7 @@
 //! rollback restores state, EOS only when complete.
 
 use corral_core::{CompiledGrammar, Grammar, Limits, Matcher, Vocabulary};
+use corral_core::testutil::{accepted_tokens, mask_tokens};
 use std::sync::Arc;
 
 const JSON: &str = include_str!("../../../grammars/json.ebnf");
@@ -11,27 +12,6 @@ fn vocab(tokens: &[&str]) -> Arc<Vocabulary> {
     toks.push(Vec::new()); // EOS
     let eos = (toks.len() - 1) as u32;
     Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap())
-}
-
-fn allowed(m: &mut Matcher) -> Vec<u32> {
-    let v = m.compiled().vocab().clone();
-    let mut mask = vec![0u32; v.mask_words()];
-    m.fill_next_token_bitmask(&mut mask).unwrap();
-    (0..v.size() as u32).filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1).collect()
-}
-
-/// Reference: a token is allowed iff accept_token succeeds (then undone).
-fn reference(m: &mut Matcher) -> Vec<u32> {
-    let v = m.compiled().vocab().clone();
-    (0..v.size() as u32)
-        .filter(|&i| {
-            let ok = m.accept_token(i).unwrap();
-            if ok {
-                m.rollback(1).unwrap();
-            }
-            ok
-        })
-        .collect()
 }
 
 fn toks() -> Vec<&'static str> {
@@ -56,12 +36,12 @@ fn json_masks_match_reference_on_walks() {
         let mut m = Matcher::new(cg.clone());
         let bytes = input.as_bytes();
         for i in 0..bytes.len() {
-            assert_eq!(allowed(&mut m), reference(&mut m), "at byte {i} of {input}");
+            assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "at byte {i} of {input}");
             assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i} of {input}");
         }
         assert!(m.is_accepting(), "{input}");
         let eos = (v.num_tokens() - 1) as u32;
-        assert!(allowed(&mut m).contains(&eos));
+        assert!(mask_tokens(&mut m).contains(&eos));
         assert!(m.accept_token(eos).unwrap());
         assert!(m.is_terminated());
     }
@@ -88,18 +68,18 @@ fn rollback_restores_masks() {
     let cg = Arc::new(CompiledGrammar::new(&g, v.clone()));
     let mut m = Matcher::new(cg);
     let ids: Vec<u32> = ["{\"", "a\"", ":", " ", "[", "1", ","].iter().map(|t| toks().iter().position(|x| x == t).unwrap() as u32).collect();
-    let mut masks = vec![allowed(&mut m)];
+    let mut masks = vec![mask_tokens(&mut m)];
     for &id in &ids {
         assert!(m.accept_token(id).unwrap());
-        masks.push(allowed(&mut m));
+        masks.push(mask_tokens(&mut m));
     }
     for k in (0..ids.len()).rev() {
         m.rollback(1).unwrap();
-        assert_eq!(allowed(&mut m), masks[k]);
+        assert_eq!(mask_tokens(&mut m), masks[k]);
     }
     assert!(m.rollback(1).is_err());
     assert_eq!(m.validate_tokens(&ids).unwrap(), ids.len());
-    assert_eq!(allowed(&mut m), masks[0]);
+    assert_eq!(mask_tokens(&mut m), masks[0]);
 }
 
 #[test]
@@ -120,9 +100,9 @@ fn regex_and_ambiguous_splits() {
     let g = Grammar::from_regex(r"[0-9]{2,3}-x", &Limits::default()).unwrap();
     let cg = Arc::new(CompiledGrammar::new(&g, vocab(&["1", "12", "-", "-x", "x"])));
     let mut m = Matcher::new(cg);
-    assert_eq!(allowed(&mut m), vec![0, 1]);
+    assert_eq!(mask_tokens(&mut m), vec![0, 1]);
     assert!(m.accept_bytes(b"12"));
-    assert_eq!(allowed(&mut m), vec![0, 2, 3]);
+    assert_eq!(mask_tokens(&mut m), vec![0, 2, 3]);
 }
 
 #[test]
@@ -212,7 +192,7 @@ s ::= "\"" [a-z]{0,24} "\""
     let mut m = Matcher::new(cg);
     let doc = br#"{"ab":[12,"a"]}"#;
     for i in 0..doc.len() {
-        assert_eq!(allowed(&mut m), reference(&mut m), "at byte {i}");
+        assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "at byte {i}");
         assert!(m.accept_bytes(&doc[i..i + 1]));
     }
 }
@@ -243,7 +223,7 @@ fn large_vocabulary_masks_match_reference() {
     for prefix in ["", "{\"a\": ", "[\"a\\u00e9", "{\"a\": [1"] {
         let mut m = Matcher::new(cg.clone());
         assert!(m.accept_bytes(prefix.as_bytes()));
-        assert_eq!(allowed(&mut m), reference(&mut m), "after {prefix:?}");
+        assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "after {prefix:?}");
     }
 }
 
@@ -289,7 +269,7 @@ long ::= "\"" ([a-cé ] | "\\n"){0,70} "\"""#;
         let mut m = Matcher::new(cg.clone());
         let bytes = doc.as_bytes();
         for i in 0..bytes.len() {
-            assert_eq!(allowed(&mut m), reference(&mut m), "case {case} at byte {i} of {doc}");
+            assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "case {case} at byte {i} of {doc}");
             assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i} of {doc}");
         }
         assert!(m.is_accepting());

@@ -5,6 +5,7 @@
 
 use corral_core::ebnf::{Expr, GrammarAst, PermSpec, RuleDef};
 use corral_core::{CompiledGrammar, Grammar, Limits, Matcher, Vocabulary};
+use corral_core::testutil::mask_tokens;
 use std::sync::Arc;
 
 struct Rng(u64);
@@ -109,13 +110,6 @@ fn vocab() -> Arc<Vocabulary> {
     Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap())
 }
 
-fn allowed(m: &mut Matcher) -> Vec<u32> {
-    let v = m.compiled().vocab().clone();
-    let mut mask = vec![0u32; v.mask_words()];
-    m.fill_next_token_bitmask(&mut mask).unwrap();
-    (0..v.size() as u32).filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1).collect()
-}
-
 fn random_case(rng: &mut Rng) -> Case {
     let pool = member_pool();
     let n = 1 + rng.below(4) as usize;
@@ -150,7 +144,7 @@ fn key_sets_match_their_expansion() {
             let (mut ma, mut mb) = (Matcher::new(a.clone()), Matcher::new(b.clone()));
             let mut hist: Vec<u32> = Vec::new();
             for step in 0..24 {
-                let (xa, xb) = (allowed(&mut ma), allowed(&mut mb));
+                let (xa, xb) = (mask_tokens(&mut ma), mask_tokens(&mut mb));
                 assert_eq!(xa, xb, "case {case_no} walk {walk} step {step} after {:?}\nmembers {:?}\nextra {:?} sep {:?} min {} max {:?}", hist.iter().map(|&t| String::from_utf8_lossy(v.token_bytes(t)).into_owned()).collect::<Vec<_>>(), c.members, c.extra, c.sep, c.min, c.max);
                 assert_eq!(ma.is_accepting(), mb.is_accepting(), "case {case_no} walk {walk} step {step}");
                 let choices: Vec<u32> = xa.iter().copied().filter(|&t| !v.is_eos(t)).collect();
@@ -209,7 +203,7 @@ fn wide_key_set_any_order() {
         }
         // A used member is never offered again.
         if j > 0 {
-            let a = allowed(&mut m);
+            let a = mask_tokens(&mut m);
             assert!(!a.contains(&(order[j - 1] as u32)));
         }
         assert!(m.accept_token(i as u32).unwrap(), "member {i}");
@@ -220,7 +214,7 @@ fn wide_key_set_any_order() {
     // Missing a required member: "}" is not allowed.
     let mut m = Matcher::new(cg);
     assert!(m.accept_bytes(b"{k01,k00"));
-    assert!(!allowed(&mut m).contains(&101));
+    assert!(!mask_tokens(&mut m).contains(&101));
     assert!(!m.accept_bytes(b"}"));
     assert!(!m.accept_bytes(b",k00"));
 }

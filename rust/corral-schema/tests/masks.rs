@@ -4,6 +4,7 @@
 //! declared names, length-bounded strings near their bound).
 
 use corral_core::{CompiledGrammar, Matcher, Vocabulary};
+use corral_core::testutil::{accepted_tokens, mask_tokens};
 use corral_schema::{compile_schema, Options, Whitespace};
 use serde_json::json;
 use std::sync::Arc;
@@ -36,26 +37,6 @@ fn vocab(fragments: &[&str], seed: u64) -> Arc<Vocabulary> {
     Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap())
 }
 
-fn allowed(m: &mut Matcher) -> Vec<u32> {
-    let v = m.compiled().vocab().clone();
-    let mut mask = vec![0u32; v.mask_words()];
-    m.fill_next_token_bitmask(&mut mask).unwrap();
-    (0..v.size() as u32).filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1).collect()
-}
-
-fn reference(m: &mut Matcher) -> Vec<u32> {
-    let v = m.compiled().vocab().clone();
-    (0..v.size() as u32)
-        .filter(|&i| {
-            let ok = m.accept_token(i).unwrap();
-            if ok {
-                m.rollback(1).unwrap();
-            }
-            ok
-        })
-        .collect()
-}
-
 fn check(schema: serde_json::Value, docs: &[String], v: &Arc<Vocabulary>) {
     let opts = Options { whitespace: Whitespace::Compact, ..Default::default() };
     let c = compile_schema(&schema, &opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
@@ -64,7 +45,7 @@ fn check(schema: serde_json::Value, docs: &[String], v: &Arc<Vocabulary>) {
         let mut m = Matcher::new(cg.clone());
         let bytes = doc.as_bytes();
         for i in 0..bytes.len() {
-            assert_eq!(allowed(&mut m), reference(&mut m), "{schema}: at byte {i} of {doc}");
+            assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "{schema}: at byte {i} of {doc}");
             assert!(m.accept_bytes(&bytes[i..i + 1]), "{schema}: byte {i} of {doc}");
         }
         assert!(m.is_accepting(), "{doc}");
