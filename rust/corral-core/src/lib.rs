@@ -8,6 +8,7 @@
 
 pub mod batch;
 pub mod budget;
+pub mod byte_automaton;
 pub mod byteset;
 pub mod cfg;
 pub mod ci_cache;

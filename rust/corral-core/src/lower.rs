@@ -224,6 +224,7 @@ fn rx_size(rx: &Rx) -> usize {
         Rx::Bytes(r) => r.len() + 1,
         Rx::Concat(xs) | Rx::Alt(xs) => 1 + xs.iter().map(rx_size).sum::<usize>(),
         Rx::Repeat { inner, min, max } => 1 + rx_size(inner) * (max.unwrap_or(*min).max(*min) as usize).max(1),
+        Rx::Automaton(a) => a.size(),
     }
 }
 

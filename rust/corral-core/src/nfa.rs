@@ -94,6 +94,27 @@ impl Builder<'_> {
                 }
                 end
             }
+            Rx::Automaton(a) => {
+                // One NFA state per automaton state; accepting states lead to `end` by epsilon.
+                let base = self.states.len() as u32;
+                for _ in 0..a.len() {
+                    self.add()?;
+                }
+                let end = self.add()?;
+                if a.is_empty() {
+                    return Ok(end);
+                }
+                self.eps(from, base + a.start);
+                for (s, edges) in a.trans.iter().enumerate() {
+                    for &(lo, hi, t) in edges {
+                        self.edge(base + s as u32, lo, hi, base + t);
+                    }
+                    if a.accept[s] {
+                        self.eps(base + s as u32, end);
+                    }
+                }
+                end
+            }
             Rx::Concat(xs) => {
                 let mut cur = from;
                 for x in xs {

@@ -27,6 +27,8 @@ pub enum Rx {
         /// Most repetitions, if bounded.
         max: Option<u32>,
     },
+    /// A deterministic byte automaton built directly (see [`crate::byte_automaton`]).
+    Automaton(std::sync::Arc<crate::byte_automaton::ByteAutomaton>),
 }
 
 /// Largest Unicode scalar value.
@@ -97,6 +99,7 @@ impl Rx {
             Rx::Concat(xs) => xs.iter().all(|x| x.nullable()),
             Rx::Alt(xs) => xs.iter().any(|x| x.nullable()),
             Rx::Repeat { inner, min, .. } => *min == 0 || inner.nullable(),
+            Rx::Automaton(a) => a.nullable(),
         }
     }
 }

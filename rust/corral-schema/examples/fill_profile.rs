@@ -2,6 +2,7 @@
 //! file is `{"label", "schema", "walks": [[token ids]]}` (token ids of the Llama 3 tokenizer).
 //! Prints fill percentiles and the slowest fills. For profiling cold fills with `perf`:
 //! `cargo run --release -p corral-schema --example fill_profile -- walks.jsonl`.
+//! `FP_COMPILE_ONLY=1` compiles without walking (prints each schema's compile time).
 use corral_core::{testutil::load_tiktoken, CompiledGrammar, Matcher};
 use corral_schema::{compile_schema, Options};
 use std::sync::Arc;
@@ -25,6 +26,10 @@ fn main() {
                 let Ok(c) = compile_schema(&doc["schema"], &Options::default()) else { continue };
                 let cg = Arc::new(CompiledGrammar::new(&c.grammar, vocab.clone()));
                 compiles.push(t.elapsed().as_secs_f64() * 1e3);
+                if std::env::var("FP_COMPILE_ONLY").is_ok() {
+                    eprintln!("COMPILE {:8.2} ms {label}", t.elapsed().as_secs_f64() * 1e3);
+                    continue;
+                }
                 for walk in doc["walks"].as_array().unwrap() {
                     let mut m = Matcher::new(cg.clone());
                     let mut mask = vec![0u32; words];
@@ -40,7 +45,7 @@ fn main() {
             let mut ts: Vec<f64> = fills.iter().map(|f| f.0).collect();
             ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
             compiles.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            let pct = |v: &[f64], p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
+            let pct = |v: &[f64], p: f64| if v.is_empty() { f64::NAN } else { v[((v.len() as f64 - 1.0) * p).round() as usize] };
             println!("fills {}: p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} max {:.1} µs, mean {:.1}", ts.len(), pct(&ts, 0.5), pct(&ts, 0.9), pct(&ts, 0.99), pct(&ts, 0.999), pct(&ts, 1.0), ts.iter().sum::<f64>() / ts.len() as f64);
             println!("compile+token-level {}: p50 {:.2} p90 {:.2} p99 {:.2} max {:.2} ms", compiles.len(), pct(&compiles, 0.5), pct(&compiles, 0.9), pct(&compiles, 0.99), pct(&compiles, 1.0));
             fills.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap());

@@ -70,6 +70,9 @@ impl Nfa {
                 }
                 n
             }
+            // Byte automata are JSON-encoded output ([`crate::encode`]), never a code-point
+            // language given to this automaton; refuse rather than misread bytes as characters.
+            Rx::Automaton(_) => return Err(TooBig),
             Rx::Concat(xs) => {
                 let mut cur = from;
                 for x in xs {
@@ -703,6 +706,7 @@ pub fn rx_size(rx: &Rx) -> usize {
         Rx::Literal(b) => b.len().max(1),
         Rx::Concat(xs) | Rx::Alt(xs) => 1 + xs.iter().map(rx_size).sum::<usize>(),
         Rx::Repeat { inner, min, max } => 1 + rx_size(inner) * (max.unwrap_or(*min).max(*min) as usize).max(1),
+        Rx::Automaton(a) => a.size(),
     }
 }
 

@@ -1686,9 +1686,10 @@ impl<'a> Compiler<'a> {
     /// rule per state (per-character terminals). `encode`: JSON-string-encode characters.
     fn dfa_expr(&mut self, d: &CDfa, encode: bool) -> Expr {
         if d.len() <= 400 {
-            if let Some(rx) = d.to_rx(RX_CAP) {
-                return Expr::Terminal(if encode { self.enc.encode(&rx) } else { rx });
-            }
+            // Built as bytes directly: spelling the automaton as an expression and
+            // determinizing that made automata up to ten times larger (see `encode`).
+            let a = if encode { crate::encode::json_automaton(d) } else { crate::encode::utf8_automaton(d) };
+            return Expr::Terminal(Rx::Automaton(std::sync::Arc::new(a)));
         }
         let prefix = self.new_name("q");
         let name = |s: u32| format!("{prefix}_{s}");
@@ -2051,6 +2052,7 @@ impl<'a> Compiler<'a> {
                 Rx::Nothing => None,
                 Rx::Literal(bs) => Some(String::from_utf8_lossy(bs).chars().count() as u64),
                 Rx::Chars(_) | Rx::Bytes(_) => Some(1),
+                Rx::Automaton(_) => None,
                 Rx::Concat(xs) => xs.iter().map(fixed_len).sum(),
                 Rx::Alt(xs) => {
                     let l = fixed_len(&xs[0])?;

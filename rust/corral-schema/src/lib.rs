@@ -66,6 +66,7 @@
 
 pub mod cdfa;
 mod compile;
+pub mod encode;
 pub mod numbers;
 pub mod strings;
 

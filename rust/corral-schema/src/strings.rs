@@ -407,124 +407,20 @@ fn convert(h: &Hir, pattern: &str) -> Result<Rx, PatternError> {
 // JSON string encoding
 // ---------------------------------------------------------------------------------------------
 
-/// Caches the encoded form of character classes.
+/// Encodes code-point languages as the JSON string bodies that spell them.
 #[derive(Default)]
-pub struct Encoder {
-    cache: rustc_hash::FxHashMap<Vec<(u32, u32)>, Rx>,
-}
-
-fn hex_digit(v: u32) -> Vec<(u32, u32)> {
-    if v < 10 {
-        vec![('0' as u32 + v, '0' as u32 + v)]
-    } else {
-        vec![('A' as u32 + v - 10, 'A' as u32 + v - 10), ('a' as u32 + v - 10, 'a' as u32 + v - 10)]
-    }
-}
-
-fn hex_digits(a: u32, b: u32) -> Rx {
-    let mut r = Vec::new();
-    for v in a..=b {
-        r.extend(hex_digit(v));
-    }
-    Rx::Chars(corral_core::rx::normalize_ranges(&r))
-}
-
-/// Fixed-width (`width` hex digits, either case) numbers in `lo..=hi`.
-pub fn hex_range(lo: u32, hi: u32, width: u32) -> Rx {
-    if width == 0 {
-        return Rx::Empty;
-    }
-    let unit = 16u32.pow(width - 1);
-    let (hd, ld) = (lo / unit, hi / unit);
-    let (lr, hr) = (lo % unit, hi % unit);
-    if hd == ld {
-        return Rx::concat(vec![hex_digits(hd, hd), hex_range(lr, hr, width - 1)]);
-    }
-    let full = |w: u32| rep(hex_digits(0, 15), w, Some(w));
-    let mut alts = Vec::new();
-    let mut first = hd;
-    if lr != 0 {
-        alts.push(Rx::concat(vec![hex_digits(hd, hd), hex_range(lr, unit - 1, width - 1)]));
-        first += 1;
-    }
-    let mut last = ld;
-    let tail = if hr != unit - 1 {
-        last = ld.wrapping_sub(1);
-        Some(Rx::concat(vec![hex_digits(ld, ld), hex_range(0, hr, width - 1)]))
-    } else {
-        None
-    };
-    if first <= last && last != u32::MAX {
-        alts.push(Rx::concat(vec![hex_digits(first, last), full(width - 1)]));
-    }
-    if let Some(t) = tail {
-        alts.push(t);
-    }
-    Rx::alt(alts)
-}
+pub struct Encoder;
 
 impl Encoder {
-    /// The JSON-encoded forms (inside the quotes) of one character of `ranges`.
+    /// The JSON-encoded forms (inside the quotes) of one character of `ranges`: raw UTF-8
+    /// (except what JSON must escape), short escapes, `\uXXXX` in either case and surrogate
+    /// pairs, as one deterministic byte automaton ([`crate::encode::json_class`]).
     pub fn class(&mut self, ranges: &[(u32, u32)]) -> Rx {
-        if let Some(r) = self.cache.get(ranges) {
-            return r.clone();
+        let r = corral_core::rx::normalize_ranges(ranges);
+        if r.is_empty() {
+            return Rx::Nothing;
         }
-        let mut alts = Vec::new();
-        // raw
-        let mut raw = Vec::new();
-        for &(a, b) in ranges {
-            for (x, y) in subtract(a, b, &[(0, 0x1F), ('"' as u32, '"' as u32), ('\\' as u32, '\\' as u32)]) {
-                raw.push((x, y));
-            }
-        }
-        if !raw.is_empty() {
-            alts.push(Rx::Chars(raw));
-        }
-        let has = |c: u32| ranges.iter().any(|&(a, b)| a <= c && c <= b);
-        let mut short = Vec::new();
-        for (c, e) in [('"', '"'), ('\\', '\\'), ('/', '/'), ('\u{8}', 'b'), ('\u{c}', 'f'), ('\n', 'n'), ('\r', 'r'), ('\t', 't')] {
-            if has(c as u32) {
-                short.push((e as u32, e as u32));
-            }
-        }
-        let mut esc = Vec::new();
-        if !short.is_empty() {
-            esc.push(Rx::Chars(corral_core::rx::normalize_ranges(&short)));
-        }
-        let mut u = Vec::new();
-        for &(a, b) in ranges {
-            // BMP non-surrogates
-            if let Some((x, y)) = intersect(a, b, 0, 0xFFFF) {
-                for (x, y) in subtract(x, y, &[(0xD800, 0xDFFF)]) {
-                    u.push(hex_range(x, y, 4));
-                }
-            }
-            // astral as surrogate pairs
-            if let Some((x, y)) = intersect(a, b, 0x10000, 0x10FFFF) {
-                let hi = |c: u32| 0xD800 + ((c - 0x10000) >> 10);
-                let lo = |c: u32| 0xDC00 + ((c - 0x10000) & 0x3FF);
-                let pair = |h0: u32, h1: u32, l0: u32, l1: u32| Rx::concat(vec![hex_range(h0, h1, 4), lit("\\u"), hex_range(l0, l1, 4)]);
-                let (hx, hy) = (hi(x), hi(y));
-                if hx == hy {
-                    u.push(pair(hx, hx, lo(x), lo(y)));
-                } else {
-                    u.push(pair(hx, hx, lo(x), 0xDFFF));
-                    if hx + 1 < hy {
-                        u.push(pair(hx + 1, hy - 1, 0xDC00, 0xDFFF));
-                    }
-                    u.push(pair(hy, hy, 0xDC00, lo(y)));
-                }
-            }
-        }
-        if !u.is_empty() {
-            esc.push(Rx::concat(vec![lit("u"), Rx::alt(u)]));
-        }
-        if !esc.is_empty() {
-            alts.push(Rx::concat(vec![lit("\\"), Rx::alt(esc)]));
-        }
-        let r = Rx::alt(alts);
-        self.cache.insert(ranges.to_vec(), r.clone());
-        r
+        Rx::Automaton(crate::encode::json_class(&r))
     }
 
     /// Maps a code-point language to the language of its JSON-encoded forms (no quotes).
@@ -544,6 +440,8 @@ impl Encoder {
             Rx::Concat(xs) => Rx::concat(xs.iter().map(|x| self.encode(x)).collect()),
             Rx::Alt(xs) => Rx::alt(xs.iter().map(|x| self.encode(x)).collect()),
             Rx::Repeat { inner, min, max } => Rx::Repeat { inner: Box::new(self.encode(inner)), min: *min, max: *max },
+            // Already bytes of an encoded string (only `Encoder` builds these).
+            Rx::Automaton(a) => Rx::Automaton(a.clone()),
         }
     }
 
@@ -558,32 +456,6 @@ impl Encoder {
     }
 }
 
-fn intersect(a: u32, b: u32, x: u32, y: u32) -> Option<(u32, u32)> {
-    let lo = a.max(x);
-    let hi = b.min(y);
-    (lo <= hi).then_some((lo, hi))
-}
-
-fn subtract(a: u32, b: u32, holes: &[(u32, u32)]) -> Vec<(u32, u32)> {
-    let mut cur = vec![(a, b)];
-    for &(x, y) in holes {
-        let mut next = Vec::new();
-        for (p, q) in cur {
-            if y < p || x > q {
-                next.push((p, q));
-                continue;
-            }
-            if x > p {
-                next.push((p, x - 1));
-            }
-            if y < q {
-                next.push((y + 1, q));
-            }
-        }
-        cur = next;
-    }
-    cur
-}
 
 // ---------------------------------------------------------------------------------------------
 // Formats

@@ -1,0 +1,419 @@
+//! Code-point automata to byte automata: the UTF-8 or JSON-encoded forms of a [`CDfa`]'s
+//! language, built deterministically and directly (no expression in between).
+//!
+//! A code point is read as raw UTF-8 bytes or, inside a JSON string, also as a short escape
+//! (`\n`, `\"`…), a `\uXXXX` escape (hex digits either case) or a surrogate pair
+//! `\uD8xx\uDCxx`. Each CDfa state becomes one byte state "between characters"; the bytes
+//! of one character go through intermediate states, each standing for "the rest of a
+//! character whose value lies in a block, mapped to next CDfa states". Intermediate states
+//! are shared by everything with the same remaining mapping (memoized), so the result is
+//! close to minimal: "any of the 4,096 values after `\u0`" is one state however many CDfa
+//! states lead there. Building an expression instead (the CDfa as a regex, each class
+//! spelled out with its escapes) and determinizing it made automata up to ten times larger
+//! than minimal and took milliseconds per key set.
+
+use crate::cdfa::CDfa;
+use corral_core::byte_automaton::ByteAutomaton;
+use rustc_hash::FxHashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// What the bytes still to come encode.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Kind {
+    /// `k` UTF-8 continuation bytes (6 bits each).
+    Cont(u8),
+    /// `k` hex digits (4 bits each).
+    Hex(u8),
+    /// `\u` and four hex digits of a low surrogate; the mapping is over its 10 bits.
+    LowSurrogate,
+}
+
+/// A value-to-state mapping: sorted, disjoint `(lo, hi, target)`; values not covered are dead.
+type Map = Vec<(u32, u32, u32)>;
+
+struct Builder<'a> {
+    d: &'a CDfa,
+    trans: Vec<Vec<(u8, u8, u32)>>,
+    accept: Vec<bool>,
+    memo: FxHashMap<(Kind, Map), u32>,
+}
+
+/// The part of `map` inside `[lo, hi]`, shifted so that `lo` becomes 0.
+fn slice(map: &[(u32, u32, u32)], lo: u32, hi: u32) -> Map {
+    let i = map.partition_point(|&(_, b, _)| b < lo);
+    let mut out = Vec::new();
+    for &(a, b, t) in &map[i..] {
+        if a > hi {
+            break;
+        }
+        out.push((a.max(lo) - lo, b.min(hi) - lo, t));
+    }
+    out
+}
+
+/// `map` without the values in `[lo, hi]`.
+fn remove(map: &[(u32, u32, u32)], lo: u32, hi: u32) -> Map {
+    let mut out = Vec::with_capacity(map.len() + 1);
+    for &(a, b, t) in map {
+        if b < lo || a > hi {
+            out.push((a, b, t));
+            continue;
+        }
+        if a < lo {
+            out.push((a, lo - 1, t));
+        }
+        if b > hi {
+            out.push((hi + 1, b, t));
+        }
+    }
+    out
+}
+
+/// The target of value `v`, if any.
+fn lookup(map: &[(u32, u32, u32)], v: u32) -> Option<u32> {
+    let i = map.partition_point(|&(_, b, _)| b < v);
+    map.get(i).filter(|&&(a, _, _)| a <= v).map(|&(_, _, t)| t)
+}
+
+impl Builder<'_> {
+    fn new_state(&mut self) -> u32 {
+        self.trans.push(Vec::new());
+        self.accept.push(false);
+        (self.trans.len() - 1) as u32
+    }
+
+    /// The state reading the rest of a character of kind `kind` whose remaining value is
+    /// mapped by `map` (relative to the block), or `None` when every value is dead.
+    fn node(&mut self, kind: Kind, map: Map) -> Option<u32> {
+        if map.is_empty() {
+            return None;
+        }
+        if let Some(&s) = self.memo.get(&(kind, map.clone())) {
+            return Some(s);
+        }
+        let s = self.new_state();
+        self.memo.insert((kind, map.clone()), s);
+        let mut edges = Vec::new();
+        match kind {
+            Kind::Cont(k) => {
+                let unit = 1u32 << (6 * (k as u32 - 1));
+                self.digits(&map, 64, unit, |d| vec![(0x80 + d.0 as u8, 0x80 + d.1 as u8)], Kind::Cont(k - 1), &mut edges);
+            }
+            Kind::Hex(k) => {
+                let unit = 1u32 << (4 * (k as u32 - 1));
+                self.digits(&map, 16, unit, hex_bytes, Kind::Hex(k - 1), &mut edges);
+            }
+            Kind::LowSurrogate => {
+                let shifted: Map = map.iter().map(|&(a, b, t)| (a + 0xDC00, b + 0xDC00, t)).collect();
+                let hex = self.node(Kind::Hex(4), shifted).expect("non-empty mapping");
+                let u = self.new_state();
+                self.trans[u as usize] = vec![(b'u', b'u', hex)];
+                edges.push((b'\\', b'\\', u));
+            }
+        }
+        edges.sort_unstable();
+        self.trans[s as usize] = edges;
+        Some(s)
+    }
+
+    /// Edges for one digit position of radix `radix` (each digit covering `unit` values):
+    /// runs of digits whose values all go to one target share one child.
+    fn digits(&mut self, map: &Map, radix: u32, unit: u32, bytes: fn((u32, u32)) -> Vec<(u8, u8)>, child_kind: Kind, edges: &mut Vec<(u8, u8, u32)>) {
+        let mut d = 0u32;
+        while d < radix {
+            let (lo, hi) = (d * unit, d * unit + unit - 1);
+            let i = map.partition_point(|&(_, b, _)| b < lo);
+            // A digit whose whole block is inside one segment (or one gap).
+            let uniform = match map.get(i) {
+                Some(&(a, b, t)) if a <= lo => (b >= hi).then_some((Some(t), b)),
+                Some(&(a, _, _)) => (a > hi).then_some((None, a - 1)),
+                None => Some((None, radix * unit - 1)),
+            };
+            let (end, child) = match uniform {
+                Some((t, last)) => {
+                    let end = ((last as u64 + 1) / unit as u64).min(radix as u64) as u32;
+                    let child = t.and_then(|t| self.child(child_kind, unit, vec![(0, unit - 1, t)]));
+                    (end, child)
+                }
+                None => (d + 1, {
+                    let m = slice(map, lo, hi);
+                    self.child(child_kind, unit, m)
+                }),
+            };
+            if let Some(c) = child {
+                for (a, b) in bytes((d, end - 1)) {
+                    edges.push((a, b, c));
+                }
+            }
+            d = end;
+        }
+    }
+
+    /// The state after one more digit: a CDfa state when no digit remains.
+    fn child(&mut self, kind: Kind, unit: u32, map: Map) -> Option<u32> {
+        if unit == 1 {
+            return map.first().map(|&(_, _, t)| t);
+        }
+        self.node(kind, map)
+    }
+
+    /// Edges of CDfa state `q`'s byte state: raw UTF-8 and (when `json`) escapes.
+    fn boundary(&mut self, q: usize, json: bool) {
+        let full: Map = self.d.trans[q].clone();
+        let mut raw = remove(&full, 0xD800, 0xDFFF);
+        if json {
+            for c in ['"' as u32, '\\' as u32] {
+                raw = remove(&raw, c, c);
+            }
+            raw = remove(&raw, 0, 0x1F);
+        }
+        let mut edges: Vec<(u8, u8, u32)> = Vec::new();
+        // One byte.
+        for &(a, b, t) in &raw {
+            if a > 0x7F {
+                break;
+            }
+            edges.push((a as u8, b.min(0x7F) as u8, t));
+        }
+        // Lead bytes of 2, 3 and 4 byte sequences.
+        for (leads, bits, k, min) in [(0xC2u32..=0xDF, 6u32, 1u8, 0x80u32), (0xE0..=0xEF, 12, 2, 0x800), (0xF0..=0xF4, 18, 3, 0x10000)] {
+            let mask = (1u32 << (8 - k as u32 - 2)) - 1;
+            for lead in leads {
+                let base = (lead & mask) << bits;
+                let (lo, hi) = (base.max(min), (base + (1 << bits) - 1).min(0x10FFFF));
+                if lo > hi {
+                    continue;
+                }
+                let m: Map = slice(&raw, lo, hi).into_iter().map(|(a, b, t)| (a + lo - base, b + lo - base, t)).collect();
+                if let Some(c) = self.node(Kind::Cont(k), m) {
+                    edges.push((lead as u8, lead as u8, c));
+                }
+            }
+        }
+        if json {
+            if let Some(e) = self.escape_state(&full) {
+                edges.push((b'\\', b'\\', e));
+            }
+        }
+        edges.sort_unstable();
+        merge_edges(&mut edges);
+        self.trans[q] = edges;
+    }
+
+    /// The state after `\` for the mapping `full` of one CDfa state.
+    fn escape_state(&mut self, full: &Map) -> Option<u32> {
+        let mut edges = Vec::new();
+        for (byte, c) in [(b'"', '"'), (b'\\', '\\'), (b'/', '/'), (b'b', '\u{8}'), (b'f', '\u{c}'), (b'n', '\n'), (b'r', '\r'), (b't', '\t')] {
+            if let Some(t) = lookup(full, c as u32) {
+                edges.push((byte, byte, t));
+            }
+        }
+        // `\uXXXX`: BMP values except surrogates go straight to targets; a high surrogate
+        // leads to the low surrogate of its block of 1,024 astral code points.
+        let mut bmp = remove(&slice(full, 0, 0xFFFF), 0xD800, 0xDFFF);
+        let mut h = 0xD800u32;
+        while h <= 0xDBFF {
+            let base = 0x10000 + ((h - 0xD800) << 10);
+            let block = slice(full, base, base + 0x3FF);
+            // Blocks wholly inside one segment share one low-surrogate state.
+            let run_end = match block.as_slice() {
+                [(0, 0x3FF, _)] => {
+                    let i = full.partition_point(|&(_, b, _)| b < base);
+                    let last = full[i].1.min(0x10FFFF);
+                    (0xD800 + ((last + 1 - 0x10000) >> 10) - 1).clamp(h, 0xDBFF)
+                }
+                [] => {
+                    let i = full.partition_point(|&(_, b, _)| b < base);
+                    let next = full.get(i).map(|s| s.0).unwrap_or(0x110000);
+                    (0xD800 + ((next.min(0x110000) - 0x10000) >> 10)).saturating_sub(1).clamp(h, 0xDBFF)
+                }
+                _ => h,
+            };
+            if let Some(low) = self.node(Kind::LowSurrogate, block) {
+                bmp.push((h, run_end, low));
+            }
+            h = run_end + 1;
+        }
+        bmp.sort_unstable();
+        if let Some(u) = self.node(Kind::Hex(4), bmp) {
+            edges.push((b'u', b'u', u));
+        }
+        if edges.is_empty() {
+            return None;
+        }
+        edges.sort_unstable();
+        let e = self.new_state();
+        self.trans[e as usize] = edges;
+        Some(e)
+    }
+}
+
+/// Bytes of hex digit values `d.0..=d.1` (either case for A–F).
+fn hex_bytes(d: (u32, u32)) -> Vec<(u8, u8)> {
+    let mut out = Vec::new();
+    let (a, b) = d;
+    if a <= 9 {
+        out.push((b'0' + a as u8, b'0' + b.min(9) as u8));
+    }
+    if b >= 10 {
+        let (x, y) = (a.max(10) as u8 - 10, b as u8 - 10);
+        out.push((b'A' + x, b'A' + y));
+        out.push((b'a' + x, b'a' + y));
+    }
+    out
+}
+
+/// Merges adjacent ranges with the same target (edges sorted).
+fn merge_edges(edges: &mut Vec<(u8, u8, u32)>) {
+    let mut out: Vec<(u8, u8, u32)> = Vec::with_capacity(edges.len());
+    for &(a, b, t) in edges.iter() {
+        if let Some(last) = out.last_mut() {
+            if last.2 == t && last.1 as u16 + 1 == a as u16 {
+                last.1 = b;
+                continue;
+            }
+        }
+        out.push((a, b, t));
+    }
+    *edges = out;
+}
+
+fn build(d: &CDfa, json: bool) -> ByteAutomaton {
+    let n = d.len();
+    let mut b = Builder { d, trans: vec![Vec::new(); n], accept: d.accept.clone(), memo: FxHashMap::default() };
+    for q in 0..n {
+        b.boundary(q, json);
+    }
+    ByteAutomaton { trans: b.trans, accept: b.accept, start: d.start }
+}
+
+/// The JSON-encoded forms (inside the quotes) of the strings of `d`.
+pub fn json_automaton(d: &CDfa) -> ByteAutomaton {
+    build(d, true)
+}
+
+/// The UTF-8 forms of the strings of `d`.
+pub fn utf8_automaton(d: &CDfa) -> ByteAutomaton {
+    build(d, false)
+}
+
+/// Most character classes kept by [`json_class`] (process-wide).
+const CLASS_CACHE: usize = 4096;
+
+/// The JSON-encoded forms of one character of `ranges` (code point ranges), cached
+/// process-wide: the same classes (any character, digits, a literal's letters) recur in
+/// every schema.
+pub fn json_class(ranges: &[(u32, u32)]) -> Arc<ByteAutomaton> {
+    let ranges = &corral_core::rx::normalize_ranges(ranges)[..];
+    static CACHE: OnceLock<Mutex<FxHashMap<Vec<(u32, u32)>, Arc<ByteAutomaton>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(a) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(ranges) {
+        return a.clone();
+    }
+    let d = CDfa { trans: vec![ranges.iter().map(|&(a, b)| (a, b, 1)).collect(), Vec::new()], accept: vec![false, true], start: 0 };
+    let a = Arc::new(json_automaton(&d));
+    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if c.len() >= CLASS_CACHE {
+        c.clear();
+    }
+    c.insert(ranges.to_vec(), a.clone());
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_core::rx::Rx;
+
+    /// Characters a JSON string must escape (control characters, `"` and `\`).
+    fn must_escape(c: u32) -> bool {
+        c < 0x20 || c == '"' as u32 || c == '\\' as u32
+    }
+
+    fn json_forms(c: char) -> Vec<String> {
+        let mut out = vec![];
+        if !must_escape(c as u32) {
+            out.push(c.to_string());
+        }
+        let short = match c {
+            '"' => Some("\\\""),
+            '\\' => Some("\\\\"),
+            '/' => Some("\\/"),
+            '\u{8}' => Some("\\b"),
+            '\u{c}' => Some("\\f"),
+            '\n' => Some("\\n"),
+            '\r' => Some("\\r"),
+            '\t' => Some("\\t"),
+            _ => None,
+        };
+        out.extend(short.map(String::from));
+        let mut units = [0u16; 2];
+        let enc: Vec<String> = c.encode_utf16(&mut units).iter().map(|u| format!("\\u{u:04x}")).collect();
+        out.push(enc.concat());
+        out.push(enc.concat().to_uppercase().replace("\\U", "\\u"));
+        out
+    }
+
+    /// Every character near the interesting boundaries, in each of its encodings, is
+    /// accepted exactly when it is in the class; broken encodings never are.
+    #[test]
+    fn class_accepts_exactly_the_encodings_of_its_members() {
+        let classes: Vec<Vec<(u32, u32)>> = vec![
+            vec![(0, 0xD7FF), (0xE000, 0x10FFFF)],
+            vec![('a' as u32, 'z' as u32)],
+            vec![(0x7F, 0x800), (0xFFFF, 0x10000)],
+            vec![(0x1F600, 0x1F64F), ('"' as u32, '"' as u32)],
+            vec![(0, 0x1F)],
+            vec![(0x10300, 0x10300), (0x10400, 0x107FF), (0x10FFFF, 0x10FFFF)],
+        ];
+        let probes: Vec<u32> = [0u32, 8, 9, 0x1F, 0x20, 0x22, 0x2F, 0x5C, 0x60, 0x61, 0x7A, 0x7B, 0x7F, 0x80, 0x7FF, 0x800, 0x801, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x102FF, 0x10300, 0x10301, 0x103FF, 0x10400, 0x107FF, 0x10800, 0x1F5FF, 0x1F600, 0x1F64F, 0x1F650, 0x10FFFE, 0x10FFFF]
+            .to_vec();
+        for ranges in &classes {
+            let a = json_class(ranges);
+            for &v in &probes {
+                let c = char::from_u32(v).unwrap();
+                let member = ranges.iter().any(|&(x, y)| x <= v && v <= y);
+                for form in json_forms(c) {
+                    assert_eq!(a.matches(form.as_bytes()), member, "{ranges:x?} {v:#x} {form:?}");
+                }
+            }
+            for bad in ["\\ud800", "\\udc00", "\\ud800\\u0041", "\\x41", "\\", "\"", "\\u12", "\u{1}", "\\U0041"] {
+                assert!(!a.matches(bad.as_bytes()), "{ranges:x?} {bad:?}");
+            }
+        }
+    }
+
+    /// A key set "any string but these names" (the compiler's main use) agrees with a direct
+    /// decode-and-compare on encoded probes.
+    #[test]
+    fn key_set_automaton_agrees_with_decoding() {
+        let names = ["dog", "cat", "dot", "é", "😀x"];
+        let any = CDfa::from_rx(&Rx::Repeat { inner: Box::new(Rx::any_char()), min: 0, max: None }, 10_000).unwrap();
+        let mut declared = CDfa::from_rx(&Rx::alt(names.iter().map(|n| Rx::Literal(n.as_bytes().to_vec())).collect()), 10_000).unwrap();
+        declared = declared.minimize();
+        let others = any.minus(&declared, 10_000).unwrap().minimize();
+        let a = json_automaton(&others);
+        let probes = ["", "do", "dog", "dogs", "cat", "ca", "dot", "d", "é", "éé", "😀x", "😀", "x"];
+        for p in probes {
+            let expected = !names.contains(&p);
+            // Every encoding of every character, mixed per position.
+            let per_char: Vec<Vec<String>> = p.chars().map(json_forms).collect();
+            for variant in 0..4 {
+                let s: String = per_char.iter().map(|f| f[variant.min(f.len() - 1)].clone()).collect();
+                assert_eq!(a.matches(s.as_bytes()), expected, "{p:?} as {s:?}");
+            }
+        }
+    }
+
+    /// Plain UTF-8 mode: escapes are ordinary characters.
+    #[test]
+    fn utf8_mode_reads_raw_bytes_only() {
+        let d = CDfa::from_rx(&Rx::Repeat { inner: Box::new(Rx::Chars(vec![(0, 0x10FFFF)])), min: 1, max: Some(2) }, 10_000).unwrap().minimize();
+        let a = utf8_automaton(&d);
+        for (s, ok) in [("a", true), ("\\u", true), ("😀é", true), ("abc", false), ("", false)] {
+            assert_eq!(a.matches(s.as_bytes()), ok, "{s:?}");
+        }
+        assert!(!a.matches(&[0xED, 0xA0, 0x80]), "an encoded surrogate is not UTF-8");
+        assert!(!a.matches(&[0xC0, 0x80]), "overlong");
+    }
+}
