@@ -16,7 +16,7 @@ pub const MAXC: u32 = 0x10FFFF;
 pub struct TooBig;
 
 /// A DFA over code points.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CDfa {
     /// Per state: sorted disjoint `(lo, hi, target)`.
     pub trans: Vec<Vec<(u32, u32, u32)>>,

@@ -11,6 +11,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 type Res<T> = Result<T, SchemaError>;
 
@@ -26,6 +27,32 @@ const T_NUMS: u8 = T_INT | T_NUM;
 
 /// Largest number of states of a code-point automaton built while compiling.
 const DFA_LIMIT: usize = 50_000;
+
+/// Largest code-point automaton made one terminal (and four times that in bytes); larger
+/// ones become one rule per state. `date-time` with leap seconds has about 700 states.
+const AUTOMATON_TERMINAL_STATES: usize = 2000;
+
+/// Most pattern and format automata kept process-wide.
+const SHARED_DFAS: usize = 1024;
+
+/// The code-point automaton of a pattern or format (`key`), built once per process: formats
+/// (`date-time` with its leap seconds takes tens of milliseconds) and common patterns recur
+/// across schemas. Outcomes are deterministic (a pattern is too large or unsupported for
+/// every schema alike), so errors are kept too.
+fn shared_dfa(key: String, build: impl FnOnce() -> Result<CDfa, String>) -> Result<Arc<CDfa>, String> {
+    static CACHE: OnceLock<Mutex<FxHashMap<String, Result<Arc<CDfa>, String>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(r) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return r.clone();
+    }
+    let r = build().map(Arc::new);
+    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if c.len() >= SHARED_DFAS {
+        c.clear();
+    }
+    c.insert(key, r.clone());
+    r
+}
 /// Largest regular expression produced from an automaton before falling back to rules.
 const RX_CAP: usize = 30_000;
 /// Deepest nesting with an indented fixed layout.
@@ -429,7 +456,6 @@ pub(crate) struct Compiler<'a> {
     enc: Encoder,
     ids: FxHashMap<String, String>,
     anchors: FxHashMap<String, String>,
-    dfa_cache: FxHashMap<String, Result<Rc<CDfa>, String>>,
     re_cache: FxHashMap<String, Result<Rc<regex::Regex>, String>>,
     used_cyc: bool,
     leaves: usize,
@@ -475,7 +501,6 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
         enc: Encoder::default(),
         ids: FxHashMap::default(),
         anchors: FxHashMap::default(),
-        dfa_cache: FxHashMap::default(),
         re_cache: FxHashMap::default(),
         used_cyc: false,
         leaves: 0,
@@ -1682,14 +1707,17 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    /// An expression for the language of `d`: a terminal when a small regex exists, else one
-    /// rule per state (per-character terminals). `encode`: JSON-string-encode characters.
+    /// An expression for the language of `d`: one terminal (a byte automaton) when it stays
+    /// within [`AUTOMATON_TERMINAL_STATES`], else one rule per state (per-character
+    /// terminals). `encode`: JSON-string-encode characters.
     fn dfa_expr(&mut self, d: &CDfa, encode: bool) -> Expr {
-        if d.len() <= 400 {
+        if d.len() <= AUTOMATON_TERMINAL_STATES {
             // Built as bytes directly: spelling the automaton as an expression and
             // determinizing that made automata up to ten times larger (see `encode`).
-            let a = if encode { crate::encode::json_automaton(d) } else { crate::encode::utf8_automaton(d) };
-            return Expr::Terminal(Rx::Automaton(std::sync::Arc::new(a)));
+            let a = crate::encode::shared(d, encode);
+            if a.len() <= AUTOMATON_TERMINAL_STATES * 4 {
+                return Expr::Terminal(Rx::Automaton(a));
+            }
         }
         let prefix = self.new_name("q");
         let name = |s: u32| format!("{prefix}_{s}");
@@ -1720,23 +1748,13 @@ impl<'a> Compiler<'a> {
         r.as_ref().map(|re| re.is_match(s)).map_err(|e| e.clone())
     }
 
-    fn pattern_dfa(&mut self, pat: &str) -> Result<Rc<CDfa>, String> {
-        let key = format!("p:{pat}");
-        if let Some(r) = self.dfa_cache.get(&key) {
-            return r.clone();
-        }
-        let r = ecma_search(pat).map_err(|e| e.0).and_then(|rx| CDfa::from_rx(&rx, DFA_LIMIT).map(Rc::new).map_err(|_| format!("pattern /{pat}/ is too large")));
-        self.dfa_cache.insert(key, r.clone());
-        r
+    fn pattern_dfa(&mut self, pat: &str) -> Result<Arc<CDfa>, String> {
+        shared_dfa(format!("p:{pat}"), || ecma_search(pat).map_err(|e| e.0).and_then(|rx| CDfa::from_rx(&rx, DFA_LIMIT).map_err(|_| format!("pattern /{pat}/ is too large"))))
     }
 
-    fn format_dfa(&mut self, name: &str) -> Result<Rc<CDfa>, String> {
-        let key = format!("f:{name}");
-        if let Some(r) = self.dfa_cache.get(&key) {
-            return r.clone();
-        }
-        let r = match format_lang(name) {
-            FormatLang::Exact(rx) | FormatLang::Loose(rx, _) => CDfa::from_rx(&rx, DFA_LIMIT).map(Rc::new).map_err(|_| "format too large".to_string()),
+    fn format_dfa(&mut self, name: &str) -> Result<Arc<CDfa>, String> {
+        shared_dfa(format!("f:{name}"), || match format_lang(name) {
+            FormatLang::Exact(rx) | FormatLang::Loose(rx, _) => CDfa::from_rx(&rx, DFA_LIMIT).map_err(|_| "format too large".to_string()),
             FormatLang::WithLeap(rx, dt) => {
                 let l = if dt {
                     let pre = CDfa::from_rx(&Rx::concat(vec![strings::ecma_full(strings::DATE).unwrap(), Rx::Chars(vec![('T' as u32, 'T' as u32), ('t' as u32, 't' as u32)])]), DFA_LIMIT).unwrap();
@@ -1744,12 +1762,10 @@ impl<'a> Compiler<'a> {
                 } else {
                     leap_time_dfa().clone()
                 };
-                CDfa::from_rx(&rx, DFA_LIMIT).and_then(|r| r.product(&l, false, DFA_LIMIT)).map(Rc::new).map_err(|_| "format too large".to_string())
+                CDfa::from_rx(&rx, DFA_LIMIT).and_then(|r| r.product(&l, false, DFA_LIMIT)).map_err(|_| "format too large".to_string())
             }
-            FormatLang::Unknown => Ok(Rc::new(CDfa::from_rx(&star(any_char()), 10).unwrap())),
-        };
-        self.dfa_cache.insert(key, r.clone());
-        r
+            FormatLang::Unknown => Ok(CDfa::from_rx(&star(any_char()), 10).unwrap()),
+        })
     }
 
     /// The code-point DFA of all string constraints of `f` (None = unconstrained).
@@ -1814,6 +1830,20 @@ impl<'a> Compiler<'a> {
             }
         }
         let simple = f.str_neg.is_empty() && excluded.is_empty();
+        // One pattern or format alone: its code-point automaton (built once per process,
+        // leap seconds included) as one byte-automaton terminal.
+        if f.str_pos.len() == 1 && rxs.len() == 1 && simple && a == 0 && b.is_none() {
+            let d = match &f.str_pos[0].0 {
+                StrCons::Pattern(p) => self.pattern_dfa(p),
+                StrCons::Format(n) => self.format_dfa(n),
+            };
+            if let Ok(d) = d {
+                if d.len() <= AUTOMATON_TERMINAL_STATES {
+                    let body = self.dfa_expr(&d, true);
+                    return Ok(seq(vec![Expr::Literal(b"\"".to_vec()), body, Expr::Literal(b"\"".to_vec())]));
+                }
+            }
+        }
         // Format with leap seconds alone: regular part plus the leap rules.
         if let Some(dt) = leap {
             if rxs.len() == 1 && simple && a == 0 && b.is_none() {

@@ -297,6 +297,27 @@ pub fn utf8_automaton(d: &CDfa) -> ByteAutomaton {
     build(d, false)
 }
 
+/// Most automata kept by [`shared`] (process-wide).
+const SHARED_AUTOMATA: usize = 1024;
+
+/// [`json_automaton`] (`json`) or [`utf8_automaton`] of `d`, cached process-wide by the
+/// automaton itself: formats, patterns and common key sets recur across schemas.
+pub fn shared(d: &CDfa, json: bool) -> Arc<ByteAutomaton> {
+    static CACHE: OnceLock<Mutex<FxHashMap<(CDfa, bool), Arc<ByteAutomaton>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (d.clone(), json);
+    if let Some(a) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return a.clone();
+    }
+    let a = Arc::new(build(d, json));
+    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if c.len() >= SHARED_AUTOMATA {
+        c.clear();
+    }
+    c.insert(key, a.clone());
+    a
+}
+
 /// Most character classes kept by [`json_class`] (process-wide).
 const CLASS_CACHE: usize = 4096;
 
