@@ -12,6 +12,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use std::sync::Arc;
 
+/// mimalloc for every Rust allocation in the extension (Python objects keep Python's
+/// allocator): grammar compilation is allocation-heavy, and with it compile p50 fell from
+/// 1.76 to 1.18 ms and fill p99 by 7% on the 100-schema sample (`fill_profile`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Token id to bytes for one tokenizer (see `corral.Vocabulary` for the constructors).
 #[pyclass(name = "Vocabulary", module = "corral._native", frozen)]
 struct PyVocabulary {

@@ -8,6 +8,10 @@ use corral_schema::{compile_schema, Options};
 use std::sync::Arc;
 use std::time::Instant;
 
+// The allocator the Python extension uses, so compile times match.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let path = std::env::args().nth(1).expect("walks.jsonl");
     let tk = std::env::var("CORRAL_TIKTOKEN").unwrap_or_else(|_| "../shared/data/tokenizers/llama3/tokenizer.model".into());
