@@ -58,32 +58,34 @@ impl Dfa {
     fn from_nfa(nfa: &Nfa, limits: &Limits) -> Result<Dfa> {
         // Byte equivalence classes from range boundaries.
         let mut boundary = [false; 257];
-        for s in &nfa.states {
-            for &(lo, hi, _) in &s.trans {
-                boundary[lo as usize] = true;
-                boundary[hi as usize + 1] = true;
-            }
+        for &(lo, hi, _) in &nfa.edges {
+            boundary[lo as usize] = true;
+            boundary[hi as usize + 1] = true;
         }
         let mut classes = [0u8; 256];
-        let mut reps: Vec<u8> = Vec::new();
-        let mut cls: i32 = -1;
+        let mut n_classes = 0usize;
         for b in 0..256usize {
             if b == 0 || boundary[b] {
-                cls += 1;
-                reps.push(b as u8);
+                n_classes += 1;
             }
-            classes[b] = cls as u8;
+            classes[b] = (n_classes - 1) as u8;
         }
-        let n_classes = reps.len();
 
         let closure = |set: &mut Vec<u32>, stack: &mut Vec<u32>, seen: &mut Vec<bool>| {
+            if set.len() == 1 && nfa.eps_of(set[0]).is_empty() {
+                // The common case inside embedded automata and literals.
+                if nfa.edges_of(set[0]).is_empty() && set[0] != nfa.accept {
+                    set.clear();
+                }
+                return;
+            }
             for &s in set.iter() {
                 seen[s as usize] = true;
             }
             stack.clear();
             stack.extend_from_slice(set);
             while let Some(s) = stack.pop() {
-                for &t in &nfa.states[s as usize].eps {
+                for &t in nfa.eps_of(s) {
                     if !seen[t as usize] {
                         seen[t as usize] = true;
                         set.push(t);
@@ -95,26 +97,37 @@ impl Dfa {
                 seen[s as usize] = false;
             }
             // Keep only states that matter: those with byte edges or the accept state.
-            set.retain(|&s| !nfa.states[s as usize].trans.is_empty() || s == nfa.accept);
+            set.retain(|&s| !nfa.edges_of(s).is_empty() || s == nfa.accept);
             set.sort_unstable();
             set.dedup();
         };
 
-        let mut seen = vec![false; nfa.states.len()];
+        // NFA state sets of DFA states, in one arena: set `d` is
+        // `set_data[set_start[d]..set_start[d + 1]]`. The index maps a set's hash to the
+        // first DFA state with that hash; `same_hash` chains the rest.
+        let mut set_data: Vec<u32> = Vec::new();
+        let mut set_start: Vec<u32> = vec![0, 0]; // state 0 = dead, the empty set
+        let mut set_hash: Vec<u64> = vec![u64::MAX];
+        let mut same_hash: Vec<u32> = vec![u32::MAX];
+        let mut index: FxHashMap<u64, u32> = FxHashMap::default();
+        let hash_of = |set: &[u32]| {
+            let mut h = 0xcbf2_9ce4_8422_2325u64 ^ set.len() as u64;
+            for &x in set {
+                h = (h ^ x as u64).wrapping_mul(0x100_0000_01b3).rotate_left(23);
+            }
+            h
+        };
+        let mut seen = vec![false; nfa.num_states];
         let mut stack = Vec::new();
-        let mut sets: Vec<Vec<u32>> = vec![Vec::new()]; // state 0 = dead
-        // Keys are NFA state sets; the start set carries a trailing marker so that it stays a
-        // state of its own (it may be non-accepting while an equal later set accepts).
-        const START_MARK: u32 = u32::MAX;
-        let mut index: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
-        index.insert(Vec::new(), DEAD);
+        // The start state is never looked up: it stays a state of its own (it may be
+        // non-accepting while an equal later set accepts).
         let mut start_set = vec![nfa.start];
         closure(&mut start_set, &mut stack, &mut seen);
         let nullable = start_set.contains(&nfa.accept);
-        let mut start_key = start_set.clone();
-        start_key.push(START_MARK);
-        index.insert(start_key, 1);
-        sets.push(start_set);
+        set_data.extend_from_slice(&start_set);
+        set_start.push(set_data.len() as u32);
+        set_hash.push(u64::MAX);
+        same_hash.push(u32::MAX);
         let mut trans: Vec<u32> = vec![DEAD; n_classes * 2];
         let mut work = vec![1u32];
         let mut next: Vec<u32> = Vec::new();
@@ -124,8 +137,9 @@ impl Dfa {
             if d % 64 == 0 {
                 crate::budget::check()?;
             }
-            for &s in &sets[d as usize] {
-                for &(lo, hi, t) in &nfa.states[s as usize].trans {
+            for i in set_start[d as usize]..set_start[d as usize + 1] {
+                let s = set_data[i as usize];
+                for &(lo, hi, t) in nfa.edges_of(s) {
                     for b in &mut buckets[classes[lo as usize] as usize..=classes[hi as usize] as usize] {
                         b.push(t);
                     }
@@ -138,30 +152,48 @@ impl Dfa {
                 next.clear();
                 next.extend_from_slice(&buckets[c]);
                 buckets[c].clear();
+                if next.len() > 1 {
+                    next.sort_unstable();
+                    next.dedup();
+                }
                 closure(&mut next, &mut stack, &mut seen);
-                let id = match index.get(next.as_slice()) {
-                    Some(&id) => id,
-                    None => {
-                        let id = sets.len() as u32;
-                        if sets.len() >= limits.max_dfa_states {
-                            return Err(Error::Limit {
-                                name: "max_dfa_states",
-                                limit: limits.max_dfa_states,
-                                what: "a terminal's DFA has too many states".into(),
-                                hint: LIMIT_HINT,
-                            });
-                        }
-                        index.insert(next.clone(), id);
-                        sets.push(next.clone());
-                        trans.extend(std::iter::repeat_n(DEAD, n_classes));
-                        work.push(id);
-                        id
+                if next.is_empty() {
+                    continue; // no way on: the dead state
+                }
+                let h = hash_of(&next);
+                let mut found = index.get(&h).copied().unwrap_or(u32::MAX);
+                while found != u32::MAX {
+                    let f = found as usize;
+                    if set_data[set_start[f] as usize..set_start[f + 1] as usize] == next[..] {
+                        break;
                     }
+                    found = same_hash[f];
+                }
+                let id = if found != u32::MAX {
+                    found
+                } else {
+                    let id = set_hash.len() as u32;
+                    if id as usize >= limits.max_dfa_states {
+                        return Err(Error::Limit {
+                            name: "max_dfa_states",
+                            limit: limits.max_dfa_states,
+                            what: "a terminal's DFA has too many states".into(),
+                            hint: LIMIT_HINT,
+                        });
+                    }
+                    set_data.extend_from_slice(&next);
+                    set_start.push(set_data.len() as u32);
+                    set_hash.push(h);
+                    same_hash.push(index.insert(h, id).unwrap_or(u32::MAX));
+                    trans.extend(std::iter::repeat_n(DEAD, n_classes));
+                    work.push(id);
+                    id
                 };
                 trans[d as usize * n_classes + c] = id;
             }
         }
-        let mut accepting: Vec<bool> = sets.iter().map(|s| s.contains(&nfa.accept)).collect();
+        let n = set_hash.len();
+        let mut accepting: Vec<bool> = (0..n).map(|d| set_data[set_start[d] as usize..set_start[d + 1] as usize].contains(&nfa.accept)).collect();
         accepting[1] = false;
         let mut dfa = Dfa { classes, n_classes, trans, accepting, start: 1, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), lang: LangMemo::default() };
         dfa.trim();
@@ -188,11 +220,25 @@ impl Dfa {
     /// Redirects every transition into a state that cannot reach acceptance to [`DEAD`].
     fn trim(&mut self) {
         let n = self.accepting.len();
-        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let k = self.n_classes;
+        // Predecessors as compressed rows (edges into the dead state left out).
+        let mut start = vec![0u32; n + 1];
+        for &t in &self.trans {
+            if t != DEAD {
+                start[t as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut preds = vec![0u32; start[n] as usize];
         for s in 0..n {
-            for c in 0..self.n_classes {
-                let t = self.trans[s * self.n_classes + c];
-                rev[t as usize].push(s as u32);
+            for &t in &self.trans[s * k..(s + 1) * k] {
+                if t != DEAD {
+                    preds[fill[t as usize] as usize] = s as u32;
+                    fill[t as usize] += 1;
+                }
             }
         }
         let mut live = vec![false; n];
@@ -201,7 +247,7 @@ impl Dfa {
             live[s as usize] = true;
         }
         while let Some(s) = stack.pop() {
-            for &p in &rev[s as usize] {
+            for &p in &preds[start[s as usize] as usize..start[s as usize + 1] as usize] {
                 if !live[p as usize] {
                     live[p as usize] = true;
                     stack.push(p);

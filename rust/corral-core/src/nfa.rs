@@ -5,34 +5,70 @@ use crate::limits::{Limits, LIMIT_HINT};
 use crate::rx::Rx;
 use regex_syntax::utf8::Utf8Sequences;
 
-/// One NFA state: epsilon edges and byte-range edges.
-#[derive(Debug, Default, Clone)]
-pub struct NState {
-    /// Epsilon successors.
-    pub eps: Vec<u32>,
-    /// `(lo, hi, target)` byte-range edges.
-    pub trans: Vec<(u8, u8, u32)>,
-}
-
-/// A byte-level NFA with one start and one accepting state.
+/// A byte-level NFA with one start and one accepting state, stored as compressed rows
+/// (one allocation per kind of edge, not two per state).
 #[derive(Debug, Clone)]
 pub struct Nfa {
-    /// All states.
-    pub states: Vec<NState>,
+    /// Number of states.
+    pub num_states: usize,
+    /// Byte edges of state `s`: `edges[edge_start[s]..edge_start[s + 1]]`, as `(lo, hi, to)`.
+    pub edge_start: Vec<u32>,
+    /// All byte edges, grouped by source state.
+    pub edges: Vec<(u8, u8, u32)>,
+    /// Epsilon successors of state `s`: `eps[eps_start[s]..eps_start[s + 1]]`.
+    pub eps_start: Vec<u32>,
+    /// All epsilon successors, grouped by source state.
+    pub eps: Vec<u32>,
     /// Start state.
     pub start: u32,
     /// The single accepting state.
     pub accept: u32,
 }
 
+impl Nfa {
+    /// Byte edges leaving `s`.
+    #[inline]
+    pub fn edges_of(&self, s: u32) -> &[(u8, u8, u32)] {
+        &self.edges[self.edge_start[s as usize] as usize..self.edge_start[s as usize + 1] as usize]
+    }
+
+    /// Epsilon successors of `s`.
+    #[inline]
+    pub fn eps_of(&self, s: u32) -> &[u32] {
+        &self.eps[self.eps_start[s as usize] as usize..self.eps_start[s as usize + 1] as usize]
+    }
+}
+
 struct Builder<'a> {
-    states: Vec<NState>,
+    n: usize,
+    /// `(from, lo, hi, to)` in creation order.
+    edges: Vec<(u32, u8, u8, u32)>,
+    /// `(from, to)` in creation order.
+    eps: Vec<(u32, u32)>,
     limits: &'a Limits,
+}
+
+/// Groups `(source, item)` pairs by source into compressed rows, keeping creation order.
+fn rows<T: Copy + Default>(n: usize, items: &[(u32, T)]) -> (Vec<u32>, Vec<T>) {
+    let mut start = vec![0u32; n + 1];
+    for &(s, _) in items {
+        start[s as usize + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut out: Vec<T> = vec![T::default(); items.len()];
+    for &(s, x) in items {
+        out[fill[s as usize] as usize] = x;
+        fill[s as usize] += 1;
+    }
+    (start, out)
 }
 
 impl Builder<'_> {
     fn add(&mut self) -> Result<u32> {
-        if self.states.len() >= self.limits.max_nfa_states {
+        if self.n >= self.limits.max_nfa_states {
             return Err(Error::Limit {
                 name: "max_nfa_states",
                 limit: self.limits.max_nfa_states,
@@ -40,19 +76,19 @@ impl Builder<'_> {
                 hint: LIMIT_HINT,
             });
         }
-        if self.states.len() % 4096 == 0 {
+        if self.n % 4096 == 0 {
             crate::budget::check()?;
         }
-        self.states.push(NState::default());
-        Ok((self.states.len() - 1) as u32)
+        self.n += 1;
+        Ok((self.n - 1) as u32)
     }
 
     fn edge(&mut self, from: u32, lo: u8, hi: u8, to: u32) {
-        self.states[from as usize].trans.push((lo, hi, to));
+        self.edges.push((from, lo, hi, to));
     }
 
     fn eps(&mut self, from: u32, to: u32) {
-        self.states[from as usize].eps.push(to);
+        self.eps.push((from, to));
     }
 
     /// Adds `rx` starting at `from`; returns the state where it ends.
@@ -96,7 +132,7 @@ impl Builder<'_> {
             }
             Rx::Automaton(a) => {
                 // One NFA state per automaton state; accepting states lead to `end` by epsilon.
-                let base = self.states.len() as u32;
+                let base = self.n as u32;
                 for _ in 0..a.len() {
                     self.add()?;
                 }
@@ -177,9 +213,12 @@ impl Builder<'_> {
 impl Nfa {
     /// Builds the NFA of `rx`, failing with a limit error if it grows too large.
     pub fn build(rx: &Rx, limits: &Limits) -> Result<Nfa> {
-        let mut b = Builder { states: Vec::new(), limits };
+        let mut b = Builder { n: 0, edges: Vec::new(), eps: Vec::new(), limits };
         let start = b.add()?;
         let accept = b.build(rx, start)?;
-        Ok(Nfa { states: b.states, start, accept })
+        let edges: Vec<(u32, (u8, u8, u32))> = b.edges.iter().map(|&(f, lo, hi, t)| (f, (lo, hi, t))).collect();
+        let (edge_start, edges) = rows(b.n, &edges);
+        let (eps_start, eps) = rows(b.n, &b.eps);
+        Ok(Nfa { num_states: b.n, edge_start, edges, eps_start, eps, start, accept })
     }
 }

@@ -7,6 +7,10 @@
 
 mod common;
 
+// The allocator the Python extension uses, so the reported compile times match it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use common::{data_dir, Checker};
 use corral_schema::{compile_schema, Options, SchemaError};
 use serde_json::Value;
