@@ -95,17 +95,17 @@ struct PyGrammar {
     schema: Option<(Vec<String>, Vec<(String, String, String)>)>,
 }
 
-/// Runs grammar compilation on a thread with a large stack: compilers recurse over the
-/// grammar's structure, and a deep (but legal) schema must not overflow the caller's stack —
-/// an overflow aborts the process, which no error handling can catch.
-fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    match std::thread::Builder::new().name("corral-compile".into()).stack_size(64 << 20).spawn(f) {
-        Ok(h) => match h.join() {
-            Ok(v) => v,
-            Err(p) => std::panic::resume_unwind(p),
-        },
-        Err(_) => panic!("cannot start the compile thread"),
-    }
+/// Stack for one schema compile (mapped lazily: only touched pages cost memory).
+const COMPILE_STACK: usize = 64 << 20;
+
+/// Runs grammar compilation on a large stack: compilers recurse over the grammar's
+/// structure, and a deep (but legal) schema must not overflow the caller's stack — an
+/// overflow aborts the process, which no error handling can catch.
+fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
+    // On the calling thread, on a fresh stack segment: a compile thread per call made every
+    // compile start from a new thread's empty allocator heap (fresh pages), which cost as
+    // much as the compile itself on small schemas.
+    stacker::grow(COMPILE_STACK, f)
 }
 
 /// Limits from a `{name: value}` dict (unknown names are an error listing the valid ones).
