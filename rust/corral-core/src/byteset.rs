@@ -36,6 +36,10 @@ impl ByteSet {
     pub fn len(&self) -> usize {
         self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
+    /// The bytes in exactly one of the two sets.
+    pub fn symmetric_difference(&self, o: &ByteSet) -> ByteSet {
+        ByteSet(std::array::from_fn(|i| self.0[i] ^ o.0[i]))
+    }
     /// Number of bytes in exactly one of the two sets.
     pub fn difference_len(&self, o: &ByteSet) -> usize {
         (0..4).map(|i| (self.0[i] ^ o.0[i]).count_ones() as usize).sum()

@@ -27,6 +27,9 @@ pub const MIN_DERIVE_DEPTH: usize = 6;
 /// ...or when at most this many first bytes continue one of them but not the other.
 pub const MAX_FIRST_BYTE_DIFFERENCE: usize = 4;
 
+/// Fresh walks that may visit at least this many trie nodes run on two threads.
+const PARALLEL_WALK_NODES: usize = 100_000;
+
 /// A key: the [`Lexer::key`] of each lexeme in progress, in canonical order.
 /// Terminal ids are process-wide ([`crate::intern`]), so entries are shared by all grammars
 /// compiled against one vocabulary (the cache lives in the [`crate::Vocabulary`]).
@@ -43,6 +46,9 @@ pub struct Lexer<'d> {
     pub gid: u32,
 }
 
+/// Fewest first bytes for which a lexeme's key is its language ([`Lexer::key`]).
+const MIN_LANGUAGE_KEY_BYTES: usize = 16;
+
 /// Marks a key element that is a language id rather than a terminal id.
 const LANGUAGE: u32 = 1 << 31;
 
@@ -51,9 +57,15 @@ impl Lexer<'_> {
     /// that language is small enough to have one ([`crate::fingerprint`], shared by every
     /// automaton), else its terminal id and canonical state (states alike on every token of
     /// at most `k` bytes share it).
+    ///
+    /// Only states that many first bytes continue look up their language: their walks are the
+    /// expensive ones worth sharing across automata, while computing an id costs tens of
+    /// microseconds the first time (a literal key's states, continued by one byte or an
+    /// escape, would pay it at every position for nothing).
     #[inline]
     pub fn key(&self, k: usize) -> (u32, u32) {
-        match self.dfa.language_id(self.state) {
+        let id = if self.dfa.live_bytes(self.state).len() >= MIN_LANGUAGE_KEY_BYTES { self.dfa.language_id(self.state) } else { None };
+        match id {
             Some(id) => (LANGUAGE | id, 0),
             None => {
                 debug_assert!(self.gid < LANGUAGE);
@@ -331,6 +343,32 @@ fn clear_subtree_tokens(trie: &TokTrie, i: usize, allowed: &mut [u32]) {
     }
 }
 
+/// Nodes a walk from `lexers` may visit, bounded two bytes deep: the subtrees of the
+/// second-level nodes some lexeme survives (whitespace opens the huge space subtree, then
+/// dies on the next byte of nearly every token in it).
+fn estimated_walk(trie: &TokTrie, lexers: &[Lexer], first: &ByteSet) -> usize {
+    let nodes = &trie.nodes;
+    let mut total = 0;
+    let mut i = 0;
+    while i < nodes.len() {
+        let n = nodes[i];
+        let end = i + n.subtree_len as usize;
+        if first.contains(n.byte) {
+            let after: Vec<(usize, u32)> = lexers.iter().enumerate().map(|(j, l)| (j, l.dfa.next(l.state, n.byte))).filter(|&(_, s)| s != DEAD).collect();
+            let mut c = i + 1;
+            while c < end {
+                let child = nodes[c];
+                if after.iter().any(|&(j, s)| lexers[j].dfa.next(s, child.byte) != DEAD) {
+                    total += child.subtree_len as usize;
+                }
+                c += child.subtree_len as usize;
+            }
+        }
+        i = end;
+    }
+    total
+}
+
 /// Bytes that can continue one of the lexemes.
 pub fn first_bytes(lexers: &[Lexer]) -> ByteSet {
     let mut f = ByteSet::default();
@@ -363,9 +401,12 @@ impl CiEntry {
             });
             (allowed, groups)
         };
-        // Large vocabularies: two halves of the trie on two threads (this walk is the
-        // worst-case fill latency), merged in node order.
-        let (allowed, groups) = if trie.nodes.len() >= 100_000 && rayon::current_num_threads() > 1 {
+        // Large walks: two halves of the trie on two threads (this walk is the worst-case
+        // fill latency), merged in node order. Only when the first bytes open most of a large
+        // trie: waking a second thread costs tens to hundreds of microseconds, ten times a
+        // walk under a literal key's two first bytes.
+        let big = trie.nodes_under(&first) >= PARALLEL_WALK_NODES && estimated_walk(trie, lexers, &first) >= PARALLEL_WALK_NODES;
+        let (allowed, groups) = if big && rayon::current_num_threads() > 1 {
             let halves = whole(trie, 2);
             let (mid, rest) = halves.split_at(1);
             let ((mut a, mut ga), (b, gb)) = rayon::join(|| part(mid), || part(rest));
@@ -486,13 +527,21 @@ pub fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level
 /// bytes continue both — a key string before the declared names it must avoid, whose paths
 /// rejoin "the rest of any string" one byte in — else a state with nearly the same first bytes.
 ///
+/// Every candidate must also be cheap: the trie nodes under the first bytes that continue
+/// only one of the two (the subtrees a derivation must clear or add) must be under half of
+/// those under `s`'s own first bytes (what a fresh walk may visit). A literal key two bytes
+/// wide derived from its successor would clear the successor's whole first-byte subtrees,
+/// which cost ten times its own walk.
+///
 /// `nested` (choosing for a near state's own entry): only the first kind, a state split off
 /// earlier in the refinement, so derivations cannot cycle.
-fn near_state(dfa: &Dfa, s: u32, depth: usize, nested: bool) -> Option<(u32, usize)> {
-    let close = |t: u32| dfa.live_bytes(s).difference_len(dfa.live_bytes(t)) <= MAX_FIRST_BYTE_DIFFERENCE;
+fn near_state(trie: &TokTrie, dfa: &Dfa, s: u32, depth: usize, nested: bool) -> Option<(u32, usize)> {
+    let own = trie.nodes_under(dfa.live_bytes(s));
+    let cheap = |t: u32| trie.nodes_under(&dfa.live_bytes(s).symmetric_difference(dfa.live_bytes(t))) * 2 < own;
+    let close = |t: u32| dfa.live_bytes(s).difference_len(dfa.live_bytes(t)) <= MAX_FIRST_BYTE_DIFFERENCE && cheap(t);
     let near = dfa.near_state(s, depth);
     if let Some((t, m)) = near {
-        if m >= MIN_DERIVE_DEPTH {
+        if m >= MIN_DERIVE_DEPTH && cheap(t) {
             return Some((t, m));
         }
     }
@@ -512,7 +561,7 @@ fn near_state(dfa: &Dfa, s: u32, depth: usize, nested: bool) -> Option<(u32, usi
     }
     if let Some(&(t, _)) = weight.iter().max_by_key(|w| (w.1, std::cmp::Reverse(w.0))) {
         let t = dfa.canonical_state(t, depth);
-        if t != s && dfa.language_id(t).is_some() && close(t) {
+        if t != s && close(t) && dfa.language_id(t).is_some() {
             return Some((t, 0));
         }
     }
@@ -567,9 +616,17 @@ impl CiCache {
             let l = lexers[0];
             let depth = trie.max_depth();
             let s = l.dfa.canonical_state(l.state, depth);
-            let derived = near_state(l.dfa, s, depth, nested).and_then(|(t, m)| {
+            let ns = near_state(trie, l.dfa, s, depth, nested);
+            let derived = ns.and_then(|(t, m)| {
                 let near = Lexer { state: t, ..l };
-                let entry = self.entry(trie, &[near.key(depth)], &[near], mask_words, true);
+                let near_key = [near.key(depth)];
+                // A near state whose own entry is not cached must be walked first: only worth
+                // it when that walk is no bigger than this state's own (it is then shared).
+                let cached = self.map.read().unwrap_or_else(|p| p.into_inner()).contains_key(&near_key[..]);
+                if !cached && trie.nodes_under(l.dfa.live_bytes(t)) > 2 * trie.nodes_under(l.dfa.live_bytes(s)) {
+                    return None;
+                }
+                let entry = self.entry(trie, &near_key, &[near], mask_words, true);
                 CiEntry::derive(trie, &entry, s, t, l.dfa, m)
             });
             Arc::new(derived.unwrap_or_else(|| CiEntry::build(trie, lexers, mask_words)))

@@ -27,6 +27,8 @@ pub struct TokTrie {
     max_depth: usize,
     /// For each node, the greatest depth in its subtree.
     reach: Vec<u16>,
+    /// For each first byte, the number of nodes in its subtree (a walk's cost bound).
+    first_byte_nodes: Vec<u32>,
 }
 
 impl TokTrie {
@@ -70,7 +72,17 @@ impl TokTrie {
             close(&mut open, &mut nodes, &mut reach);
         }
         let max_depth = nodes.iter().map(|n| n.depth as usize).max().unwrap_or(0);
-        TokTrie { nodes, token_ids, max_depth, reach }
+        let mut first_byte_nodes = vec![0u32; 256];
+        for n in nodes.iter().filter(|n| n.depth == 1) {
+            first_byte_nodes[n.byte as usize] = n.subtree_len;
+        }
+        TokTrie { nodes, token_ids, max_depth, reach, first_byte_nodes }
+    }
+
+    /// Nodes under the first bytes in `bytes`: what a walk from a state whose live bytes
+    /// these are may visit at most.
+    pub fn nodes_under(&self, bytes: &crate::byteset::ByteSet) -> usize {
+        (0..=255u8).filter(|&b| bytes.contains(b)).map(|b| self.first_byte_nodes[b as usize] as usize).sum()
     }
 
     /// The greatest depth in node `i`'s subtree (its own depth for a leaf).
