@@ -27,6 +27,9 @@ pub const MIN_DERIVE_DEPTH: usize = 6;
 /// ...or when at most this many first bytes continue one of them but not the other.
 pub const MAX_FIRST_BYTE_DIFFERENCE: usize = 4;
 
+/// Fresh single-lexeme walks under at least this many trie nodes try the plain-text slice.
+const SLICE_MIN_NODES: usize = 20_000;
+
 /// Fresh walks that may visit at least this many trie nodes run on two threads.
 const PARALLEL_WALK_NODES: usize = 100_000;
 
@@ -388,8 +391,59 @@ pub struct CiEntry {
 }
 
 impl CiEntry {
-    /// Computes the entry for `lexers` by one lexer-only walk of the whole trie.
+    /// Computes the entry for `lexers`: by the vocabulary's plain-text slice and a walk of the
+    /// other tokens when one lexeme's state takes every plain token ([`crate::slice`]), else
+    /// by one lexer-only walk of the whole trie.
     pub fn build(trie: &TokTrie, lexers: &[Lexer], mask_words: usize) -> CiEntry {
+        if let [l] = lexers {
+            if trie.nodes_under(l.dfa.live_bytes(l.state)) >= SLICE_MIN_NODES {
+                let slice = trie.plain_slice();
+                let safe = slice.safe_depth(l.dfa, l.state);
+                if safe >= slice.max_len {
+                    return Self::build_sliced(trie, slice, None, l, mask_words);
+                }
+                if let Some(p) = slice.by_length.iter().rev().find(|p| p.len <= safe) {
+                    return Self::build_sliced(trie, slice, Some(p), l, mask_words);
+                }
+            }
+        }
+        Self::build_walk(trie, lexers, mask_words)
+    }
+
+    /// [`CiEntry::build`] for a lexeme whose state takes every plain token (of at most
+    /// `partial.len` bytes when given): those tokens at once, plus walks of the trie of the
+    /// other tokens (and of the longer plain ones), whose lexeme ends are mapped to the full
+    /// trie's nodes (the next level walks below them there).
+    pub fn build_sliced(trie: &TokTrie, slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, l: &Lexer, mask_words: usize) -> CiEntry {
+        let mut allowed = vec![0u32; mask_words];
+        for (a, &b) in allowed.iter_mut().zip(partial.map_or(&slice.bits, |p| &p.bits)) {
+            *a = b;
+        }
+        let first = *l.dfa.live_bytes(l.state);
+        let mut groups: Vec<EndGroup> = Vec::new();
+        let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+        let mut tries = vec![(&slice.rest, &slice.rest_to_full)];
+        if let Some(p) = partial {
+            tries.push((&p.long, &p.long_to_full));
+        }
+        for (sub, to_full) in tries {
+            let sub_groups = walk_one(sub, l.state, l.dfa, &whole(sub, 1), &first, |ids| {
+                for &t in ids {
+                    allowed[t as usize / 32] |= 1 << (t % 32);
+                }
+            });
+            for g in &sub_groups {
+                for &n in &g.nodes {
+                    record_end(&trie.nodes, to_full[n as usize] as usize, g.ending, &mut groups, &mut group_of);
+                }
+            }
+        }
+        dedup_groups(&mut groups);
+        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+    }
+
+    /// [`CiEntry::build`] by one lexer-only walk of the whole trie.
+    pub fn build_walk(trie: &TokTrie, lexers: &[Lexer], mask_words: usize) -> CiEntry {
         let first = first_bytes(lexers);
         let part = |ranges: &[(usize, usize, usize)]| {
             let mut allowed = vec![0u32; mask_words];

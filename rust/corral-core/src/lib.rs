@@ -30,6 +30,7 @@ pub mod nfa;
 pub mod perm;
 pub mod regex;
 pub mod rx;
+pub mod slice;
 pub mod step;
 pub mod toktrie;
 pub mod testutil;

@@ -29,6 +29,8 @@ pub struct TokTrie {
     reach: Vec<u16>,
     /// For each first byte, the number of nodes in its subtree (a walk's cost bound).
     first_byte_nodes: Vec<u32>,
+    /// The plain-text slice, computed on first use.
+    slice: std::sync::OnceLock<Box<crate::slice::PlainSlice>>,
 }
 
 impl TokTrie {
@@ -76,7 +78,12 @@ impl TokTrie {
         for n in nodes.iter().filter(|n| n.depth == 1) {
             first_byte_nodes[n.byte as usize] = n.subtree_len;
         }
-        TokTrie { nodes, token_ids, max_depth, reach, first_byte_nodes }
+        TokTrie { nodes, token_ids, max_depth, reach, first_byte_nodes, slice: Default::default() }
+    }
+
+    /// The plain-text slice of this trie's tokens ([`crate::slice`]), built on first use.
+    pub fn plain_slice(&self) -> &crate::slice::PlainSlice {
+        self.slice.get_or_init(|| Box::new(crate::slice::PlainSlice::new(self)))
     }
 
     /// Nodes under the first bytes in `bytes`: what a walk from a state whose live bytes

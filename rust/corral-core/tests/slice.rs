@@ -1,0 +1,67 @@
+//! The plain-text slice ([`corral_core::slice`]) gives exactly what a walk of the whole trie
+//! gives: same tokens, same lexeme ends, on the real Llama 3 vocabulary, for string bodies
+//! that take every plain token and for length-bounded ones that take only the short ones.
+
+use corral_core::ci_cache::{CiEntry, Lexer};
+use corral_core::dfa::Dfa;
+use corral_core::testutil::load_tiktoken;
+use corral_core::Limits;
+
+fn dfa(pattern: &str) -> Dfa {
+    let rx = corral_core::regex::parse_regex(pattern, &Limits::default()).unwrap();
+    Dfa::from_rx(&rx, &Limits::default()).unwrap()
+}
+
+fn groups(e: &CiEntry) -> Vec<(u64, Vec<u32>)> {
+    let mut g: Vec<(u64, Vec<u32>)> = e.level.groups.iter().map(|g| (g.ending, g.nodes.clone())).collect();
+    g.sort();
+    g
+}
+
+#[test]
+fn sliced_entries_equal_whole_walks_on_llama3() {
+    let path = format!("{}/../../../shared/data/tokenizers/llama3/tokenizer.model", env!("CARGO_MANIFEST_DIR"));
+    let vocab = load_tiktoken(&path, 256, &[128001, 128009]).expect("Llama 3 vocabulary in ../shared/data");
+    let trie = vocab.trie();
+    let words = vocab.mask_words();
+    let slice = trie.plain_slice();
+    assert!(slice.max_len > 64, "Llama 3 has plain tokens longer than every threshold");
+    // A JSON string body and its closing quote (then `,` or `}` in a second terminal's place:
+    // here a literal tail, so lexeme ends fall inside tokens such as `",`).
+    let char_ = r#"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})"#;
+    let cases = [
+        (format!("{char_}*\""), vec![0usize, 1, 3]),
+        (format!("{char_}{{0,40}}\""), vec![0, 1, 2, 5]),
+        (format!("{char_}{{0,20}}\",?"), vec![0, 1]),
+        (format!("{char_}{{3,100}}\""), vec![0, 4]),
+        // Ends inside plain text (after `Hell`, below which every token is plain): no slice may be used.
+        (format!("({char_}*\")|Hell"), vec![0]),
+    ];
+    let mut sliced = [0usize; 2]; // [whole slice, partial slice]
+    for (pattern, prefixes) in &cases {
+        let d = dfa(pattern);
+        for &n in prefixes {
+            // The state after n plain characters.
+            let mut s = d.start();
+            for _ in 0..n {
+                s = d.next(s, b'a');
+            }
+            let l = Lexer { dfa: &d, state: s, gid: 0 };
+            let safe = slice.safe_depth(&d, s);
+            let partial = if safe >= slice.max_len {
+                None
+            } else {
+                match slice.by_length.iter().rev().find(|p| p.len <= safe) {
+                    Some(p) => Some(p),
+                    None => continue,
+                }
+            };
+            sliced[partial.is_some() as usize] += 1;
+            let a = CiEntry::build_sliced(trie, slice, partial, &l, words);
+            let b = CiEntry::build_walk(trie, &[l], words);
+            assert!(a.allowed == b.allowed, "{pattern} after {n} chars (safe depth {safe}): token sets differ");
+            assert_eq!(groups(&a), groups(&b), "{pattern} after {n} chars: lexeme ends differ");
+        }
+    }
+    assert!(sliced[0] > 0 && sliced[1] > 0, "both kinds of slice were exercised: {sliced:?}");
+}
