@@ -164,3 +164,28 @@ def test_threads_share_a_compiled_grammar(vocab, compiled):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_bitmask_tensor_changed_in_place_between_fills_is_checked_again():
+    """Filling the same torch tensor again skips most checks (engines reuse one bitmask), but
+    a tensor resized, re-pointed or made non-contiguous in place is checked from scratch."""
+    import torch
+
+    toks = [b"a", b"b", b"ab", b"{", b"}"]
+    vocab = corral.Vocabulary.from_bytes(toks, eos_token_ids=[], vocab_size=len(toks))
+    m = corral.Matcher(corral.CompiledGrammar(corral.Grammar.from_ebnf('root ::= "a" "b"'), vocab))
+    t = torch.zeros((2, 1), dtype=torch.int32)
+    m.fill_next_token_bitmask(t, 1)
+    assert t[1, 0].item() == 0b101  # "a", "ab"
+    m.fill_next_token_bitmask(t, 1)  # the repeat path
+    t.resize_(1, 1)
+    with pytest.raises(corral.UsageError, match="out of range"):
+        m.fill_next_token_bitmask(t, 1)
+    other = torch.zeros((3, 1), dtype=torch.int32)
+    t.set_(other)  # same object, new storage
+    m.fill_next_token_bitmask(t, 2)
+    assert other[2, 0].item() == 0b101
+    wide = torch.zeros((1, 4), dtype=torch.int32)
+    t.set_(wide.untyped_storage(), 0, (1, 2), (1, 2))  # non-contiguous view of the same storage
+    with pytest.raises(corral.UsageError, match="contiguous"):
+        m.fill_next_token_bitmask(t, 0)

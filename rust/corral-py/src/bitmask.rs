@@ -11,6 +11,20 @@ use pyo3::sync::PyOnceLock;
 
 static TORCH_INT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
+/// The last torch tensor fully checked on this thread (held, so its address cannot be
+/// reused by another object), with its data pointer and shape then. Engines fill the same
+/// bitmask tensor every step: a repeat call re-reads only what can change in place (data
+/// pointer, shape, contiguity) — three Python calls instead of nine (2.6 -> ~0.9 µs a fill).
+struct CheckedTensor {
+    obj: Py<PyAny>,
+    ptr: usize,
+    shape: Vec<usize>,
+}
+
+thread_local! {
+    static LAST_TENSOR: std::cell::RefCell<Option<CheckedTensor>> = const { std::cell::RefCell::new(None) };
+}
+
 /// A writable view of a `(batch, words)` or `(words,)` int32 buffer.
 pub struct MaskBuf<'py> {
     _owner: Bound<'py, PyAny>,
@@ -40,6 +54,16 @@ impl<'py> MaskBuf<'py> {
         }
         if let Ok(untyped) = obj.cast::<PyUntypedArray>() {
             return Err(usage(py, format!("bitmask must have dtype int32, got {}", untyped.dtype())));
+        }
+        let repeat = LAST_TENSOR.with(|c| c.borrow().as_ref().is_some_and(|t| t.obj.bind(py).is(obj)));
+        if repeat {
+            let ptr: usize = obj.call_method0("data_ptr")?.extract()?;
+            let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+            let same = LAST_TENSOR.with(|c| c.borrow().as_ref().is_some_and(|t| t.ptr == ptr && t.shape == shape));
+            if same && obj.call_method0("is_contiguous")?.extract::<bool>()? {
+                let (rows, words) = Self::shape2(py, &shape)?;
+                return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
+            }
         }
         // Tensors from `corral.allocate_token_bitmask` carry the numpy array they were made
         // from: use it (two attribute reads instead of six), after checking the tensor still
@@ -75,6 +99,7 @@ impl<'py> MaskBuf<'py> {
             if ptr == 0 && rows * words > 0 {
                 return Err(usage(py, "bitmask has no storage"));
             }
+            LAST_TENSOR.with(|c| *c.borrow_mut() = Some(CheckedTensor { obj: obj.clone().unbind(), ptr, shape }));
             return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
         }
         Err(usage(py, format!("bitmask must be a numpy array or a CPU torch tensor of int32, got {}", obj.get_type().name()?)))
