@@ -220,27 +220,7 @@ impl Dfa {
     /// Redirects every transition into a state that cannot reach acceptance to [`DEAD`].
     fn trim(&mut self) {
         let n = self.accepting.len();
-        let k = self.n_classes;
-        // Predecessors as compressed rows (edges into the dead state left out).
-        let mut start = vec![0u32; n + 1];
-        for &t in &self.trans {
-            if t != DEAD {
-                start[t as usize + 1] += 1;
-            }
-        }
-        for i in 0..n {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut preds = vec![0u32; start[n] as usize];
-        for s in 0..n {
-            for &t in &self.trans[s * k..(s + 1) * k] {
-                if t != DEAD {
-                    preds[fill[t as usize] as usize] = s as u32;
-                    fill[t as usize] += 1;
-                }
-            }
-        }
+        let (start, preds) = crate::kequiv::predecessor_rows(&self.trans, self.n_classes, n, DEAD);
         let mut live = vec![false; n];
         let mut stack: Vec<u32> = (0..n as u32).filter(|&s| self.accepting[s as usize]).collect();
         for &s in &stack {

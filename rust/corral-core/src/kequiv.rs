@@ -23,15 +23,10 @@ pub struct KEquiv {
     pub near: Vec<(u32, u32)>,
 }
 
-/// Bounded equivalence of a DFA's states. `trans[s * classes + c]` is the successor of `s`
-/// on byte class `c`; state `dead` is the dead state.
-pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u32, k: usize) -> KEquiv {
-    let n = accepting.len();
-    if n == 0 {
-        return KEquiv::default();
-    }
-    // Predecessor lists (compressed rows, duplicates kept; deduplicated by a stamp below).
-    // The dead state never changes class, so edges into it are left out.
+/// Predecessors of each state of a dense transition table (`trans[s * classes + c]`, `n`
+/// states) as compressed rows — those of `t` are `preds[start[t]..start[t + 1]]`, duplicates
+/// kept — leaving out edges into `dead`.
+pub(crate) fn predecessor_rows(trans: &[u32], classes: usize, n: usize, dead: u32) -> (Vec<u32>, Vec<u32>) {
     let mut start = vec![0u32; n + 1];
     for &t in trans {
         if t != dead {
@@ -51,6 +46,19 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
             }
         }
     }
+    (start, preds)
+}
+
+/// Bounded equivalence of a DFA's states. `trans[s * classes + c]` is the successor of `s`
+/// on byte class `c`; state `dead` is the dead state.
+pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u32, k: usize) -> KEquiv {
+    let n = accepting.len();
+    if n == 0 {
+        return KEquiv::default();
+    }
+    // Predecessor lists (duplicates kept; deduplicated by a stamp below). The dead state
+    // never changes class, so edges into it are left out.
+    let (start, preds) = predecessor_rows(trans, classes, n, dead);
     // Round 0: dead, accepting, other (ids in order of first appearance).
     let mut class = vec![0u32; n];
     let mut n_classes = 0u32;
