@@ -185,6 +185,10 @@ def test_a_bitmask_tensor_changed_in_place_between_fills_is_checked_again():
     t.set_(other)  # same object, new storage
     m.fill_next_token_bitmask(t, 2)
     assert other[2, 0].item() == 0b101
+    t.data = other.view(torch.float32)  # same memory, another dtype
+    with pytest.raises(corral.UsageError, match="int32"):
+        m.fill_next_token_bitmask(t, 2)
+    t.data = other
     wide = torch.zeros((1, 4), dtype=torch.int32)
     t.set_(wide.untyped_storage(), 0, (1, 2), (1, 2))  # non-contiguous view of the same storage
     with pytest.raises(corral.UsageError, match="contiguous"):

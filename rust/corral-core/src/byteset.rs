@@ -40,8 +40,4 @@ impl ByteSet {
     pub fn symmetric_difference(&self, o: &ByteSet) -> ByteSet {
         ByteSet(std::array::from_fn(|i| self.0[i] ^ o.0[i]))
     }
-    /// Number of bytes in exactly one of the two sets.
-    pub fn difference_len(&self, o: &ByteSet) -> usize {
-        (0..4).map(|i| (self.0[i] ^ o.0[i]).count_ones() as usize).sum()
-    }
 }

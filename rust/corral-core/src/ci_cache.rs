@@ -592,7 +592,7 @@ pub fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level
 fn near_state(trie: &TokTrie, dfa: &Dfa, s: u32, depth: usize, nested: bool) -> Option<(u32, usize)> {
     let own = trie.nodes_under(dfa.live_bytes(s));
     let cheap = |t: u32| trie.nodes_under(&dfa.live_bytes(s).symmetric_difference(dfa.live_bytes(t))) * 2 < own;
-    let close = |t: u32| dfa.live_bytes(s).difference_len(dfa.live_bytes(t)) <= MAX_FIRST_BYTE_DIFFERENCE && cheap(t);
+    let close = |t: u32| dfa.live_bytes(s).symmetric_difference(dfa.live_bytes(t)).len() <= MAX_FIRST_BYTE_DIFFERENCE && cheap(t);
     let near = dfa.near_state(s, depth);
     if let Some((t, m)) = near {
         if m >= MIN_DERIVE_DEPTH && cheap(t) {
@@ -674,13 +674,15 @@ impl CiCache {
             let derived = ns.and_then(|(t, m)| {
                 let near = Lexer { state: t, ..l };
                 let near_key = [near.key(depth)];
-                // A near state whose own entry is not cached must be walked first: only worth
-                // it when that walk is no bigger than this state's own (it is then shared).
-                let cached = self.map.read().unwrap_or_else(|p| p.into_inner()).contains_key(&near_key[..]);
-                if !cached && trie.nodes_under(l.dfa.live_bytes(t)) > 2 * trie.nodes_under(l.dfa.live_bytes(s)) {
-                    return None;
-                }
-                let entry = self.entry(trie, &near_key, &[near], mask_words, true);
+                let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(&near_key[..]).cloned();
+                let entry = match hit {
+                    Some(e) => e,
+                    // A near state whose own entry is not cached must be walked first: only
+                    // worth it when that walk is no bigger than this state's own (it is then
+                    // shared).
+                    None if trie.nodes_under(l.dfa.live_bytes(t)) > 2 * trie.nodes_under(l.dfa.live_bytes(s)) => return None,
+                    None => self.insert_built(trie, &near_key, &[near], mask_words, true),
+                };
                 CiEntry::derive(trie, &entry, s, t, l.dfa, m)
             });
             Arc::new(derived.unwrap_or_else(|| CiEntry::build(trie, lexers, mask_words)))

@@ -41,8 +41,8 @@ impl Nfa {
 
 struct Builder<'a> {
     n: usize,
-    /// `(from, lo, hi, to)` in creation order.
-    edges: Vec<(u32, u8, u8, u32)>,
+    /// `(from, (lo, hi, to))` in creation order.
+    edges: Vec<(u32, (u8, u8, u32))>,
     /// `(from, to)` in creation order.
     eps: Vec<(u32, u32)>,
     limits: &'a Limits,
@@ -84,7 +84,7 @@ impl Builder<'_> {
     }
 
     fn edge(&mut self, from: u32, lo: u8, hi: u8, to: u32) {
-        self.edges.push((from, lo, hi, to));
+        self.edges.push((from, (lo, hi, to)));
     }
 
     fn eps(&mut self, from: u32, to: u32) {
@@ -216,8 +216,7 @@ impl Nfa {
         let mut b = Builder { n: 0, edges: Vec::new(), eps: Vec::new(), limits };
         let start = b.add()?;
         let accept = b.build(rx, start)?;
-        let edges: Vec<(u32, (u8, u8, u32))> = b.edges.iter().map(|&(f, lo, hi, t)| (f, (lo, hi, t))).collect();
-        let (edge_start, edges) = rows(b.n, &edges);
+        let (edge_start, edges) = rows(b.n, &b.edges);
         let (eps_start, eps) = rows(b.n, &b.eps);
         Ok(Nfa { num_states: b.n, edge_start, edges, eps_start, eps, start, accept })
     }

@@ -154,6 +154,12 @@ impl PlainSlice {
         PlainSlice { bits, rest, rest_to_full, max_len, by_length }
     }
 
+    /// Heap bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        let partial: usize = self.by_length.iter().map(|p| p.bits.len() * 4 + p.long.memory_bytes() + p.long_to_full.len() * 4).sum();
+        self.bits.len() * 4 + self.rest.memory_bytes() + self.rest_to_full.len() * 4 + partial
+    }
+
     /// The greatest `m` (at most [`PlainSlice::max_len`]) such that from `state` every byte
     /// string of at most `m` bytes that starts a plain string keeps `dfa` alive and not
     /// accepting: then every plain token of at most `m` bytes is allowed and no lexeme end

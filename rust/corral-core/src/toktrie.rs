@@ -29,7 +29,7 @@ pub struct TokTrie {
     reach: Vec<u16>,
     /// For each first byte, the number of nodes in its subtree (a walk's cost bound).
     first_byte_nodes: Vec<u32>,
-    /// The plain-text slice, computed on first use.
+    /// The plain-text slice ([`TokTrie::plain_slice`]).
     slice: std::sync::OnceLock<Box<crate::slice::PlainSlice>>,
 }
 
@@ -81,7 +81,8 @@ impl TokTrie {
         TokTrie { nodes, token_ids, max_depth, reach, first_byte_nodes, slice: Default::default() }
     }
 
-    /// The plain-text slice of this trie's tokens ([`crate::slice`]), built on first use.
+    /// The plain-text slice of this trie's tokens ([`crate::slice`]), built on first use
+    /// ([`crate::Vocabulary`] builds it with the vocabulary, so no mask fill pays for it).
     pub fn plain_slice(&self) -> &crate::slice::PlainSlice {
         self.slice.get_or_init(|| Box::new(crate::slice::PlainSlice::new(self)))
     }
@@ -97,7 +98,6 @@ impl TokTrie {
     pub fn reach(&self, i: usize) -> usize {
         self.reach[i] as usize
     }
-
 
     /// Greatest node depth (the longest token's length).
     #[inline]
@@ -146,7 +146,7 @@ impl TokTrie {
 
     /// Heap bytes used.
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<Node>() + 2) + self.token_ids.len() * 4
+        self.nodes.len() * (std::mem::size_of::<Node>() + 2) + self.token_ids.len() * 4 + self.slice.get().map_or(0, |s| s.memory_bytes())
     }
 }
 

@@ -15,7 +15,8 @@
 use crate::cdfa::CDfa;
 use corral_core::byte_automaton::ByteAutomaton;
 use rustc_hash::FxHashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use crate::shared_cache::SharedCache;
+use std::sync::Arc;
 
 /// What the bytes still to come encode.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -35,7 +36,8 @@ struct Builder<'a> {
     d: &'a CDfa,
     trans: Vec<Vec<(u8, u8, u32)>>,
     accept: Vec<bool>,
-    memo: FxHashMap<(Kind, Map), u32>,
+    /// Intermediate states by what they still read.
+    memo: FxHashMap<Kind, FxHashMap<Map, u32>>,
 }
 
 /// The part of `map` inside `[lo, hi]`, shifted so that `lo` becomes 0.
@@ -88,11 +90,11 @@ impl Builder<'_> {
         if map.is_empty() {
             return None;
         }
-        if let Some(&s) = self.memo.get(&(kind, map.clone())) {
+        if let Some(&s) = self.memo.get(&kind).and_then(|m| m.get(&map)) {
             return Some(s);
         }
         let s = self.new_state();
-        self.memo.insert((kind, map.clone()), s);
+        self.memo.entry(kind).or_default().insert(map.clone(), s);
         let mut edges = Vec::new();
         match kind {
             Kind::Cont(k) => {
@@ -297,48 +299,23 @@ pub fn utf8_automaton(d: &CDfa) -> ByteAutomaton {
     build(d, false)
 }
 
-/// Most automata kept by [`shared`] (process-wide).
-const SHARED_AUTOMATA: usize = 1024;
-
 /// [`json_automaton`] (`json`) or [`utf8_automaton`] of `d`, cached process-wide by the
 /// automaton itself: formats, patterns and common key sets recur across schemas.
 pub fn shared(d: &CDfa, json: bool) -> Arc<ByteAutomaton> {
-    static CACHE: OnceLock<Mutex<FxHashMap<(CDfa, bool), Arc<ByteAutomaton>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let key = (d.clone(), json);
-    if let Some(a) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-        return a.clone();
-    }
-    let a = Arc::new(build(d, json));
-    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if c.len() >= SHARED_AUTOMATA {
-        c.clear();
-    }
-    c.insert(key, a.clone());
-    a
+    static CACHE: SharedCache<(CDfa, bool), Arc<ByteAutomaton>> = SharedCache::new(1024);
+    CACHE.get_or_build((d.clone(), json), || Arc::new(build(d, json)))
 }
-
-/// Most character classes kept by [`json_class`] (process-wide).
-const CLASS_CACHE: usize = 4096;
 
 /// The JSON-encoded forms of one character of `ranges` (code point ranges), cached
 /// process-wide: the same classes (any character, digits, a literal's letters) recur in
 /// every schema.
 pub fn json_class(ranges: &[(u32, u32)]) -> Arc<ByteAutomaton> {
-    let ranges = &corral_core::rx::normalize_ranges(ranges)[..];
-    static CACHE: OnceLock<Mutex<FxHashMap<Vec<(u32, u32)>, Arc<ByteAutomaton>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(a) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(ranges) {
-        return a.clone();
-    }
-    let d = CDfa { trans: vec![ranges.iter().map(|&(a, b)| (a, b, 1)).collect(), Vec::new()], accept: vec![false, true], start: 0 };
-    let a = Arc::new(json_automaton(&d));
-    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if c.len() >= CLASS_CACHE {
-        c.clear();
-    }
-    c.insert(ranges.to_vec(), a.clone());
-    a
+    static CACHE: SharedCache<Vec<(u32, u32)>, Arc<ByteAutomaton>> = SharedCache::new(4096);
+    let ranges = corral_core::rx::normalize_ranges(ranges);
+    CACHE.get_or_build(ranges.clone(), || {
+        let d = CDfa { trans: vec![ranges.iter().map(|&(a, b)| (a, b, 1)).collect(), Vec::new()], accept: vec![false, true], start: 0 };
+        Arc::new(json_automaton(&d))
+    })
 }
 
 #[cfg(test)]

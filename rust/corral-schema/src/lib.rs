@@ -67,6 +67,7 @@
 pub mod cdfa;
 mod compile;
 pub mod encode;
+mod shared_cache;
 pub mod numbers;
 pub mod strings;
 
