@@ -6,20 +6,70 @@
 //! [`Rx`]: crate::rx::Rx
 //! [`Rx::Automaton`]: crate::rx::Rx::Automaton
 
-/// A deterministic automaton over bytes. Structural equality and hashing (it keys the
-/// process-wide terminal cache like any other expression).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A deterministic automaton over bytes. It keys the process-wide terminal cache like any
+/// other expression, so it carries a fingerprint of its whole structure, computed once at
+/// construction: hashing is O(1) and unequal automata almost always differ at the first
+/// comparison (automata of thousands of states were hashed in full at every lookup).
+#[derive(Debug, Clone)]
 pub struct ByteAutomaton {
-    /// Per state: sorted, disjoint, inclusive `(lo, hi, target)` byte ranges; a byte with no
-    /// range has no continuation.
-    pub trans: Vec<Vec<(u8, u8, u32)>>,
-    /// Per state: whether the input read so far is in the language.
-    pub accept: Vec<bool>,
-    /// Start state.
-    pub start: u32,
+    trans: Vec<Vec<(u8, u8, u32)>>,
+    accept: Vec<bool>,
+    start: u32,
+    fingerprint: u64,
+}
+
+impl PartialEq for ByteAutomaton {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+            || (self.fingerprint == other.fingerprint
+                && self.start == other.start
+                && self.accept == other.accept
+                && self.trans == other.trans)
+    }
+}
+
+impl Eq for ByteAutomaton {}
+
+impl std::hash::Hash for ByteAutomaton {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.fingerprint);
+    }
 }
 
 impl ByteAutomaton {
+    /// An automaton from its parts. `trans[s]` holds state `s`'s sorted, disjoint, inclusive
+    /// `(lo, hi, target)` byte ranges (a byte with no range has no continuation);
+    /// `accept[s]` says whether the input read so far is in the language.
+    pub fn new(trans: Vec<Vec<(u8, u8, u32)>>, accept: Vec<bool>, start: u32) -> ByteAutomaton {
+        debug_assert_eq!(trans.len(), accept.len());
+        // FNV-1a-style mixing over the whole structure, 64 bits per step.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (start as u64);
+        let mut mix = |x: u64| h = (h ^ x).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
+        mix(trans.len() as u64);
+        for (edges, &acc) in trans.iter().zip(&accept) {
+            mix(((edges.len() as u64) << 1) | acc as u64);
+            for &(lo, hi, t) in edges {
+                mix(((lo as u64) << 40) | ((hi as u64) << 32) | t as u64);
+            }
+        }
+        ByteAutomaton { trans, accept, start, fingerprint: h }
+    }
+
+    /// State `s`'s sorted, disjoint, inclusive `(lo, hi, target)` byte ranges.
+    pub fn edges(&self, s: usize) -> &[(u8, u8, u32)] {
+        &self.trans[s]
+    }
+
+    /// Whether state `s` accepts.
+    pub fn accepts(&self, s: usize) -> bool {
+        self.accept[s]
+    }
+
+    /// Start state.
+    pub fn start(&self) -> u32 {
+        self.start
+    }
+
     /// Number of states.
     pub fn len(&self) -> usize {
         self.trans.len()

@@ -51,14 +51,18 @@ impl Dfa {
     /// Compiles `rx` to a DFA for its language minus the empty string.
     /// [`Dfa::nullable`] tells whether the empty string was in the language.
     pub fn from_rx(rx: &Rx, limits: &Limits) -> Result<Dfa> {
+        if let Some(rows) = crate::det_concat::deterministic_rows(rx, limits.max_dfa_states.saturating_sub(1)) {
+            return Ok(Self::from_rows(&rows));
+        }
         let nfa = Nfa::build(rx, limits)?;
         Self::from_nfa(&nfa, limits)
     }
 
-    fn from_nfa(nfa: &Nfa, limits: &Limits) -> Result<Dfa> {
-        // Byte equivalence classes from range boundaries.
+    /// Byte equivalence classes from the boundaries of byte ranges: per byte its class, and
+    /// the number of classes.
+    fn classes_of(ranges: impl Iterator<Item = (u8, u8)>) -> ([u8; 256], usize) {
         let mut boundary = [false; 257];
-        for &(lo, hi, _) in &nfa.edges {
+        for (lo, hi) in ranges {
             boundary[lo as usize] = true;
             boundary[hi as usize + 1] = true;
         }
@@ -70,6 +74,32 @@ impl Dfa {
             }
             classes[b] = (n_classes - 1) as u8;
         }
+        (classes, n_classes)
+    }
+
+    /// The DFA of an automaton that is deterministic already (see [`crate::det_concat`]):
+    /// state `s` becomes `s + 1` after the dead state; its start state has no incoming edge.
+    fn from_rows(r: &crate::det_concat::Rows) -> Dfa {
+        let (classes, n_classes) = Self::classes_of(r.rows.iter().flatten().map(|&(lo, hi, _)| (lo, hi)));
+        let n = r.rows.len() + 1;
+        let mut trans = vec![DEAD; n * n_classes];
+        for (s, row) in r.rows.iter().enumerate() {
+            let at = (s + 1) * n_classes;
+            for &(lo, hi, t) in row {
+                for c in classes[lo as usize]..=classes[hi as usize] {
+                    trans[at + c as usize] = t + 1;
+                }
+            }
+        }
+        let mut accepting: Vec<bool> = std::iter::once(false).chain(r.accept.iter().copied()).collect();
+        let start = r.start + 1;
+        let nullable = accepting[start as usize];
+        accepting[start as usize] = false;
+        Self::finish(classes, n_classes, trans, accepting, start, nullable)
+    }
+
+    fn from_nfa(nfa: &Nfa, limits: &Limits) -> Result<Dfa> {
+        let (classes, n_classes) = Self::classes_of(nfa.edges.iter().map(|&(lo, hi, _)| (lo, hi)));
 
         let closure = |set: &mut Vec<u32>, stack: &mut Vec<u32>, seen: &mut Vec<bool>| {
             if set.len() == 1 && nfa.eps_of(set[0]).is_empty() {
@@ -195,7 +225,12 @@ impl Dfa {
         let n = set_hash.len();
         let mut accepting: Vec<bool> = (0..n).map(|d| set_data[set_start[d] as usize..set_start[d + 1] as usize].contains(&nfa.accept)).collect();
         accepting[1] = false;
-        let mut dfa = Dfa { classes, n_classes, trans, accepting, start: 1, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), lang: LangMemo::default() };
+        Ok(Self::finish(classes, n_classes, trans, accepting, 1, nullable))
+    }
+
+    /// Trims a freshly built table and records each state's live bytes.
+    fn finish(classes: [u8; 256], n_classes: usize, trans: Vec<u32>, accepting: Vec<bool>, start: u32, nullable: bool) -> Dfa {
+        let mut dfa = Dfa { classes, n_classes, trans, accepting, start, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), lang: LangMemo::default() };
         dfa.trim();
         let mut class_bytes = vec![ByteSet::default(); n_classes];
         for b in 0..=255u8 {
@@ -214,7 +249,7 @@ impl Dfa {
                 set
             })
             .collect();
-        Ok(dfa)
+        dfa
     }
 
     /// Redirects every transition into a state that cannot reach acceptance to [`DEAD`].
@@ -463,5 +498,71 @@ mod tests {
         let s = d.next(d.start(), b'a');
         assert_eq!(d.next(s, b'c'), DEAD);
         assert_ne!(d.next(s, b'b'), DEAD);
+    }
+
+    /// Deterministic concatenations built directly agree with subset construction on every
+    /// input: same acceptance, same live bytes along the way (what token walks read).
+    #[test]
+    fn direct_construction_matches_subset_construction() {
+        use crate::byte_automaton::ByteAutomaton;
+        use std::sync::Arc;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let alphabet = b"ab\"\\";
+        let mut direct = 0;
+        for _ in 0..400 {
+            let mut parts = Vec::new();
+            for _ in 0..1 + rnd(4) {
+                parts.push(match rnd(4) {
+                    0 => Rx::Literal((0..1 + rnd(3)).map(|_| alphabet[rnd(4) as usize]).collect()),
+                    1 => Rx::Bytes(vec![(b'a', b'a' + rnd(2) as u8)]),
+                    _ => {
+                        // a random small deterministic automaton over the alphabet
+                        let n = 1 + rnd(4) as usize;
+                        let trans = (0..n)
+                            .map(|_| {
+                                let mut row: Vec<(u8, u8, u32)> = Vec::new();
+                                let mut bytes: Vec<u8> = alphabet.to_vec();
+                                bytes.sort();
+                                for b in bytes {
+                                    if rnd(2) == 0 {
+                                        row.push((b, b, rnd(n as u64) as u32));
+                                    }
+                                }
+                                row
+                            })
+                            .collect();
+                        let accept = (0..n).map(|_| rnd(2) == 0).collect();
+                        Rx::Automaton(Arc::new(ByteAutomaton::new(trans, accept, 0)))
+                    }
+                });
+            }
+            let rx = Rx::Concat(parts);
+            let Some(rows) = crate::det_concat::deterministic_rows(&rx, 10_000) else { continue };
+            direct += 1;
+            let fast = Dfa::from_rows(&rows);
+            let slow = Dfa::from_nfa(&Nfa::build(&rx, &Limits::default()).unwrap(), &Limits::default()).unwrap();
+            assert_eq!(fast.nullable(), slow.nullable(), "{rx:?}");
+            for _ in 0..60 {
+                let input: Vec<u8> = (0..rnd(8)).map(|_| alphabet[rnd(4) as usize]).collect();
+                assert_eq!(fast.matches(&input), slow.matches(&input), "{rx:?} on {:?}", String::from_utf8_lossy(&input));
+                let (mut f, mut s) = (fast.start(), slow.start());
+                for &b in &input {
+                    assert_eq!(fast.live_bytes(f), slow.live_bytes(s), "{rx:?}");
+                    f = fast.next(f, b);
+                    s = slow.next(s, b);
+                    if f == DEAD || s == DEAD {
+                        assert_eq!(f == DEAD, s == DEAD, "{rx:?}");
+                        break;
+                    }
+                }
+            }
+        }
+        assert!(direct > 100, "only {direct} of 400 were deterministic");
     }
 }

@@ -12,6 +12,7 @@ pub mod byte_automaton;
 pub mod byteset;
 pub mod cfg;
 pub mod ci_cache;
+mod det_concat;
 pub mod dfa;
 pub mod earley;
 pub mod ebnf;

@@ -140,12 +140,12 @@ impl Builder<'_> {
                 if a.is_empty() {
                     return Ok(end);
                 }
-                self.eps(from, base + a.start);
-                for (s, edges) in a.trans.iter().enumerate() {
-                    for &(lo, hi, t) in edges {
+                self.eps(from, base + a.start());
+                for s in 0..a.len() {
+                    for &(lo, hi, t) in a.edges(s) {
                         self.edge(base + s as u32, lo, hi, base + t);
                     }
-                    if a.accept[s] {
+                    if a.accepts(s) {
                         self.eps(base + s as u32, end);
                     }
                 }

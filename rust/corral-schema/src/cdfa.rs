@@ -298,6 +298,65 @@ impl CDfa {
         CDfa { trans, accept: acc, start: 0 }.minimize()
     }
 
+    /// Every string except the given ones (the keys an object may have besides its declared
+    /// properties), built directly as a trie of the strings whose other edges lead to an
+    /// accepting sink, then minimized: what `any.minus(alt(strings))` computes, without
+    /// determinizing the alternation, completing and complementing it.
+    pub fn all_except(strings: &[&str]) -> CDfa {
+        // Trie nodes: per node its sorted children and whether a string ends there.
+        let mut kids: Vec<Vec<(u32, u32)>> = vec![Vec::new()];
+        let mut ends: Vec<bool> = vec![false];
+        for s in strings {
+            let mut v = 0usize;
+            for c in s.chars() {
+                let c = c as u32;
+                v = match kids[v].iter().find(|x| x.0 == c) {
+                    Some(&(_, t)) => t as usize,
+                    None => {
+                        let t = kids.len() as u32;
+                        kids[v].push((c, t));
+                        kids.push(Vec::new());
+                        ends.push(false);
+                        t as usize
+                    }
+                };
+            }
+            ends[v] = true;
+        }
+        let sink = kids.len() as u32;
+        let gap = |row: &mut Vec<(u32, u32, u32)>, lo: u32, hi: u32| {
+            // [lo, hi] minus the surrogates, to the sink
+            if lo < 0xD800 {
+                row.push((lo, hi.min(0xD7FF), sink));
+            }
+            if hi > 0xDFFF {
+                row.push((lo.max(0xE000), hi, sink));
+            }
+        };
+        let mut trans = Vec::with_capacity(kids.len() + 1);
+        for ks in kids.iter_mut() {
+            ks.sort_unstable();
+            let mut row = Vec::with_capacity(2 * ks.len() + 2);
+            let mut next = 0u32;
+            for &(c, t) in ks.iter() {
+                if c > next {
+                    gap(&mut row, next, c - 1);
+                }
+                row.push((c, c, t));
+                next = c + 1;
+            }
+            if next <= MAXC {
+                gap(&mut row, next, MAXC);
+            }
+            merge_adjacent(&mut row);
+            trans.push(row);
+        }
+        trans.push(vec![(0, 0xD7FF, sink), (0xE000, MAXC, sink)]);
+        let mut accept: Vec<bool> = ends.iter().map(|&e| !e).collect();
+        accept.push(true);
+        CDfa { trans, accept, start: 0 }.minimize()
+    }
+
     /// The automaton accepting nothing.
     pub fn empty() -> CDfa {
         CDfa { trans: vec![vec![]], accept: vec![false], start: 0 }
@@ -504,18 +563,35 @@ impl CDfa {
             })
             .collect();
         let acc: Vec<bool> = order.iter().map(|&s| self.accept[s as usize]).collect();
-        // Moore refinement on signatures (ranges with target classes).
+        // Moore refinement on signatures: a state's class, then its ranges with target classes
+        // (adjacent ranges into one class merged), all laid out in one arena per round and
+        // keyed by slice, so a round allocates one table, not a vector per state.
         let mut class: Vec<u32> = acc.iter().map(|&a| a as u32).collect();
         let mut nclass = 0;
+        let mut arena: Vec<u32> = Vec::new();
+        let mut off: Vec<usize> = vec![0; m + 1];
         loop {
-            let mut sig_map: FxHashMap<(u32, Vec<(u32, u32, u32)>), u32> = FxHashMap::default();
+            arena.clear();
+            for s in 0..m {
+                off[s] = arena.len();
+                arena.push(class[s]);
+                let base = arena.len();
+                for &(a, b, t) in &rows[s] {
+                    let c = class[t as usize];
+                    let n = arena.len();
+                    if n > base && arena[n - 1] == c && arena[n - 2].checked_add(1) == Some(a) {
+                        arena[n - 2] = b;
+                    } else {
+                        arena.extend_from_slice(&[a, b, c]);
+                    }
+                }
+            }
+            off[m] = arena.len();
+            let mut sig_map: FxHashMap<&[u32], u32> = FxHashMap::with_capacity_and_hasher(m, Default::default());
             let mut newc = vec![0u32; m];
             for s in 0..m {
-                let mut sig: Vec<(u32, u32, u32)> = rows[s].iter().map(|&(a, b, t)| (a, b, class[t as usize])).collect();
-                merge_adjacent(&mut sig);
-                let k = (class[s], sig);
                 let l = sig_map.len() as u32;
-                newc[s] = *sig_map.entry(k).or_insert(l);
+                newc[s] = *sig_map.entry(&arena[off[s]..off[s + 1]]).or_insert(l);
             }
             let cnt = sig_map.len();
             class = newc;
@@ -732,5 +808,22 @@ mod tests {
             assert_eq!(d.accepts(s), d2.accepts(s), "{s}");
         }
         assert_eq!(a.enumerate(10).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn all_except_is_the_complement_of_the_names() {
+        let names = ["id", "ids", "name", "", "\u{e9}t\u{e9}", "\u{1F600}", "nam", "x\u{10FFFF}"];
+        let built = CDfa::all_except(&names);
+        let any = CDfa::from_rx(&Rx::Repeat { inner: Box::new(Rx::Chars(vec![(0, 0xD7FF), (0xE000, MAXC)])), min: 0, max: None }, 10).unwrap();
+        let slow = any.minus(&CDfa::from_rx(&Rx::alt(names.iter().map(|s| lit(s)).collect()), 1000).unwrap(), 1000).unwrap();
+        assert_eq!(built.len(), slow.len(), "both minimal");
+        let probes = ["", "i", "id", "ids", "idss", "n", "na", "nam", "name", "names", "\u{e9}", "\u{e9}t\u{e9}", "\u{e9}t\u{e8}", "\u{1F600}", "\u{1F601}", "x", "x\u{10FFFF}", "x\u{10FFFE}", "\u{D7FF}", "\u{E000}", "zzz"];
+        for p in probes {
+            assert_eq!(built.accepts(p), slow.accepts(p), "{p:?}");
+            assert_eq!(built.accepts(p), !names.contains(&p), "{p:?}");
+        }
+        // No edge into the surrogate block.
+        assert!(built.trans.iter().flatten().all(|&(a, b, _)| b < 0xD800 || a > 0xDFFF));
+        assert!(CDfa::all_except(&[]).accepts("") && CDfa::all_except(&[]).len() == 1);
     }
 }

@@ -2522,11 +2522,8 @@ impl<'a> Compiler<'a> {
             pats.truncate(8);
         }
         let declared: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
-        let decl_dfa = {
-            let rx = Rx::alt(declared.iter().map(|s| lit(s)).collect());
-            CDfa::from_rx(&rx, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?
-        };
-        let any_key = CDfa::from_rx(&star(any_char()), 10).unwrap();
+        // Every key but the declared ones; pattern classes below are cut out of it.
+        let others = CDfa::all_except(&declared);
         let mut pat_dfas = Vec::new();
         let mut any_extra = false;
         for (p, _, pi) in &pats {
@@ -2542,8 +2539,7 @@ impl<'a> Compiler<'a> {
             }
         }
         if any_extra {
-            let kd = any_key.minus(&decl_dfa, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?;
-            let key_body = self.dfa_expr(&kd, true);
+            let key_body = self.dfa_expr(&others, true);
             let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
             let v = self.conj(vec![], &BTreeSet::new(), depth + 1)?;
             extras.push(seq(vec![key, self.lay.colon(), v]));
@@ -2574,7 +2570,7 @@ impl<'a> Compiler<'a> {
                 continue;
             }
             // key language
-            let mut kd = any_key.clone();
+            let mut kd = others.clone();
             let mut skip = false;
             for (i, d) in pat_dfas.iter().enumerate() {
                 let Some(d) = d else {
@@ -2588,7 +2584,6 @@ impl<'a> Compiler<'a> {
             if skip {
                 continue;
             }
-            kd = kd.minus(&decl_dfa, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?;
             if let Some(pd) = &pn_dfa {
                 kd = kd.product(pd, true, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?;
             }

@@ -286,7 +286,7 @@ fn build(d: &CDfa, json: bool) -> ByteAutomaton {
     for q in 0..n {
         b.boundary(q, json);
     }
-    ByteAutomaton { trans: b.trans, accept: b.accept, start: d.start }
+    ByteAutomaton::new(b.trans, b.accept, d.start)
 }
 
 /// The JSON-encoded forms (inside the quotes) of the strings of `d`.
