@@ -2154,11 +2154,13 @@ impl<'a> Compiler<'a> {
         }
         let name = format!("__leap_{}", if dt { "dt" } else { "t" });
         self.named.insert(key, name.clone());
-        // "date T" prefix is regular; the time part is an automaton expanded into rules
-        let body = self.dfa_expr(leap_time_dfa(), true);
+        // The "date T" prefix is one terminal; the time part is one terminal per local hour
+        // (with the closing quote), each a byte automaton built once per process, so every
+        // later schema finds them in the terminal cache.
         let pre = if dt { Rx::concat(vec![strings::ecma_full(strings::DATE).unwrap(), Rx::Chars(vec![('T' as u32, 'T' as u32), ('t' as u32, 't' as u32)])]) } else { Rx::Empty };
         let pre = Rx::concat(vec![lit("\""), self.enc.encode(&pre)]);
-        let e = seq(vec![Expr::Terminal(pre), body, Expr::Literal(b"\"".to_vec())]);
+        let hours = leap_time_by_hour().iter().map(|a| Expr::Terminal(Rx::concat(vec![Rx::Automaton(a.clone()), lit("\"")]))).collect();
+        let e = seq(vec![Expr::Terminal(pre), alt(hours)]);
         self.add_rule(name.clone(), opaque(e));
         rf(&name)
     }
@@ -3119,6 +3121,23 @@ fn leap_time_rx() -> Rx {
         alts.push(Rx::concat(vec![lit(&local), lit(":60"), frac.clone(), Rx::alt(o)]));
     }
     Rx::alt(alts)
+}
+
+/// The JSON-encoded leap-second times, one byte automaton per local hour (built once per
+/// process). The whole language is an 11,007-state automaton (the offset must undo the local
+/// time exactly, so every `hh:mm` is remembered), 66,038 states once encoded: too large for
+/// one terminal, while each hour's share (~460 code-point states) is not.
+fn leap_time_by_hour() -> &'static [Arc<corral_core::byte_automaton::ByteAutomaton>] {
+    static P: std::sync::OnceLock<Vec<Arc<corral_core::byte_automaton::ByteAutomaton>>> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        let frac = rep(Rx::concat(vec![lit("."), rep(Rx::Chars(vec![('0' as u32, '9' as u32)]), 1, None)]), 0, Some(1));
+        let mut by_hour: BTreeMap<String, Vec<Rx>> = BTreeMap::new();
+        for (local, offs) in strings::leap_second_cases() {
+            let o: Vec<Rx> = offs.iter().map(|s| lit(s)).collect();
+            by_hour.entry(local[..2].to_string()).or_default().push(Rx::concat(vec![lit(&local), lit(":60"), frac.clone(), Rx::alt(o)]));
+        }
+        by_hour.into_values().map(|alts| Arc::new(crate::encode::json_automaton(&CDfa::from_rx(&Rx::alt(alts), 200_000).expect("leap automaton")))).collect()
+    })
 }
 
 /// The leap-second time automaton (built once per process).

@@ -62,6 +62,8 @@ fn run(sample: usize) {
     }
     let files: Vec<_> = files.into_iter().enumerate().filter(|(i, _)| i % sample == 0).map(|(_, f)| f).collect();
     let mut st = Stats::default();
+    // Compiles slower than this are listed (`CORRAL_JSB_SLOW_MS`, default 2 s).
+    let slow_ms: f64 = std::env::var("CORRAL_JSB_SLOW_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(2000.0);
     let strict = Options::default();
     let loose = Options { strict: false, ..Default::default() };
     for (fi, f) in files.iter().enumerate() {
@@ -79,7 +81,7 @@ fn run(sample: usize) {
         let t0 = Instant::now();
         let r = compile_schema(schema, &strict);
         st.times.push(t0.elapsed());
-        if t0.elapsed().as_secs_f64() > 2.0 {
+        if t0.elapsed().as_secs_f64() * 1e3 > slow_ms {
             eprintln!("  slow compile {:?}: {name}", t0.elapsed());
         }
         match r {
