@@ -194,6 +194,162 @@ fn merge_adjacent(v: &mut Vec<(u32, u32, u32)>) {
     *v = out;
 }
 
+/// Moore refinement of states with `rows` (targets are state indices) and acceptance `acc`
+/// into equivalence classes, numbered by first appearance (state 0's class is 0).
+///
+/// A round re-examines only the predecessors of states that changed class in the previous
+/// one (any other state's signature is unchanged): a length-bounded string is a chain of
+/// thousands of states that splits one class per round, and re-signing every state each round
+/// made that quadratic. A class keeps its id for the states whose signature did not change,
+/// so the untouched members stay correct.
+fn refine(rows: &[Vec<(u32, u32, u32)>], acc: &[bool]) -> Vec<u32> {
+    let m = rows.len();
+    let mut class: Vec<u32> = acc.iter().map(|&a| a as u32).collect();
+    let mut members: Vec<Vec<u32>> = vec![Vec::new(), Vec::new()];
+    for s in 0..m {
+        members[class[s] as usize].push(s as u32);
+    }
+    let mut pred_start = vec![0u32; m + 1];
+    for row in rows {
+        for &(_, _, t) in row {
+            pred_start[t as usize + 1] += 1;
+        }
+    }
+    for i in 0..m {
+        pred_start[i + 1] += pred_start[i];
+    }
+    let mut fill = pred_start.clone();
+    let mut preds = vec![0u32; pred_start[m] as usize];
+    for (s, row) in rows.iter().enumerate() {
+        for &(_, _, t) in row {
+            preds[fill[t as usize] as usize] = s as u32;
+            fill[t as usize] += 1;
+        }
+    }
+    // A state's signature: its ranges with target classes, adjacent ranges into one class merged.
+    let sign = |class: &[u32], s: usize, out: &mut Vec<u32>| {
+        let base = out.len();
+        for &(a, b, t) in &rows[s] {
+            let c = class[t as usize];
+            let n = out.len();
+            if n > base && out[n - 1] == c && out[n - 2].checked_add(1) == Some(a) {
+                out[n - 2] = b;
+            } else {
+                out.extend_from_slice(&[a, b, c]);
+            }
+        }
+    };
+    let mut cand: Vec<u32> = (0..m as u32).collect();
+    let mut stamp = vec![0u32; m];
+    let mut queued = vec![0u32; m];
+    let mut arena: Vec<u32> = Vec::new();
+    let mut off: Vec<(usize, usize)> = Vec::new();
+    let mut reference: Vec<u32> = Vec::new();
+    let mut changes: Vec<(u32, u32)> = Vec::new();
+    let mut round = 0u32;
+    while !cand.is_empty() {
+        round += 1;
+        arena.clear();
+        off.clear();
+        for &s in &cand {
+            stamp[s as usize] = round;
+            let a = arena.len();
+            sign(&class, s as usize, &mut arena);
+            off.push((a, arena.len()));
+        }
+        let mut order: Vec<usize> = (0..cand.len()).collect();
+        order.sort_unstable_by(|&x, &y| class[cand[x] as usize].cmp(&class[cand[y] as usize]).then_with(|| arena[off[x].0..off[x].1].cmp(&arena[off[y].0..off[y].1])));
+        changes.clear();
+        let mut i = 0;
+        while i < order.len() {
+            let c = class[cand[order[i]] as usize];
+            let mut j = i;
+            while j < order.len() && class[cand[order[j]] as usize] == c {
+                j += 1;
+            }
+            // The signature the class's untouched members still have, if any is untouched.
+            let list = &mut members[c as usize];
+            let mut untouched = None;
+            let mut x = 0;
+            while x < list.len() {
+                let q = list[x];
+                if class[q as usize] != c {
+                    list.swap_remove(x); // moved out in an earlier round
+                    continue;
+                }
+                if stamp[q as usize] != round {
+                    untouched = Some(q);
+                    break;
+                }
+                x += 1;
+            }
+            reference.clear();
+            if let Some(q) = untouched {
+                sign(&class, q as usize, &mut reference);
+            }
+            let sig = |k: usize| &arena[off[order[k]].0..off[order[k]].1];
+            // With no untouched member, the largest group keeps the id: only the smaller ones
+            // change class and wake their predecessors (moving the large part instead made a
+            // chain of n states cost n candidates per round).
+            let mut largest = (0, i);
+            if untouched.is_none() {
+                let mut g = i;
+                while g < j {
+                    let mut h = g + 1;
+                    while h < j && sig(h) == sig(g) {
+                        h += 1;
+                    }
+                    if h - g > largest.0 {
+                        largest = (h - g, g);
+                    }
+                    g = h;
+                }
+            }
+            let mut g = i;
+            while g < j {
+                let mut h = g + 1;
+                while h < j && sig(h) == sig(g) {
+                    h += 1;
+                }
+                let keeps = if untouched.is_some() { sig(g) == &reference[..] } else { g == largest.1 };
+                if !keeps {
+                    let id = members.len() as u32;
+                    members.push(Vec::new());
+                    for k in g..h {
+                        changes.push((cand[order[k]], id));
+                    }
+                }
+                g = h;
+            }
+            i = j;
+        }
+        for &(s, id) in &changes {
+            class[s as usize] = id;
+            members[id as usize].push(s);
+        }
+        cand.clear();
+        for &(s, _) in &changes {
+            for &p in &preds[pred_start[s as usize] as usize..pred_start[s as usize + 1] as usize] {
+                if queued[p as usize] != round {
+                    queued[p as usize] = round;
+                    cand.push(p);
+                }
+            }
+        }
+    }
+    // Number classes by first appearance.
+    let mut id = vec![u32::MAX; members.len()];
+    let mut next = 0u32;
+    for c in class.iter_mut() {
+        if id[*c as usize] == u32::MAX {
+            id[*c as usize] = next;
+            next += 1;
+        }
+        *c = id[*c as usize];
+    }
+    class
+}
+
 impl CDfa {
     /// Compiles a code-point regular expression (literals are UTF-8 text).
     pub fn from_rx(rx: &Rx, limit: usize) -> Result<CDfa, TooBig> {
@@ -563,43 +719,8 @@ impl CDfa {
             })
             .collect();
         let acc: Vec<bool> = order.iter().map(|&s| self.accept[s as usize]).collect();
-        // Moore refinement on signatures: a state's class, then its ranges with target classes
-        // (adjacent ranges into one class merged), all laid out in one arena per round and
-        // keyed by slice, so a round allocates one table, not a vector per state.
-        let mut class: Vec<u32> = acc.iter().map(|&a| a as u32).collect();
-        let mut nclass = 0;
-        let mut arena: Vec<u32> = Vec::new();
-        let mut off: Vec<usize> = vec![0; m + 1];
-        loop {
-            arena.clear();
-            for s in 0..m {
-                off[s] = arena.len();
-                arena.push(class[s]);
-                let base = arena.len();
-                for &(a, b, t) in &rows[s] {
-                    let c = class[t as usize];
-                    let n = arena.len();
-                    if n > base && arena[n - 1] == c && arena[n - 2].checked_add(1) == Some(a) {
-                        arena[n - 2] = b;
-                    } else {
-                        arena.extend_from_slice(&[a, b, c]);
-                    }
-                }
-            }
-            off[m] = arena.len();
-            let mut sig_map: FxHashMap<&[u32], u32> = FxHashMap::with_capacity_and_hasher(m, Default::default());
-            let mut newc = vec![0u32; m];
-            for s in 0..m {
-                let l = sig_map.len() as u32;
-                newc[s] = *sig_map.entry(&arena[off[s]..off[s + 1]]).or_insert(l);
-            }
-            let cnt = sig_map.len();
-            class = newc;
-            if cnt == nclass {
-                break;
-            }
-            nclass = cnt;
-        }
+        let class = refine(&rows, &acc);
+        let nclass = class.iter().max().map_or(0, |&c| c as usize + 1);
         let mut trans = vec![Vec::new(); nclass];
         let mut accept = vec![false; nclass];
         let mut done = vec![false; nclass];
@@ -825,5 +946,75 @@ mod tests {
         // No edge into the surrogate block.
         assert!(built.trans.iter().flatten().all(|&(a, b, _)| b < 0xD800 || a > 0xDFFF));
         assert!(CDfa::all_except(&[]).accepts("") && CDfa::all_except(&[]).len() == 1);
+    }
+
+    /// The worklist refinement finds the same partition as plain Moore rounds (every state
+    /// re-signed until nothing splits), on random automata and on a long chain.
+    #[test]
+    fn refine_matches_plain_moore() {
+        fn plain(rows: &[Vec<(u32, u32, u32)>], acc: &[bool]) -> usize {
+            let mut class: Vec<u32> = acc.iter().map(|&a| a as u32).collect();
+            let mut n = 0;
+            loop {
+                let mut map: FxHashMap<(u32, Vec<(u32, u32, u32)>), u32> = FxHashMap::default();
+                let next: Vec<u32> = (0..rows.len())
+                    .map(|s| {
+                        let mut sig: Vec<(u32, u32, u32)> = rows[s].iter().map(|&(a, b, t)| (a, b, class[t as usize])).collect();
+                        merge_adjacent(&mut sig);
+                        let l = map.len() as u32;
+                        *map.entry((class[s], sig)).or_insert(l)
+                    })
+                    .collect();
+                class = next;
+                if map.len() == n {
+                    return n;
+                }
+                n = map.len();
+            }
+        }
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move |k: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % k
+        };
+        for _ in 0..500 {
+            let n = 1 + rnd(9) as usize;
+            let mut rows: Vec<Vec<(u32, u32, u32)>> = vec![Vec::new(); n];
+            for row in rows.iter_mut() {
+                for c in 0..3u32 {
+                    if rnd(3) != 0 {
+                        row.push((97 + 2 * c, 98 + 2 * c, rnd(n as u64) as u32));
+                    }
+                }
+            }
+            let acc: Vec<bool> = (0..n).map(|_| rnd(2) == 0).collect();
+            let got = refine(&rows, &acc);
+            let classes = got.iter().max().map_or(0, |&c| c as usize + 1);
+            assert_eq!(classes, plain(&rows, &acc), "{rows:?} {acc:?}");
+            // states in one class behave alike on every input of up to 4 symbols
+            let run = |mut s: usize, w: &[u32]| {
+                for &c in w {
+                    match rows[s].iter().find(|x| x.0 <= c && c <= x.1) {
+                        Some(x) => s = x.2 as usize,
+                        None => return None,
+                    }
+                }
+                Some(acc[s])
+            };
+            for _ in 0..40 {
+                let w: Vec<u32> = (0..rnd(5)).map(|_| 97 + rnd(6) as u32).collect();
+                let (a, b) = (rnd(n as u64) as usize, rnd(n as u64) as usize);
+                if got[a] == got[b] {
+                    assert_eq!(run(a, &w), run(b, &w));
+                }
+            }
+        }
+        // A length bound: "a{0,3000}" is a chain that splits one class per round.
+        let n = 3001;
+        let rows: Vec<Vec<(u32, u32, u32)>> = (0..n).map(|s| if s + 1 < n { vec![(97, 97, s as u32 + 1)] } else { vec![] }).collect();
+        let got = refine(&rows, &vec![true; n]);
+        assert_eq!(got.iter().max().copied(), Some(n as u32 - 1), "a chain is minimal");
     }
 }
