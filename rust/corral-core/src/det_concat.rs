@@ -72,13 +72,70 @@ fn reachable(r: Rows) -> Rows {
     Rows { rows, accept, start: 0 }
 }
 
+/// How a part is joined: once, at most once (`x?`) or any number of times (`x*`).
+#[derive(Clone, Copy, PartialEq)]
+enum Times {
+    Once,
+    Optional,
+    Star,
+}
+
 /// Appends `part` to `out` (`out · part`); false when the join is not deterministic, the part
-/// is not of a supported kind or the size bound is passed.
+/// is not of a supported kind or the size bound is passed. A bounded repetition of a
+/// supported part is its copies joined one after another (`x{2,4}` = `x x x? x?`); an
+/// unbounded one ends in `x*`, which loops each accepting state back into `x`'s start.
 fn append(out: &mut Rows, part: &Rx, max_states: usize) -> bool {
+    match part {
+        Rx::Empty => true,
+        Rx::Concat(xs) => xs.iter().all(|x| append(out, x, max_states)),
+        Rx::Repeat { inner, min, max } => {
+            let copies = max.unwrap_or(*min).max(*min).max(1) as usize;
+            if copies.saturating_mul(part_size(inner)) > max_states {
+                return false;
+            }
+            for _ in 0..*min {
+                if join(out, inner, Times::Once, None, max_states).is_none() {
+                    return false;
+                }
+            }
+            match max {
+                // Nested, `(x (x (x)?)?)?`: each optional copy continues only from the
+                // accepting states of the copy before it (joining every accepting state would
+                // offer two copies for the same byte).
+                Some(m) => {
+                    let mut frontier: Vec<usize> = (0..out.rows.len()).filter(|&s| out.accept[s]).collect();
+                    for _ in *min..*m {
+                        match join(out, inner, Times::Optional, Some(&frontier), max_states) {
+                            Some(f) => frontier = f,
+                            None => return false,
+                        }
+                    }
+                    true
+                }
+                None => join(out, inner, Times::Star, None, max_states).is_some(),
+            }
+        }
+        _ => join(out, part, Times::Once, None, max_states).is_some(),
+    }
+}
+
+/// States of a supported single part (a size estimate for repetitions; 0 when unsupported).
+fn part_size(part: &Rx) -> usize {
+    match part {
+        Rx::Literal(b) => b.len() + 1,
+        Rx::Bytes(_) | Rx::Chars(_) => 2,
+        Rx::Automaton(a) => a.len(),
+        _ => usize::MAX / 2,
+    }
+}
+
+/// Joins one literal, class or embedded automaton to `out`, `times` times, continuing from
+/// the states in `from` (default: every accepting state). Returns the part's accepting
+/// states, or `None` when the join is not deterministic or not supported.
+fn join(out: &mut Rows, part: &Rx, times: Times, from: Option<&[usize]>, max_states: usize) -> Option<Vec<usize>> {
     // The part as its own automaton, numbered from `base`.
     let base = out.rows.len() as u32;
-    let (rows, accept, start): (Vec<Vec<(u8, u8, u32)>>, Vec<bool>, u32) = match part {
-        Rx::Empty => return true,
+    let (mut rows, accept, start): (Vec<Vec<(u8, u8, u32)>>, Vec<bool>, u32) = match part {
         Rx::Literal(bytes) => {
             let n = bytes.len() as u32;
             let rows = bytes.iter().enumerate().map(|(i, &b)| vec![(b, b, base + i as u32 + 1)]).chain(std::iter::once(Vec::new())).collect();
@@ -94,28 +151,38 @@ fn append(out: &mut Rows, part: &Rx, max_states: usize) -> bool {
             let accept = (0..a.len()).map(|s| a.accepts(s)).collect();
             (rows, accept, base + a.start())
         }
-        _ => return false,
+        _ => return None,
     };
     if out.rows.len() + rows.len() > max_states || rows.is_empty() {
-        return false;
+        return None;
     }
     let start_row = rows[(start - base) as usize].clone();
-    let start_accepts = accept[(start - base) as usize];
-    for s in 0..out.rows.len() {
-        if !out.accept[s] {
-            continue;
-        }
-        match union_disjoint(&out.rows[s], &start_row) {
-            Some(row) => {
-                out.rows[s] = row;
-                out.accept[s] = start_accepts;
+    let start_accepts = accept[(start - base) as usize] || times != Times::Once;
+    if times == Times::Star {
+        // Each accepting state of the part may also begin the next repetition.
+        let own = (start - base) as usize;
+        for (i, (r, &acc)) in rows.iter_mut().zip(&accept).enumerate() {
+            if acc && i != own {
+                *r = union_disjoint(r, &start_row)?;
             }
-            None => return false,
         }
     }
+    let all: Vec<usize>;
+    let from = match from {
+        Some(f) => f,
+        None => {
+            all = (0..out.rows.len()).filter(|&s| out.accept[s]).collect();
+            &all
+        }
+    };
+    for &s in from {
+        out.rows[s] = union_disjoint(&out.rows[s], &start_row)?;
+        out.accept[s] = start_accepts;
+    }
+    let accepting = accept.iter().enumerate().filter(|(_, &a)| a).map(|(i, _)| base as usize + i).collect();
     out.rows.extend(rows);
     out.accept.extend(accept);
-    true
+    Some(accepting)
 }
 
 /// The union of two sorted disjoint rows, or `None` when they share a byte.
@@ -168,8 +235,17 @@ mod tests {
             assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
         }
         // A nullable middle part: the join skips it.
-        let rx = Rx::Concat(vec![Rx::Literal(b"x".to_vec()), Rx::Repeat { inner: Box::new(Rx::Literal(b"y".to_vec())), min: 0, max: None }]);
-        assert!(deterministic_rows(&rx, 100).is_none(), "repeats are left to subset construction");
+        let rx = Rx::Concat(vec![Rx::Literal(b"x".to_vec()), Rx::Repeat { inner: Box::new(Rx::Literal(b"yz".to_vec())), min: 0, max: None }]);
+        let r = deterministic_rows(&rx, 100).unwrap();
+        for (s, ok) in [("x", true), ("xyz", true), ("xyzyz", true), ("xy", false), ("xyzy", false), ("yz", false)] {
+            assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
+        }
+        let rx = Rx::Repeat { inner: Box::new(Rx::Bytes(vec![(b'0', b'9')])), min: 2, max: Some(4) };
+        let r = deterministic_rows(&rx, 100).unwrap();
+        for (s, ok) in [("1", false), ("12", true), ("1234", true), ("12345", false), ("", false)] {
+            assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
+        }
+        assert!(deterministic_rows(&rx, 3).is_none(), "four copies exceed the bound");
         let opt = ByteAutomaton::new(vec![vec![(b'y', b'y', 1)], vec![]], vec![true, true], 0);
         let rx = Rx::Concat(vec![Rx::Literal(b"x".to_vec()), Rx::Automaton(Arc::new(opt)), Rx::Bytes(vec![(b'0', b'9')])]);
         let r = deterministic_rows(&rx, 100).unwrap();

@@ -518,9 +518,15 @@ mod tests {
         for _ in 0..400 {
             let mut parts = Vec::new();
             for _ in 0..1 + rnd(4) {
-                parts.push(match rnd(4) {
+                parts.push(match rnd(6) {
                     0 => Rx::Literal((0..1 + rnd(3)).map(|_| alphabet[rnd(4) as usize]).collect()),
                     1 => Rx::Bytes(vec![(b'a', b'a' + rnd(2) as u8)]),
+                    2 => {
+                        let min = rnd(3) as u32;
+                        let max = if rnd(3) == 0 { None } else { Some(min + rnd(3) as u32) };
+                        let inner = if rnd(2) == 0 { Rx::Literal(vec![alphabet[rnd(4) as usize]; 1 + rnd(2) as usize]) } else { Rx::Bytes(vec![(b'a', b'b')]) };
+                        Rx::Repeat { inner: Box::new(inner), min, max }
+                    }
                     _ => {
                         // a random small deterministic automaton over the alphabet
                         let n = 1 + rnd(4) as usize;
