@@ -396,18 +396,26 @@ impl CiEntry {
     /// by one lexer-only walk of the whole trie.
     pub fn build(trie: &TokTrie, lexers: &[Lexer], mask_words: usize) -> CiEntry {
         if let [l] = lexers {
-            if trie.nodes_under(l.dfa.live_bytes(l.state)) >= SLICE_MIN_NODES {
-                let slice = trie.plain_slice();
-                let safe = slice.safe_depth(l.dfa, l.state);
-                if safe >= slice.max_len {
-                    return Self::build_sliced(trie, slice, None, l, mask_words);
-                }
-                if let Some(p) = slice.by_length.iter().rev().find(|p| p.len <= safe) {
-                    return Self::build_sliced(trie, slice, Some(p), l, mask_words);
-                }
+            if let Some(partial) = Self::slice_for(trie, l) {
+                return Self::build_sliced(trie, trie.plain_slice(), partial, l, mask_words);
             }
         }
         Self::build_walk(trie, lexers, mask_words)
+    }
+
+    /// The plain-text slice a fresh walk of `l` can take: `Some(None)` when its state takes
+    /// every plain token, `Some(Some(p))` when it takes those of at most `p.len` bytes, `None`
+    /// when neither (or when its walk is small anyway).
+    fn slice_for<'t>(trie: &'t TokTrie, l: &Lexer) -> Option<Option<&'t crate::slice::Partial>> {
+        if trie.nodes_under(l.dfa.live_bytes(l.state)) < SLICE_MIN_NODES {
+            return None;
+        }
+        let slice = trie.plain_slice();
+        let safe = slice.safe_depth(l.dfa, l.state);
+        if safe >= slice.max_len {
+            return Some(None);
+        }
+        slice.by_length.iter().rev().find(|p| p.len <= safe).map(Some)
     }
 
     /// [`CiEntry::build`] for a lexeme whose state takes every plain token (of at most
@@ -670,7 +678,11 @@ impl CiCache {
             let l = lexers[0];
             let depth = trie.max_depth();
             let s = l.dfa.canonical_state(l.state, depth);
-            let ns = near_state(trie, l.dfa, s, depth, nested);
+            // A state the plain-text slice serves is built from it (a walk of ~12k nodes)
+            // rather than derived from a near state (a lockstep walk of up to an eighth of the
+            // trie).
+            let sliced = CiEntry::slice_for(trie, &l);
+            let ns = if sliced.is_some() { None } else { near_state(trie, l.dfa, s, depth, nested) };
             let derived = ns.and_then(|(t, m)| {
                 let near = Lexer { state: t, ..l };
                 let near_key = [near.key(depth)];
@@ -685,7 +697,10 @@ impl CiCache {
                 };
                 CiEntry::derive(trie, &entry, s, t, l.dfa, m)
             });
-            Arc::new(derived.unwrap_or_else(|| CiEntry::build(trie, lexers, mask_words)))
+            Arc::new(derived.unwrap_or_else(|| match sliced {
+                Some(partial) => CiEntry::build_sliced(trie, trie.plain_slice(), partial, &l, mask_words),
+                None => CiEntry::build_walk(trie, lexers, mask_words),
+            }))
         };
         let size = e.allowed.len() * 4 + e.level.memory_bytes() + key.len() * 8 + 64;
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
