@@ -302,6 +302,11 @@ impl Dfa {
         }
     }
 
+    /// Whether the canonical states for inputs of at most `k` bytes are computed already.
+    pub fn has_canonical(&self, k: usize) -> bool {
+        self.canon.get().is_some_and(|(ck, _)| *ck == k)
+    }
+
     fn k_equivalence(&self, k: usize) -> crate::kequiv::KEquiv {
         crate::kequiv::k_equivalence(&self.trans, self.n_classes, &self.accepting, DEAD, k)
     }

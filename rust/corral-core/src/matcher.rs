@@ -32,11 +32,20 @@ impl CompiledGrammar {
         start_lexemes(cfg, &initial_parser, 0, &mut initial_lex);
         // The canonical states of large automata (length-bounded strings, key sets) take
         // milliseconds; computed here, once per automaton and process (they are shared), so
-        // no mask fill pays for them.
+        // no mask fill pays for them. Several at once (the 24 leap-second automata of a
+        // `date-time`) run on the thread pool.
         let depth = vocab.trie().max_depth();
-        for t in &cfg.terminals {
-            if t.dfa.num_states() >= EAGER_CANONICAL_STATES {
-                t.dfa.canonical_state(t.dfa.start(), depth);
+        let big: Vec<&crate::dfa::Dfa> = cfg.terminals.iter().map(|t| &*t.dfa).filter(|d| d.num_states() >= EAGER_CANONICAL_STATES && !d.has_canonical(depth)).collect();
+        match big.as_slice() {
+            [] => {}
+            [d] => {
+                d.canonical_state(d.start(), depth);
+            }
+            _ => {
+                use rayon::prelude::*;
+                big.par_iter().for_each(|d| {
+                    d.canonical_state(d.start(), depth);
+                });
             }
         }
         CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks }

@@ -837,6 +837,8 @@ impl<'a> Compiler<'a> {
                         f.nots.push((id, self.child(it, &["not"]).unwrap()));
                     }
                 }
+                // `if`/`then`/`else` arrived in draft 7; earlier drafts' validators ignore them.
+                "if" if self.draft < Draft::Draft7 => {}
                 "if" => {
                     let id = format!("{}/if", it.key);
                     if self.skip_uneval > 0 && !(m.contains_key("then") || m.contains_key("else")) {
@@ -1619,12 +1621,13 @@ impl<'a> Compiler<'a> {
         let nonints_only = f.types & T_INT == 0;
         let excluded: Vec<Dec> = f.excluded.iter().filter_map(|v| v.as_number().and_then(Dec::from_json)).collect();
         let constrained = f.lo != Bound::None || f.hi != Bound::None || !f.mult.is_empty() || !f.not_mult.is_empty() || !excluded.is_empty() || nonints_only;
+        let integer = || if self.draft == Draft::Draft4 { numbers::plain_integer() } else { numbers::any_integer() };
         if !constrained {
-            return Ok(Expr::Terminal(if ints_only { numbers::any_integer() } else { numbers::any_number() }));
+            return Ok(Expr::Terminal(if ints_only { integer() } else { numbers::any_number() }));
         }
         let too_big = |s: &mut Self, kw: &str, ptr: &str| s.unsupported(ptr, kw, "the number automaton would be too large");
         let base_rx = if ints_only {
-            numbers::any_integer()
+            integer()
         } else if nonints_only {
             // non-integers: a non-zero fraction digit, or normalized scientific notation with a negative exponent
             Rx::concat(vec![
@@ -2865,6 +2868,7 @@ impl<'a> Compiler<'a> {
                     let c = self.child(it, &["not"]).unwrap();
                     !self.valid_depth(v, &c, depth + 1)?
                 }
+                "if" if self.draft < Draft::Draft7 => true,
                 "if" => {
                     let c = self.child(it, &["if"]).unwrap();
                     let branch = if self.valid_depth(v, &c, depth + 1)? { "then" } else { "else" };

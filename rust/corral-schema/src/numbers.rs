@@ -190,6 +190,12 @@ pub fn any_integer() -> Rx {
     ])
 }
 
+/// Integers as draft 4 counts them: written without fraction or exponent (its validators
+/// take `1.0` and `1e3` for non-integers).
+pub fn plain_integer() -> Rx {
+    Rx::concat(vec![opt(lit("-")), uint_canon()])
+}
+
 fn big_exp_integer() -> Rx {
     // [1-9](\.[0-9]{1,16})?[eE]\+?0*(1[6-9]|[2-9][0-9]|[1-9][0-9]{2,})
     Rx::concat(vec![

@@ -60,7 +60,14 @@ fn run(sample: usize) {
         fs.sort();
         files.extend(fs);
     }
-    let files: Vec<_> = files.into_iter().enumerate().filter(|(i, _)| i % sample == 0).map(|(_, f)| f).collect();
+    // `CORRAL_JSB_ONLY=a,b`: only files whose path contains one of these (to recheck cases).
+    let only: Vec<String> = std::env::var("CORRAL_JSB_ONLY").map(|s| s.split(',').map(String::from).collect()).unwrap_or_default();
+    let files: Vec<_> = files
+        .into_iter()
+        .enumerate()
+        .filter(|(i, f)| i % sample == 0 && (only.is_empty() || only.iter().any(|o| f.to_string_lossy().contains(o.as_str()))))
+        .map(|(_, f)| f)
+        .collect();
     let mut st = Stats::default();
     // Compiles slower than this are listed (`CORRAL_JSB_SLOW_MS`, default 2 s).
     let slow_ms: f64 = std::env::var("CORRAL_JSB_SLOW_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(2000.0);

@@ -350,3 +350,25 @@ fn chunked_lengths() {
         }
     }
 }
+
+/// Keywords and number forms follow the declared draft, as its validators do: draft 4 has no
+/// `if`/`then`/`else` (ignored, like any unknown keyword) and counts `1.0` as a non-integer.
+#[test]
+fn declared_draft_decides_keywords_and_integers() {
+    let d4 = "http://json-schema.org/draft-04/schema#";
+    let d7 = "http://json-schema.org/draft-07/schema#";
+    let cond = |draft: &str| json!({"$schema": draft, "type": "object", "if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}});
+    let c = ck(cond(d4));
+    yes(&c, &["{\"a\":1}", "{\"a\":1,\"b\":2}"]);
+    let c = ck(cond(d7));
+    yes(&c, &["{\"a\":1,\"b\":2}", "{\"a\":2}"]);
+    no(&c, &["{\"a\":1}"]);
+    let c = ck(json!({"$schema": d4, "type": "integer"}));
+    yes(&c, &["1", "-0", "12345"]);
+    no(&c, &["1.0", "12345.0", "1e3"]);
+    let c = ck(json!({"$schema": d4, "type": "integer", "minimum": 10}));
+    yes(&c, &["10", "12345"]);
+    no(&c, &["12345.0", "9"]);
+    let c = ck(json!({"type": "integer"}));
+    yes(&c, &["1", "1.0", "12345.0"]);
+}
