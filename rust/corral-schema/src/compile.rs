@@ -2521,16 +2521,20 @@ impl<'a> Compiler<'a> {
             }
         }
         let mut extras: Vec<Expr> = Vec::new();
+        // Non-strict: past 8 patterns, keys the dropped ones match may have any value (set
+        // below with `any_extra`), so the grammar stays looser than the schema.
+        let mut dropped_patterns = false;
         if pats.len() > 8 {
             let ptr = f.obj_parts[pats[0].2].ptr.clone();
             self.unsupported(&ptr, "patternProperties", "too many patterns to partition the key space")?;
             pats.truncate(8);
+            dropped_patterns = true;
         }
         let declared: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
         // Every key but the declared ones; pattern classes below are cut out of it.
         let others = CDfa::all_except(&declared);
         let mut pat_dfas = Vec::new();
-        let mut any_extra = false;
+        let mut any_extra = dropped_patterns;
         for (p, _, pi) in &pats {
             match self.pattern_dfa(p) {
                 Ok(d) => pat_dfas.push(Some(d)),

@@ -372,3 +372,14 @@ fn declared_draft_decides_keywords_and_integers() {
     let c = ck(json!({"type": "integer"}));
     yes(&c, &["1", "1.0", "12345.0"]);
 }
+
+/// Non-strict mode past eight `patternProperties`: the patterns left out still admit their
+/// keys (with any value), so the grammar stays looser than the schema, never tighter.
+#[test]
+fn non_strict_keeps_keys_of_patterns_past_the_limit() {
+    let pats: serde_json::Map<String, Value> = (0..10).map(|i| (format!("^p{i}:"), json!({"type": "integer"}))).collect();
+    let s = json!({"type": "object", "patternProperties": pats, "additionalProperties": false});
+    assert!(compile_schema(&s, &compact()).is_err(), "strict: too many patterns");
+    let c = ck_with(s, &Options { strict: false, ..compact() });
+    yes(&c, &["{\"p0:a\":1}", "{\"p9:z\":2}", "{\"p9:z\":\"any value\"}"]);
+}
