@@ -160,8 +160,11 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
             let keep = match reference {
                 Some(m) => groups.iter().position(|g| same(&class, g.1[0], m)),
                 None if groups.len() == 1 => continue,
-                // Every member is a candidate: the group holding the smallest state keeps the id.
-                None => groups.iter().enumerate().min_by_key(|(_, g)| g.0).map(|(x, _)| x),
+                // Every member is a candidate: the largest group keeps the id (ties: the one
+                // holding the smallest state). Only the smaller groups move and wake their
+                // predecessors; moving the large part instead (the smallest state's group, as
+                // this did) re-signed most of an automaton every round.
+                None => groups.iter().enumerate().min_by_key(|(_, g)| (std::cmp::Reverse(g.1.len()), g.0)).map(|(x, _)| x),
             };
             let mut rest: Vec<&(u32, Vec<u32>)> = groups.iter().enumerate().filter(|(x, _)| Some(*x) != keep).map(|(_, g)| g).collect();
             rest.sort_unstable_by_key(|g| g.0);
