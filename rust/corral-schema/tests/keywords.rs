@@ -383,3 +383,14 @@ fn non_strict_keeps_keys_of_patterns_past_the_limit() {
     let c = ck_with(s, &Options { strict: false, ..compact() });
     yes(&c, &["{\"p0:a\":1}", "{\"p9:z\":2}", "{\"p9:z\":\"any value\"}"]);
 }
+
+/// `enum`/`const` values with objects inside objects (keys in any order at every level).
+#[test]
+fn nested_objects_in_enum_and_const() {
+    let c = ck(json!({"const": {"a": {"a": 1, "b": [true, {"c": null}]}, "d": "x"}}));
+    yes(&c, &["{\"a\":{\"a\":1,\"b\":[true,{\"c\":null}]},\"d\":\"x\"}", "{\"d\":\"x\",\"a\":{\"b\":[true,{\"c\":null}],\"a\":1}}"]);
+    no(&c, &["{\"a\":{\"a\":2,\"b\":[true,{\"c\":null}]},\"d\":\"x\"}", "{\"a\":{\"a\":1},\"d\":\"x\"}", "{\"d\":\"x\"}"]);
+    let c = ck(json!({"enum": [{"foo": {"foo": false}}, {"foo": {"bar": 1}}]}));
+    yes(&c, &["{\"foo\":{\"foo\":false}}", "{\"foo\":{\"bar\":1}}"]);
+    no(&c, &["{\"foo\":{\"foo\":true}}", "{\"foo\":{\"foo\":false,\"bar\":1}}"]);
+}
