@@ -510,7 +510,6 @@ impl Lowerer<'_> {
                 Ok(Sym::n(self.repeat_nt(&x, *min, *max)?))
             }
             Expr::Perm(spec) => {
-                let k = self.perms.len() as u32;
                 let lhs = self.new_nt(format!("{}#keys", self.label));
                 let mut members = Vec::new();
                 for m in spec.members.iter().map(|(m, _)| m).chain(spec.extra.iter()) {
@@ -530,6 +529,10 @@ impl Lowerer<'_> {
                         required[i / 64] |= 1 << (i % 64);
                     }
                 }
+                // The index after the members are lowered: a key set inside a member pushes
+                // its own first (taking it before made the outer key set's symbol name the
+                // inner one).
+                let k = self.perms.len() as u32;
                 self.perms.push(Perm {
                     lhs,
                     first: members[..n].iter().map(|m| m.0).collect(),

@@ -1588,16 +1588,7 @@ impl<'a> Compiler<'a> {
                 let mut members = Vec::new();
                 for (k, x) in m {
                     let key = Expr::Terminal(self.enc.literal(k));
-                    let mut val = self.value_expr(x, depth + 1)?;
-                    if matches!(x, Value::Object(_) | Value::Array(_)) {
-                        // A nested value goes through a rule of its own, as object members
-                        // do elsewhere: a key set written inline inside another key set's
-                        // member was lowered wrongly (nested objects in `enum`/`const`
-                        // were rejected).
-                        let name = self.new_name("v");
-                        self.add_rule(name.clone(), val);
-                        val = rf(&name);
-                    }
+                    let val = self.value_expr(x, depth + 1)?;
                     members.push(seq(vec![key, self.lay.colon(), val]));
                 }
                 self.any_order_fixed(members, depth)?
