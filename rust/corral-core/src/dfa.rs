@@ -511,13 +511,7 @@ mod tests {
     fn direct_construction_matches_subset_construction() {
         use crate::byte_automaton::ByteAutomaton;
         use std::sync::Arc;
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rnd = crate::testutil::xorshift(0x9e37_79b9_7f4a_7c15u64);
         let alphabet = b"ab\"\\";
         let mut direct = 0;
         for _ in 0..400 {

@@ -49,6 +49,27 @@ pub(crate) fn predecessor_rows(trans: &[u32], classes: usize, n: usize, dead: u3
     (start, preds)
 }
 
+/// For worklist refinements (this module's and the code-point DFA minimization of the
+/// schema compiler): a member of class `c` that is not a candidate of this `round`
+/// (`stamp[s] == round` marks candidates), whose signature is therefore the class's old one.
+/// `list` holds the class's members, possibly stale (moved to another class since): those
+/// met on the way are dropped.
+pub fn untouched_member(list: &mut Vec<u32>, class: &[u32], c: u32, stamp: &[u32], round: u32) -> Option<u32> {
+    let mut x = 0;
+    while x < list.len() {
+        let m = list[x];
+        if class[m as usize] != c {
+            list.swap_remove(x);
+            continue;
+        }
+        if stamp[m as usize] != round {
+            return Some(m);
+        }
+        x += 1;
+    }
+    None
+}
+
 /// Bounded equivalence of a DFA's states. `trans[s * classes + c]` is the successor of `s`
 /// on byte class `c`; state `dead` is the dead state.
 pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u32, k: usize) -> KEquiv {
@@ -122,21 +143,7 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
             let cands = &keyed[i..j];
             i = j;
             // A member of `c` that is not a candidate (its signature is the class's old one).
-            let list = &mut members[c as usize];
-            let mut reference: Option<u32> = None;
-            let mut x = 0;
-            while x < list.len() {
-                let m = list[x];
-                if class[m as usize] != c {
-                    list.swap_remove(x); // stale: moved out in an earlier round
-                    continue;
-                }
-                if stamp[m as usize] != round {
-                    reference = Some(m);
-                    break;
-                }
-                x += 1;
-            }
+            let reference = untouched_member(&mut members[c as usize], &class, c, &stamp, round);
             // Group the candidates: runs of equal hash, each verified member by member.
             groups.clear();
             let mut r = 0;
@@ -241,13 +248,7 @@ mod tests {
 
     #[test]
     fn matches_plain_moore_refinement_on_random_automata() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut rnd = crate::testutil::xorshift(0x2545_f491_4f6c_dd1du64);
         for case in 0..400 {
             let n = 1 + rnd(40) as usize;
             let classes = 1 + rnd(4) as usize;

@@ -69,3 +69,14 @@ pub fn accepted_tokens(m: &mut crate::Matcher) -> Vec<u32> {
         })
         .collect()
 }
+
+/// A small deterministic random source for randomized tests (xorshift64): `rnd(n)` is in
+/// `0..n`. `seed` must not be zero.
+pub fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}

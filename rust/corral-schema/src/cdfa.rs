@@ -268,21 +268,7 @@ fn refine(rows: &[Vec<(u32, u32, u32)>], acc: &[bool]) -> Vec<u32> {
                 j += 1;
             }
             // The signature the class's untouched members still have, if any is untouched.
-            let list = &mut members[c as usize];
-            let mut untouched = None;
-            let mut x = 0;
-            while x < list.len() {
-                let q = list[x];
-                if class[q as usize] != c {
-                    list.swap_remove(x); // moved out in an earlier round
-                    continue;
-                }
-                if stamp[q as usize] != round {
-                    untouched = Some(q);
-                    break;
-                }
-                x += 1;
-            }
+            let untouched = corral_core::kequiv::untouched_member(&mut members[c as usize], &class, c, &stamp, round);
             reference.clear();
             if let Some(q) = untouched {
                 sign(&class, q as usize, &mut reference);
@@ -972,13 +958,7 @@ mod tests {
                 n = map.len();
             }
         }
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = move |k: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % k
-        };
+        let mut rnd = corral_core::testutil::xorshift(0x2545_f491_4f6c_dd1du64);
         for _ in 0..500 {
             let n = 1 + rnd(9) as usize;
             let mut rows: Vec<Vec<(u32, u32, u32)>> = vec![Vec::new(); n];
