@@ -1,6 +1,6 @@
 //! Terminals that are already deterministic, built as byte automata without subset
-//! construction: literals, byte classes, embedded [`ByteAutomaton`]s and concatenations of
-//! them where each join stays deterministic. JSON Schema keys (`"` + one encoded automaton
+//! construction: literals, byte classes, embedded [`ByteAutomaton`]s, and concatenations and
+//! repetitions of them where each join stays deterministic. JSON Schema keys (`"` + one encoded automaton
 //! per character + `"`) and constrained string values (`"` + encoded automaton + `"`) are
 //! all of this shape; subset construction spent most of a schema compile re-discovering
 //! that each of their state sets is a single state.
@@ -119,7 +119,8 @@ fn append(out: &mut Rows, part: &Rx, max_states: usize) -> bool {
     }
 }
 
-/// States of a supported single part (a size estimate for repetitions; 0 when unsupported).
+/// States of a supported single part (a size estimate for repetitions; huge when unsupported,
+/// so the repetition is left to subset construction).
 fn part_size(part: &Rx) -> usize {
     match part {
         Rx::Literal(b) => b.len() + 1,

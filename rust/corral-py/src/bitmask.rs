@@ -16,7 +16,7 @@ static TORCH_INT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 /// reused by another object), with its data pointer, shape object and dimensions then.
 /// Engines fill the same bitmask tensor every step: a repeat call re-reads only what can
 /// change in place (data pointer, shape, dtype, contiguity), with interned attribute names and
-/// the shape compared as a Python object (about 0.4 µs instead of 1.7 µs per fill).
+/// the shape compared as a Python object (about 0.65 µs over a numpy fill instead of 1.7 µs).
 struct CheckedTensor {
     obj: Py<PyAny>,
     ptr: usize,

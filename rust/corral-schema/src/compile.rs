@@ -92,12 +92,15 @@ fn type_mask(name: &str) -> Option<u8> {
     })
 }
 
-fn value_type(v: &Value) -> u8 {
+/// The type bit of a value. An integer is a number with no fraction (`1.0` counts), except in
+/// draft 4, whose validators count only numbers written without fraction or exponent.
+fn value_type(v: &Value, draft: Draft) -> u8 {
     match v {
         Value::Null => T_NULL,
         Value::Bool(_) => T_BOOL,
         Value::Number(n) => {
-            if Dec::from_json(n).is_some_and(|d| d.is_integer()) {
+            let integer = if draft == Draft::Draft4 { n.is_i64() || n.is_u64() } else { Dec::from_json(n).is_some_and(|d| d.is_integer()) };
+            if integer {
                 T_INT
             } else {
                 T_NUM
@@ -1228,7 +1231,7 @@ impl<'a> Compiler<'a> {
             if let Some(vals) = &x.enums {
                 let mut all_out = true;
                 for v in vals {
-                    if value_type(v) & common != 0 && self.valid_all(v, other)? {
+                    if value_type(v, self.draft) & common != 0 && self.valid_all(v, other)? {
                         all_out = false;
                         break;
                     }
@@ -1495,7 +1498,7 @@ impl<'a> Compiler<'a> {
             let mut alts = Vec::new();
             let mut seen: Vec<Value> = Vec::new();
             for v in vals {
-                if seen.iter().any(|s| json_eq(s, v)) || is_excluded(v) || value_type(v) & f.types == 0 {
+                if seen.iter().any(|s| json_eq(s, v)) || is_excluded(v) || value_type(v, self.draft) & f.types == 0 {
                     continue;
                 }
                 seen.push(v.clone());
@@ -1514,7 +1517,7 @@ impl<'a> Compiler<'a> {
         }
         // container exclusions we cannot express
         for v in &f.excluded {
-            if matches!(v, Value::Array(_) | Value::Object(_)) && value_type(v) & f.types != 0 {
+            if matches!(v, Value::Array(_) | Value::Object(_)) && value_type(v, self.draft) & f.types != 0 {
                 let mut ok = true;
                 for it in items {
                     if !self.valid(v, it)? {
@@ -2893,9 +2896,9 @@ impl<'a> Compiler<'a> {
                     if m.get("nullable") == Some(&Value::Bool(true)) {
                         mask |= T_NULL;
                     }
-                    value_type(v) & mask != 0
+                    value_type(v, self.draft) & mask != 0
                 }
-                "x-corral-types" => value_type(v) & (s.as_u64().unwrap_or(127) as u8) != 0,
+                "x-corral-types" => value_type(v, self.draft) & (s.as_u64().unwrap_or(127) as u8) != 0,
                 "enum" => {
                     s.as_array().is_some_and(|a| a.iter().any(|x| json_eq(x, v))) || (m.get("nullable") == Some(&Value::Bool(true)) && v.is_null())
                 }
@@ -3121,14 +3124,21 @@ fn is_multiple(x: &Dec, d: &Dec) -> bool {
 }
 
 /// Leap-second times `hh:mm:60[.frac]offset` that are 23:59:60 UTC.
-fn leap_time_rx() -> Rx {
+/// Each leap-second time `hh:mm:60[.frac]offset` that is 23:59:60 UTC, with its local `hh:mm`.
+fn leap_time_cases() -> Vec<(String, Rx)> {
     let frac = rep(Rx::concat(vec![lit("."), rep(Rx::Chars(vec![('0' as u32, '9' as u32)]), 1, None)]), 0, Some(1));
-    let mut alts = Vec::new();
-    for (local, offs) in strings::leap_second_cases() {
-        let o: Vec<Rx> = offs.iter().map(|s| lit(s)).collect();
-        alts.push(Rx::concat(vec![lit(&local), lit(":60"), frac.clone(), Rx::alt(o)]));
-    }
-    Rx::alt(alts)
+    strings::leap_second_cases()
+        .into_iter()
+        .map(|(local, offs)| {
+            let o: Vec<Rx> = offs.iter().map(|s| lit(s)).collect();
+            let rx = Rx::concat(vec![lit(&local), lit(":60"), frac.clone(), Rx::alt(o)]);
+            (local, rx)
+        })
+        .collect()
+}
+
+fn leap_time_rx() -> Rx {
+    Rx::alt(leap_time_cases().into_iter().map(|(_, rx)| rx).collect())
 }
 
 /// The JSON-encoded leap-second times, one byte automaton per local hour (built once per
@@ -3138,11 +3148,9 @@ fn leap_time_rx() -> Rx {
 fn leap_time_by_hour() -> &'static [Arc<corral_core::byte_automaton::ByteAutomaton>] {
     static P: std::sync::OnceLock<Vec<Arc<corral_core::byte_automaton::ByteAutomaton>>> = std::sync::OnceLock::new();
     P.get_or_init(|| {
-        let frac = rep(Rx::concat(vec![lit("."), rep(Rx::Chars(vec![('0' as u32, '9' as u32)]), 1, None)]), 0, Some(1));
         let mut by_hour: BTreeMap<String, Vec<Rx>> = BTreeMap::new();
-        for (local, offs) in strings::leap_second_cases() {
-            let o: Vec<Rx> = offs.iter().map(|s| lit(s)).collect();
-            by_hour.entry(local[..2].to_string()).or_default().push(Rx::concat(vec![lit(&local), lit(":60"), frac.clone(), Rx::alt(o)]));
+        for (local, rx) in leap_time_cases() {
+            by_hour.entry(local[..2].to_string()).or_default().push(rx);
         }
         by_hour.into_values().map(|alts| Arc::new(crate::encode::json_automaton(&CDfa::from_rx(&Rx::alt(alts), 200_000).expect("leap automaton")))).collect()
     })

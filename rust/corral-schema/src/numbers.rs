@@ -10,7 +10,9 @@
 //! form does not exist: comparing the mantissa length with the exponent needs counting).
 //! With `multipleOf`, exponents are not allowed at all. Integers (`type: integer`) accept a zero
 //! fraction (`1.0`, as JSON Schema 2020-12 counts 1.0 as an integer) and exponent forms with
-//! exponent ≥ 16 and at most 16 fraction digits (what JSON serializers emit for large values).
+//! exponent ≥ 16 and at most 16 fraction digits (what JSON serializers emit for large values);
+//! in draft 4, whose validators count only numbers written as integers, neither
+//! ([`plain_integer`]).
 
 use crate::cdfa::{CDfa, TooBig};
 use crate::strings::{lit, rep, star};

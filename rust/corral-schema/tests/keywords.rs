@@ -371,6 +371,13 @@ fn declared_draft_decides_keywords_and_integers() {
     no(&c, &["12345.0", "9"]);
     let c = ck(json!({"type": "integer"}));
     yes(&c, &["1", "1.0", "12345.0"]);
+    // An enum value written 3.0 is not an integer in draft 4, so nothing is left.
+    assert!(compile_schema(&json!({"$schema": d4, "type": "integer", "enum": [3.0]}), &compact()).is_err());
+    let c = ck(json!({"$schema": d4, "type": "integer", "enum": [3.0, 4]}));
+    yes(&c, &["4"]);
+    no(&c, &["3"]);
+    let c = ck(json!({"type": "integer", "enum": [3.0]}));
+    yes(&c, &["3"]);
 }
 
 /// Non-strict mode past eight `patternProperties`: the patterns left out still admit their
