@@ -752,6 +752,91 @@ impl CDfa {
         false
     }
 
+    /// The shortest and longest accepted lengths in code points (`None` for the longest when
+    /// it is unbounded); `None` when the language is empty.
+    pub fn length_range(&self) -> Option<(u64, Option<u64>)> {
+        let n = self.len();
+        // live = reachable from the start and reaching acceptance
+        let mut reach = vec![false; n];
+        let mut stack = vec![self.start];
+        reach[self.start as usize] = true;
+        while let Some(s) = stack.pop() {
+            for &(_, _, t) in &self.trans[s as usize] {
+                if !reach[t as usize] {
+                    reach[t as usize] = true;
+                    stack.push(t);
+                }
+            }
+        }
+        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (s, row) in self.trans.iter().enumerate() {
+            for &(_, _, t) in row {
+                preds[t as usize].push(s as u32);
+            }
+        }
+        let mut live = vec![false; n];
+        let mut stack: Vec<u32> = (0..n as u32).filter(|&s| self.accept[s as usize] && reach[s as usize]).collect();
+        for &s in &stack {
+            live[s as usize] = true;
+        }
+        while let Some(s) = stack.pop() {
+            for &p in &preds[s as usize] {
+                if reach[p as usize] && !live[p as usize] {
+                    live[p as usize] = true;
+                    stack.push(p);
+                }
+            }
+        }
+        if !live[self.start as usize] {
+            return None;
+        }
+        // shortest: breadth-first distance to an accepting state
+        let mut dist = vec![u64::MAX; n];
+        let mut queue = std::collections::VecDeque::from([self.start]);
+        dist[self.start as usize] = 0;
+        let mut shortest = None;
+        while let Some(s) = queue.pop_front() {
+            if self.accept[s as usize] {
+                shortest = Some(dist[s as usize]);
+                break;
+            }
+            for &(_, _, t) in &self.trans[s as usize] {
+                if live[t as usize] && dist[t as usize] == u64::MAX {
+                    dist[t as usize] = dist[s as usize] + 1;
+                    queue.push_back(t);
+                }
+            }
+        }
+        // longest: unbounded on a cycle through live states, else the longest path (post-order)
+        let mut longest = vec![0u64; n];
+        let mut color = vec![0u8; n];
+        let mut stack: Vec<(u32, usize)> = vec![(self.start, 0)];
+        color[self.start as usize] = 1;
+        while let Some(&mut (s, ref mut i)) = stack.last_mut() {
+            let row = &self.trans[s as usize];
+            if *i < row.len() {
+                let t = row[*i].2;
+                *i += 1;
+                if !live[t as usize] {
+                    continue;
+                }
+                match color[t as usize] {
+                    0 => {
+                        color[t as usize] = 1;
+                        stack.push((t, 0));
+                    }
+                    1 => return Some((shortest?, None)),
+                    _ => {}
+                }
+            } else {
+                color[s as usize] = 2;
+                longest[s as usize] = row.iter().filter(|x| live[x.2 as usize]).map(|x| longest[x.2 as usize] + 1).max().unwrap_or(0);
+                stack.pop();
+            }
+        }
+        Some((shortest?, Some(longest[self.start as usize])))
+    }
+
     /// All accepted strings when there are at most `max` of them (None if more or infinite).
     pub fn enumerate(&self, max: usize) -> Option<Vec<String>> {
         if self.is_infinite() {
@@ -899,6 +984,26 @@ mod tests {
 
     fn lit(s: &str) -> Rx {
         Rx::Literal(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn length_range_of_languages() {
+        let chars = |lo: char, hi: char| Rx::Chars(vec![(lo as u32, hi as u32)]);
+        let rep = |x: Rx, min, max| Rx::Repeat { inner: Box::new(x), min, max };
+        let range = |rx: &Rx| CDfa::from_rx(rx, 1000).unwrap().length_range();
+        assert_eq!(range(&rep(chars('a', 'z'), 2, Some(5))), Some((2, Some(5))));
+        assert_eq!(range(&Rx::alt(vec![lit("abc"), lit("de")])), Some((2, Some(3))));
+        assert_eq!(range(&Rx::concat(vec![lit("a"), rep(lit("b"), 0, None)])), Some((1, None)));
+        assert_eq!(range(&Rx::Empty), Some((0, Some(0))));
+        assert_eq!(range(&Rx::Nothing), None);
+        // multi-byte characters count once; a dead branch off a cycle does not make it longer
+        assert_eq!(range(&Rx::concat(vec![lit("é"), rep(chars('😀', '😀'), 1, Some(2))])), Some((2, Some(3))));
+        let mut d = CDfa::from_rx(&lit("ab"), 100).unwrap();
+        let loop_state = d.trans.len() as u32;
+        d.trans.push(vec![(b'x' as u32, b'x' as u32, loop_state)]);
+        d.accept.push(false);
+        d.trans[d.start as usize].push((b'z' as u32, b'z' as u32, loop_state));
+        assert_eq!(d.length_range(), Some((2, Some(2))));
     }
 
     #[test]

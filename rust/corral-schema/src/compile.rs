@@ -42,8 +42,17 @@ fn shared_dfa(key: String, build: impl FnOnce() -> Result<CDfa, String>) -> Resu
     CACHE.get_or_build(key, || build().map(Arc::new))
 }
 
+/// Every key but `declared` (see [`CDfa::all_except`]), shared across compiles: the same
+/// property sets recur wherever a definition is used, and in schema after schema.
+fn keys_except(declared: &[&str]) -> Arc<CDfa> {
+    static CACHE: SharedCache<String, Arc<CDfa>> = SharedCache::new(1024);
+    CACHE.get_or_build(declared.join("\0"), || Arc::new(CDfa::all_except(declared)))
+}
+
 /// Largest regular expression produced from an automaton before falling back to rules.
 const RX_CAP: usize = 30_000;
+/// Largest string automaton turned back into a regular expression for a symbolic length bound.
+const TO_RX_STATES: usize = 512;
 /// Deepest nesting with an indented fixed layout.
 const MAX_INDENT_DEPTH: u32 = 32;
 /// Most leaf conjunctions expanded from anyOf/oneOf/not groups.
@@ -72,6 +81,21 @@ impl Item<'_> {
             SV::Doc(v) => v,
             SV::Own(v) => v,
         }
+    }
+}
+
+/// The member `key` of an object or the element `key` (a decimal index) of an array, as a
+/// JSON pointer token (already unescaped) selects it.
+fn step<'v>(v: &'v Value, key: &str) -> Option<&'v Value> {
+    match v {
+        Value::Object(m) => m.get(key),
+        Value::Array(a) => {
+            if key.len() > 1 && key.starts_with('0') || key.starts_with('+') {
+                return None;
+            }
+            a.get(key.parse::<usize>().ok()?)
+        }
+        _ => None,
     }
 }
 
@@ -442,6 +466,11 @@ pub(crate) struct Compiler<'a> {
     lay: Layout,
     rules: Vec<RuleDef>,
     memo: FxHashMap<String, String>,
+    /// Items of the document by JSON pointer (reference targets: resolving one walks the
+    /// document from the root).
+    doc_items: FxHashMap<String, Item<'a>>,
+    /// [`Compiler::eff_types`] of single items, by item key and depth.
+    types_memo: FxHashMap<(String, u32), u8>,
     warnings: Vec<SchemaWarning>,
     warned: FxHashSet<(String, String)>,
     kw: BTreeSet<String>,
@@ -487,6 +516,8 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
         lay: Layout { ws: opts.whitespace.clone() },
         rules: Vec::new(),
         memo: FxHashMap::default(),
+        doc_items: FxHashMap::default(),
+        types_memo: FxHashMap::default(),
         warnings: Vec::new(),
         warned: FxHashSet::default(),
         kw: BTreeSet::new(),
@@ -611,34 +642,38 @@ impl<'a> Compiler<'a> {
 
     fn base_at(&self, ptr: &str) -> String {
         // walk from the root applying $id
-        let idkey = if self.draft == Draft::Draft4 { "id" } else { "$id" };
         let mut base = self.root_base.clone();
         let mut cur = self.root;
         for tok in ptr.split('/').skip(1) {
             let t = tok.replace("~1", "/").replace("~0", "~");
-            cur = match cur {
-                Value::Object(m) => match m.get(&t) {
-                    Some(v) => v,
-                    None => return base,
-                },
-                Value::Array(a) => match t.parse::<usize>().ok().and_then(|i| a.get(i)) {
-                    Some(v) => v,
-                    None => return base,
-                },
-                _ => return base,
+            cur = match step(cur, &t) {
+                Some(v) => v,
+                None => return base,
             };
-            if let Some(id) = cur.get(idkey).and_then(|x| x.as_str()) {
-                if !id.starts_with('#') && !(self.draft <= Draft::Draft7 && cur.get("$ref").is_some()) {
-                    base = join_uri(&base, id).split('#').next().unwrap().to_string();
-                }
-            }
+            self.apply_id(&mut base, cur);
         }
         base
     }
 
-    fn doc_item(&self, ptr: &str) -> Option<Item<'a>> {
+    /// Moves `base` into schema `v` when `v` declares an `$id` (`id` in draft 4) that
+    /// changes it: what `base_at` does at each step of a pointer.
+    fn apply_id(&self, base: &mut String, v: &Value) {
+        let idkey = if self.draft == Draft::Draft4 { "id" } else { "$id" };
+        if let Some(id) = v.get(idkey).and_then(|x| x.as_str()) {
+            if !id.starts_with('#') && !(self.draft <= Draft::Draft7 && v.get("$ref").is_some()) {
+                *base = join_uri(base, id).split('#').next().unwrap().to_string();
+            }
+        }
+    }
+
+    fn doc_item(&mut self, ptr: &str) -> Option<Item<'a>> {
+        if let Some(it) = self.doc_items.get(ptr) {
+            return Some(it.clone());
+        }
         let v = self.lookup_ptr(ptr)?;
-        Some(Item { v: SV::Doc(v), ptr: ptr.to_string(), base: self.base_at(ptr), key: format!("d{ptr}") })
+        let it = Item { v: SV::Doc(v), ptr: ptr.to_string(), base: self.base_at(ptr), key: format!("d{ptr}") };
+        self.doc_items.insert(ptr.to_string(), it.clone());
+        Some(it)
     }
 
     fn resolve_ref(&mut self, it: &Item<'a>, r: &str, kw: &str) -> Res<Item<'a>> {
@@ -683,21 +718,25 @@ impl<'a> Compiler<'a> {
             ptr.push('/');
             ptr.push_str(&esc_ptr(p));
         }
-        let get = |v: &Value| -> Option<Value> {
-            let mut cur = v;
-            for p in path {
-                cur = match cur {
-                    Value::Object(m) => m.get(*p)?,
-                    Value::Array(a) => a.get(p.parse::<usize>().ok()?)?,
-                    _ => return None,
-                };
-            }
-            Some(cur.clone())
-        };
         match &it.v {
-            SV::Doc(_) => self.doc_item(&ptr),
+            // Walked from the parent, not from the root: the same value and base as
+            // `doc_item(&ptr)` (the parent's base is `base_at` of its pointer).
+            SV::Doc(v) => {
+                let mut cur: &'a Value = v;
+                let mut base = it.base.clone();
+                for p in path {
+                    cur = step(cur, p)?;
+                    self.apply_id(&mut base, cur);
+                }
+                let key = format!("d{ptr}");
+                Some(Item { v: SV::Doc(cur), ptr, base, key })
+            }
             SV::Own(v) => {
-                let sub = get(v)?;
+                let mut cur: &Value = v;
+                for p in path {
+                    cur = step(cur, p)?;
+                }
+                let sub = cur.clone();
                 let key = format!("o{}|{}", it.base, serde_json::to_string(&sub).unwrap_or_default());
                 Some(Item { v: SV::Own(Rc::new(sub)), ptr, base: it.base.clone(), key })
             }
@@ -1286,8 +1325,16 @@ impl<'a> Compiler<'a> {
         for g in &f.groups {
             let mut u = 0;
             for b in &g.branches {
-                let fb = self.flatten(std::slice::from_ref(b), &BTreeSet::new())?;
-                u |= self.eff_types(&fb, depth - 1)?;
+                let memo_key = (b.key.clone(), depth - 1);
+                u |= match self.types_memo.get(&memo_key) {
+                    Some(&t) => t,
+                    None => {
+                        let fb = self.flatten(std::slice::from_ref(b), &BTreeSet::new())?;
+                        let t = self.eff_types(&fb, depth - 1)?;
+                        self.types_memo.insert(memo_key, t);
+                        t
+                    }
+                };
             }
             t &= u;
         }
@@ -1825,6 +1872,20 @@ impl<'a> Compiler<'a> {
             }
         }
         let simple = f.str_neg.is_empty() && excluded.is_empty();
+        // Length bounds that every string of a lone pattern or format meets are dropped, so
+        // the fast paths below apply (a `date-time` with `minLength: 1`).
+        let (a, b) = if f.str_pos.len() == 1 && rxs.len() == 1 && (a > 0 || b.is_some()) {
+            let d = match &f.str_pos[0].0 {
+                StrCons::Pattern(p) => self.pattern_dfa(p),
+                StrCons::Format(n) => self.format_dfa(n),
+            };
+            match d.ok().and_then(|d| d.length_range()) {
+                Some((lo, hi)) => (if a <= lo { 0 } else { a }, if b.is_some_and(|b| hi.is_some_and(|h| h <= b)) { None } else { b }),
+                None => (a, b),
+            }
+        } else {
+            (a, b)
+        };
         // One pattern or format alone: its code-point automaton (built once per process) as
         // one byte-automaton terminal. Formats with leap seconds take the rules below.
         if f.str_pos.len() == 1 && rxs.len() == 1 && simple && a == 0 && b.is_none() && leap.is_none() {
@@ -1880,12 +1941,23 @@ impl<'a> Compiler<'a> {
                 return Ok(self.length_expr(&[(0, 0xD7FF), (0xE000, 0x10FFFF)], a, b, None));
             }
         };
+        // Length bounds every string of the language meets anyway are dropped (a `date-time`
+        // with `minLength: 1`); bounds none meets leave nothing.
+        let (a, b) = match d.length_range() {
+            None => return Ok(nothing()),
+            Some((lo, _)) if b.is_some_and(|b| b < lo) => return Ok(nothing()),
+            Some((_, Some(hi))) if hi < a => return Ok(nothing()),
+            Some((lo, hi)) => (if a <= lo { 0 } else { a }, if b.is_some_and(|b| hi.is_some_and(|h| h <= b)) { None } else { b }),
+        };
         if a == 0 && b.is_none() {
             let body = self.dfa_expr(&d, true);
             return Ok(seq(vec![Expr::Literal(b"\"".to_vec()), body, Expr::Literal(b"\"".to_vec())]));
         }
         // try a symbolic length intersection of its regex
-        if let Some(rx) = d.to_rx(RX_CAP) {
+        // (state elimination is cubic: past a few hundred states it costs seconds and ends
+        // past the cap anyway)
+        let rx_opt = if d.len() <= TO_RX_STATES { d.to_rx(RX_CAP) } else { None };
+        if let Some(rx) = rx_opt {
             if let Some(e) = self.symbolic_len(&rx, a, b) {
                 return Ok(e);
             }
@@ -2534,8 +2606,10 @@ impl<'a> Compiler<'a> {
             dropped_patterns = true;
         }
         let declared: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
-        // Every key but the declared ones; pattern classes below are cut out of it.
-        let others = CDfa::all_except(&declared);
+        // Every key but the declared ones; pattern classes below are cut out of it. Built on
+        // first use: objects that forbid other keys never need it.
+        let mut others_memo: Option<CDfa> = None;
+        let mut others = || others_memo.get_or_insert_with(|| (*keys_except(&declared)).clone()).clone();
         let mut pat_dfas = Vec::new();
         let mut any_extra = dropped_patterns;
         for (p, _, pi) in &pats {
@@ -2551,7 +2625,7 @@ impl<'a> Compiler<'a> {
             }
         }
         if any_extra {
-            let key_body = self.dfa_expr(&others, true);
+            let key_body = self.dfa_expr(&others(), true);
             let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
             let v = self.conj(vec![], &BTreeSet::new(), depth + 1)?;
             extras.push(seq(vec![key, self.lay.colon(), v]));
@@ -2582,7 +2656,7 @@ impl<'a> Compiler<'a> {
                 continue;
             }
             // key language
-            let mut kd = others.clone();
+            let mut kd = others();
             let mut skip = false;
             for (i, d) in pat_dfas.iter().enumerate() {
                 let Some(d) = d else {

@@ -108,6 +108,20 @@ fn formats() {
     let c = ck(json!({"type": "string", "format": "uuid"}));
     yes(&c, &["\"2eb8aa08-aa98-11ea-b4aa-73b441d16380\""]);
     no(&c, &["\"2eb8aa08aa9811eab4aa73b441d16380\""]);
+    // Length bounds every date-time meets are dropped (the format alone decides); bounds
+    // that cut into the language still hold, and bounds no string meets leave nothing.
+    let c = ck(json!({"type": "string", "format": "date-time", "minLength": 1}));
+    yes(&c, &["\"1998-12-31T23:59:60Z\"", "\"1985-04-12T23:20:50.52Z\""]);
+    no(&c, &["\"\"", "\"1998-12-31T23:58:60Z\""]);
+    let c = ck(json!({"type": "string", "format": "date", "minLength": 1, "maxLength": 100}));
+    yes(&c, &["\"2020-02-29\""]);
+    no(&c, &["\"\"", "\"2021-02-29\""]);
+    let c = ck(json!({"type": ["string", "integer"], "format": "date", "maxLength": 9}));
+    yes(&c, &["5"]);
+    no(&c, &["\"2020-01-01\"", "\"\""]);
+    let c = ck(json!({"type": "string", "pattern": "^[a-z]{3}$", "minLength": 2, "maxLength": 10}));
+    yes(&c, &["\"abc\""]);
+    no(&c, &["\"ab\"", "\"abcd\""]);
     // not enforceable: strict error, non-strict warning
     let e = compile_schema(&json!({"format": "hostname"}), &compact()).unwrap_err();
     assert!(matches!(e, SchemaError::Unsupported { ref keyword, .. } if keyword == "format"));
