@@ -4,6 +4,9 @@
 //!
 //! `cargo test -p corral-schema --test jsonschemabench -- --nocapture` runs a 1-in-160 sample (debug-friendly);
 //! `-- --ignored` runs everything (use `--release`), printing compile-time percentiles.
+//! `CORRAL_JSB_TOKENS=1` adds the token-level compile against the Llama 3 vocabulary to each
+//! strict compile's time (what a user waits for before the first mask; the vocabulary itself
+//! is loaded and preprocessed once, outside the timings).
 
 mod common;
 
@@ -32,6 +35,8 @@ struct Stats {
     loose_false_accept_warned: usize,
     loose_false_accept_silent: Vec<String>,
     times: Vec<Duration>,
+    /// Grammar plus token-level compile (with `CORRAL_JSB_TOKENS`).
+    token_times: Vec<Duration>,
     reasons: BTreeMap<String, usize>,
 }
 
@@ -72,6 +77,14 @@ fn run(sample: usize) {
     // Compiles slower than this are listed (`CORRAL_JSB_SLOW_MS`, default 2 s).
     let slow_ms: f64 = std::env::var("CORRAL_JSB_SLOW_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(2000.0);
     let strict = Options::default();
+    let vocab = std::env::var("CORRAL_JSB_TOKENS").is_ok().then(|| {
+        let path = data.join("tokenizers/llama3/tokenizer.model");
+        let v = std::sync::Arc::new(corral_core::testutil::load_tiktoken(path.to_str().unwrap(), 256, &[128001, 128009]).unwrap());
+        // the one-time preprocessing (token trie and slices) happens on the first compile
+        let g = compile_schema(&serde_json::json!({"type": "string"}), &strict).unwrap().grammar;
+        drop(corral_core::CompiledGrammar::new(&g, v.clone()));
+        v
+    });
     let loose = Options { strict: false, ..Default::default() };
     for (fi, f) in files.iter().enumerate() {
         if fi % 1000 == 999 {
@@ -90,6 +103,12 @@ fn run(sample: usize) {
         st.times.push(t0.elapsed());
         if t0.elapsed().as_secs_f64() * 1e3 > slow_ms {
             eprintln!("  slow compile {:?}: {name}", t0.elapsed());
+        }
+        if let Some(v) = &vocab {
+            if let Ok(c) = &r {
+                drop(corral_core::CompiledGrammar::new(&c.grammar, v.clone()));
+            }
+            st.token_times.push(t0.elapsed());
         }
         match r {
             Ok(c) => {
@@ -150,6 +169,12 @@ fn run(sample: usize) {
     if !t.is_empty() {
         let p = |q: f64| t[((t.len() - 1) as f64 * q) as usize];
         println!("  compile time (strict, incl. failures): p50 {:?} p90 {:?} p99 {:?} max {:?}", p(0.5), p(0.9), p(0.99), t[t.len() - 1]);
+    }
+    let mut t = st.token_times.clone();
+    t.sort();
+    if !t.is_empty() {
+        let p = |q: f64| t[((t.len() - 1) as f64 * q) as usize];
+        println!("  grammar + token-level compile, Llama 3 (strict, incl. failures): p50 {:?} p90 {:?} p99 {:?} max {:?}", p(0.5), p(0.9), p(0.99), t[t.len() - 1]);
     }
     let mut reasons: Vec<_> = st.reasons.iter().collect();
     reasons.sort_by(|a, b| b.1.cmp(a.1));
