@@ -105,16 +105,31 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
     let mut parent: Vec<Option<(u32, u32)>> = vec![None; n_classes as usize];
     let mut stamp = vec![0u32; n];
     let mut candidates: Vec<u32> = (0..n as u32).collect();
-    // Signatures are compared in place (successor classes), hashed to sort candidates into
-    // runs; a run is verified against its first member, so a hash collision only costs time.
+    // Signatures are compared on sparse rows — the (byte class, successor) pairs whose
+    // successor is not dead; only the dead state is in the dead state's class, so these
+    // decide equality of whole rows, and most rows of literal-heavy automata have one or two
+    // of dozens of classes. Hashed to sort candidates into runs; a run is verified against
+    // its first member, so a hash collision only costs time.
+    let mut row_start: Vec<u32> = Vec::with_capacity(n + 1);
+    let mut row_items: Vec<(u32, u32)> = Vec::new();
+    row_start.push(0);
+    for s in 0..n {
+        for (c, &t) in trans[s * classes..(s + 1) * classes].iter().enumerate() {
+            if t != dead {
+                row_items.push((c as u32, t));
+            }
+        }
+        row_start.push(row_items.len() as u32);
+    }
+    let row = |s: u32| &row_items[row_start[s as usize] as usize..row_start[s as usize + 1] as usize];
     let same = |class: &[u32], a: u32, b: u32| {
-        let (ra, rb) = (&trans[a as usize * classes..(a as usize + 1) * classes], &trans[b as usize * classes..(b as usize + 1) * classes]);
-        ra.iter().zip(rb).all(|(&x, &y)| class[x as usize] == class[y as usize])
+        let (ra, rb) = (row(a), row(b));
+        ra.len() == rb.len() && ra.iter().zip(rb).all(|(&(ca, x), &(cb, y))| ca == cb && class[x as usize] == class[y as usize])
     };
     let hash = |class: &[u32], s: u32| {
         let mut h = 0xcbf2_9ce4_8422_2325u64;
-        for &t in &trans[s as usize * classes..(s as usize + 1) * classes] {
-            h = (h ^ class[t as usize] as u64).wrapping_mul(0x100_0000_01b3);
+        for &(c, t) in row(s) {
+            h = (h ^ ((c as u64) << 32 | class[t as usize] as u64)).wrapping_mul(0x100_0000_01b3);
         }
         h
     };
