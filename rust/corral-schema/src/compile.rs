@@ -2237,7 +2237,7 @@ impl<'a> Compiler<'a> {
         // later schema finds them in the terminal cache.
         let pre = if dt { Rx::concat(vec![strings::ecma_full(strings::DATE).unwrap(), Rx::Chars(vec![('T' as u32, 'T' as u32), ('t' as u32, 't' as u32)])]) } else { Rx::Empty };
         let pre = Rx::concat(vec![lit("\""), self.enc.encode(&pre)]);
-        let hours = leap_time_by_hour().iter().map(|a| Expr::Terminal(Rx::concat(vec![Rx::Automaton(a.clone()), lit("\"")]))).collect();
+        let hours = leap_time_by_hour().iter().map(|a| Expr::Terminal(leap_hour_terminal(a))).collect();
         let e = seq(vec![Expr::Terminal(pre), alt(hours)]);
         self.add_rule(name.clone(), opaque(e));
         rf(&name)
@@ -2913,11 +2913,11 @@ impl<'a> Compiler<'a> {
         }
         let m = match it.val() {
             Value::Bool(b) => return Ok(*b),
-            Value::Object(m) => m.clone(),
+            Value::Object(m) => m,
             _ => return self.invalid(&it.ptr, "a schema must be an object or a boolean"),
         };
         let legacy_ref = self.draft <= Draft::Draft7 && m.contains_key("$ref");
-        for (k, s) in &m {
+        for (k, s) in m {
             if legacy_ref && k != "$ref" {
                 continue;
             }
@@ -3226,8 +3226,24 @@ fn leap_time_by_hour() -> &'static [Arc<corral_core::byte_automaton::ByteAutomat
         for (local, rx) in leap_time_cases() {
             by_hour.entry(local[..2].to_string()).or_default().push(rx);
         }
-        by_hour.into_values().map(|alts| Arc::new(crate::encode::json_automaton(&CDfa::from_rx(&Rx::alt(alts), 200_000).expect("leap automaton")))).collect()
+        // The hours on the thread pool, each with the terminal automaton grammars use (so the
+        // first schema with a `date-time` waits for one batch, not 24 builds in a row).
+        use rayon::prelude::*;
+        let hours: Vec<Vec<Rx>> = by_hour.into_values().collect();
+        hours
+            .into_par_iter()
+            .map(|alts| {
+                let a = Arc::new(crate::encode::json_automaton(&CDfa::from_rx(&Rx::alt(alts), 200_000).expect("leap automaton")));
+                let _ = corral_core::intern::terminal_dfa(&leap_hour_terminal(&a), &corral_core::Limits::default());
+                a
+            })
+            .collect()
     })
+}
+
+/// The terminal of one hour's leap-second times: the hour's automaton and the closing quote.
+fn leap_hour_terminal(a: &Arc<corral_core::byte_automaton::ByteAutomaton>) -> Rx {
+    Rx::concat(vec![Rx::Automaton(a.clone()), lit("\"")])
 }
 
 /// The leap-second time automaton (built once per process).

@@ -38,6 +38,8 @@ struct Builder<'a> {
     accept: Vec<bool>,
     /// Intermediate states by what they still read.
     memo: FxHashMap<Kind, FxHashMap<Map, u32>>,
+    /// Lead-byte edges of states whose non-ASCII characters all go to one state, by it.
+    uniform_leads: FxHashMap<u32, Vec<(u8, u8, u32)>>,
 }
 
 /// The part of `map` inside `[lo, hi]`, shifted so that `lo` becomes 0.
@@ -177,20 +179,24 @@ impl Builder<'_> {
             }
             edges.push((a as u8, b.min(0x7F) as u8, t));
         }
-        // Lead bytes of 2, 3 and 4 byte sequences.
-        for (leads, bits, k, min) in [(0xC2u32..=0xDF, 6u32, 1u8, 0x80u32), (0xE0..=0xEF, 12, 2, 0x800), (0xF0..=0xF4, 18, 3, 0x10000)] {
-            let mask = (1u32 << (8 - k as u32 - 2)) - 1;
-            for lead in leads {
-                let base = (lead & mask) << bits;
-                let (lo, hi) = (base.max(min), (base + (1 << bits) - 1).min(0x10FFFF));
-                if lo > hi {
-                    continue;
+        // Lead bytes of 2, 3 and 4 byte sequences. When every non-ASCII character goes to one
+        // state (all but the last states of a key trie, any-character loops), the edges
+        // depend on that state alone and are built once.
+        let non_ascii = slice(&raw, 0x80, 0x10FFFF);
+        if let [(0, a, t), (b, 0x10FF7F, t2)] = non_ascii[..] {
+            if a == 0xD7FF - 0x80 && b == 0xE000 - 0x80 && t == t2 {
+                if let Some(e) = self.uniform_leads.get(&t) {
+                    edges.extend_from_slice(e);
+                } else {
+                    let start = edges.len();
+                    self.lead_edges(&raw, &mut edges);
+                    self.uniform_leads.insert(t, edges[start..].to_vec());
                 }
-                let m: Map = slice(&raw, lo, hi).into_iter().map(|(a, b, t)| (a + lo - base, b + lo - base, t)).collect();
-                if let Some(c) = self.node(Kind::Cont(k), m) {
-                    edges.push((lead as u8, lead as u8, c));
-                }
+            } else {
+                self.lead_edges(&raw, &mut edges);
             }
+        } else {
+            self.lead_edges(&raw, &mut edges);
         }
         if json {
             if let Some(e) = self.escape_state(&full) {
@@ -200,6 +206,24 @@ impl Builder<'_> {
         edges.sort_unstable();
         merge_edges(&mut edges);
         self.trans[q] = edges;
+    }
+
+    /// Edges on the lead bytes of 2, 3 and 4 byte sequences for the raw mapping `raw`.
+    fn lead_edges(&mut self, raw: &Map, edges: &mut Vec<(u8, u8, u32)>) {
+        for (leads, bits, k, min) in [(0xC2u32..=0xDF, 6u32, 1u8, 0x80u32), (0xE0..=0xEF, 12, 2, 0x800), (0xF0..=0xF4, 18, 3, 0x10000)] {
+            let mask = (1u32 << (8 - k as u32 - 2)) - 1;
+            for lead in leads {
+                let base = (lead & mask) << bits;
+                let (lo, hi) = (base.max(min), (base + (1 << bits) - 1).min(0x10FFFF));
+                if lo > hi {
+                    continue;
+                }
+                let m: Map = slice(raw, lo, hi).into_iter().map(|(a, b, t)| (a + lo - base, b + lo - base, t)).collect();
+                if let Some(c) = self.node(Kind::Cont(k), m) {
+                    edges.push((lead as u8, lead as u8, c));
+                }
+            }
+        }
     }
 
     /// The state after `\` for the mapping `full` of one CDfa state.
@@ -282,7 +306,7 @@ fn merge_edges(edges: &mut Vec<(u8, u8, u32)>) {
 
 fn build(d: &CDfa, json: bool) -> ByteAutomaton {
     let n = d.len();
-    let mut b = Builder { d, trans: vec![Vec::new(); n], accept: d.accept.clone(), memo: FxHashMap::default() };
+    let mut b = Builder { d, trans: vec![Vec::new(); n], accept: d.accept.clone(), memo: FxHashMap::default(), uniform_leads: FxHashMap::default() };
     for q in 0..n {
         b.boundary(q, json);
     }
