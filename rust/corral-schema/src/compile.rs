@@ -100,7 +100,24 @@ fn step<'v>(v: &'v Value, key: &str) -> Option<&'v Value> {
 }
 
 fn esc_ptr(s: &str) -> String {
-    s.replace('~', "~0").replace('/', "~1")
+    let mut out = String::with_capacity(s.len());
+    push_esc(&mut out, s);
+    out
+}
+
+/// Appends `s` escaped as a JSON pointer token.
+fn push_esc(out: &mut String, s: &str) {
+    if !s.contains(['~', '/']) {
+        out.push_str(s);
+        return;
+    }
+    for c in s.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
 }
 
 fn type_mask(name: &str) -> Option<u8> {
@@ -713,10 +730,11 @@ impl<'a> Compiler<'a> {
     }
 
     fn child(&self, it: &Item<'a>, path: &[&str]) -> Option<Item<'a>> {
-        let mut ptr = it.ptr.clone();
+        let mut ptr = String::with_capacity(it.ptr.len() + path.iter().map(|p| p.len() + 1).sum::<usize>());
+        ptr.push_str(&it.ptr);
         for p in path {
             ptr.push('/');
-            ptr.push_str(&esc_ptr(p));
+            push_esc(&mut ptr, p);
         }
         match &it.v {
             // Walked from the parent, not from the root: the same value and base as

@@ -282,6 +282,15 @@ fn whitespace_modes() {
 }
 
 #[test]
+fn pointers_escape_keys() {
+    // `~` and `/` in a property name are escaped in the pointer of an error (RFC 6901).
+    let e = compile_schema(&json!({"properties": {"a/b~c": {"type": "array", "uniqueItems": true}}}), &compact()).unwrap_err();
+    assert!(matches!(&e, SchemaError::Unsupported { pointer, .. } if pointer == "/properties/a~1b~0c/uniqueItems"), "{e}");
+    let e = compile_schema(&json!({"properties": {"plain": {"type": "array", "uniqueItems": true}}}), &compact()).unwrap_err();
+    assert!(matches!(&e, SchemaError::Unsupported { pointer, .. } if pointer == "/properties/plain/uniqueItems"), "{e}");
+}
+
+#[test]
 fn keywords_used_and_annotations() {
     let c = compile_schema(&json!({"title": "t", "x-custom": 1, "type": "string", "description": "d"}), &compact()).unwrap();
     assert!(c.warnings.is_empty());
