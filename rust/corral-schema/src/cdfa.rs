@@ -549,7 +549,9 @@ impl CDfa {
 
     /// Intersection (`and = true`) or union of two automata.
     pub fn product(&self, o: &CDfa, and: bool, limit: usize) -> Result<CDfa, TooBig> {
-        let (a, b) = if and { (self.clone(), o.clone()) } else { (self.complete(), o.complete()) };
+        // (an intersection reads the automata as they are; a union needs them complete)
+        let (a, b): (std::borrow::Cow<CDfa>, std::borrow::Cow<CDfa>) =
+            if and { (std::borrow::Cow::Borrowed(self), std::borrow::Cow::Borrowed(o)) } else { (std::borrow::Cow::Owned(self.complete()), std::borrow::Cow::Owned(o.complete())) };
         let mut map: FxHashMap<(u32, u32), u32> = FxHashMap::default();
         let mut pairs = vec![(a.start, b.start)];
         map.insert((a.start, b.start), 0);

@@ -1722,17 +1722,28 @@ impl<'a> Compiler<'a> {
         } else {
             numbers::restricted_number()
         };
-        let mut d = CDfa::from_rx(&base_rx, DFA_LIMIT).map_err(|_| self.limit_err("number automaton"))?;
-        if f.lo != Bound::None || f.hi != Bound::None {
-            if let (Bound::Incl(a) | Bound::Excl(a), Bound::Incl(b) | Bound::Excl(b)) = (&f.lo, &f.hi) {
-                if a > b || (a == b && (matches!(f.lo, Bound::Excl(_)) || matches!(f.hi, Bound::Excl(_)))) {
-                    return Ok(nothing());
-                }
+        if let (Bound::Incl(a) | Bound::Excl(a), Bound::Incl(b) | Bound::Excl(b)) = (&f.lo, &f.hi) {
+            if a > b || (a == b && (matches!(f.lo, Bound::Excl(_)) || matches!(f.hi, Bound::Excl(_)))) {
+                return Ok(nothing());
             }
-            let r = numbers::interval(&f.lo, &f.hi).ok_or_else(|| self.limit_err("number bound automaton"))?;
-            let id = CDfa::from_rx(&r, DFA_LIMIT).map_err(|_| self.limit_err("number bound automaton"))?;
-            d = d.product(&id, true, DFA_LIMIT).map_err(|_| self.limit_err("number bound automaton"))?;
         }
+        // The number forms within the bounds, shared across compiles (the same types and
+        // bounds recur: `minimum: 0`, `1..100`); an error names the automaton that grew.
+        let key = format!("n:{ints_only}:{nonints_only}:{}:{:?}:{:?}", self.draft == Draft::Draft4, f.lo, f.hi);
+        let (lo, hi) = (f.lo.clone(), f.hi.clone());
+        let bounded = shared_dfa(key, || {
+            let d = CDfa::from_rx(&base_rx, DFA_LIMIT).map_err(|_| "number automaton".to_string())?;
+            if lo == Bound::None && hi == Bound::None {
+                return Ok(d);
+            }
+            let r = numbers::interval(&lo, &hi).ok_or_else(|| "number bound automaton".to_string())?;
+            let id = CDfa::from_rx(&r, DFA_LIMIT).map_err(|_| "number bound automaton".to_string())?;
+            d.product(&id, true, DFA_LIMIT).map_err(|_| "number bound automaton".to_string())
+        });
+        let mut d = match bounded {
+            Ok(d) => (*d).clone(),
+            Err(what) => return Err(self.limit_err(&what)),
+        };
         for (m, ptr) in &f.mult {
             let with_exp = |md: CDfa| -> Result<CDfa, TooBig> {
                 match numbers::multiple_of_exp_rx(m) {
