@@ -1,0 +1,396 @@
+//! Conjunctions: a set of sub-schemas to one grammar rule (memoized), `anyOf`/`oneOf` groups
+//! expanded into alternatives (with `oneOf` branches made exclusive where they overlap), and
+//! `not` turned into the positive branches it leaves.
+
+use super::*;
+
+impl<'a> Compiler<'a> {
+    pub(super) fn conj(&mut self, items: Vec<Item<'a>>, resolved: &BTreeSet<String>, depth: u32) -> Res<Expr> {
+        corral_core::budget::check()?;
+        if matches!(self.opts.whitespace, Whitespace::Fixed { indent: Some(_), .. }) && depth > MAX_INDENT_DEPTH {
+            return Ok(nothing());
+        }
+        let depth = if matches!(self.opts.whitespace, Whitespace::Fixed { indent: Some(_), .. }) { depth } else { 0 };
+        let mut keys: Vec<&str> = items.iter().filter(|i| i.val() != &Value::Bool(true)).map(|i| i.key.as_str()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let key = format!("{}|{}@{depth}", keys.join("&"), resolved.iter().cloned().collect::<Vec<_>>().join("&"));
+        if let Some(n) = self.memo.get(&key) {
+            return Ok(rf(n));
+        }
+        let name = self.new_name("s");
+        self.memo.insert(key, name.clone());
+        self.leaves += 1;
+        if self.rules.len() > MAX_RULES {
+            return Err(SchemaError::Grammar(corral_core::Error::Limit {
+                name: "max_productions",
+                limit: MAX_RULES,
+                what: "the schema expands to too many grammar rules".into(),
+                hint: corral_core::limits::LIMIT_HINT,
+            }));
+        }
+        if self.leaves > MAX_LEAVES {
+            return Err(SchemaError::Grammar(corral_core::Error::Limit {
+                name: "max_productions",
+                limit: MAX_LEAVES,
+                what: "the schema expands to too many sub-schema combinations (anyOf/oneOf/not)".into(),
+                hint: corral_core::limits::LIMIT_HINT,
+            }));
+        }
+        let f = self.flatten(&items, resolved)?;
+        let body = if f.never {
+            nothing()
+        } else if let Some(g) = f.groups.first().cloned() {
+            let branches = if g.one_of && g.branches.len() > 1 { self.one_of_branches(&g, &items)? } else { g.branches.clone() };
+            let mut res = resolved.clone();
+            res.insert(g.id.clone());
+            let mut alts = Vec::new();
+            for b in &branches {
+                let mut its = items.clone();
+                its.push(b.clone());
+                alts.push(self.conj(its, &res, depth)?);
+            }
+            alt(alts)
+        } else if let Some((id, n)) = f.nots.first().cloned() {
+            let branches = self.negate(&n)?;
+            let mut res = resolved.clone();
+            res.insert(id);
+            let mut alts = Vec::new();
+            for b in branches {
+                let mut its = items.clone();
+                its.push(b);
+                alts.push(self.conj(its, &res, depth)?);
+            }
+            alt(alts)
+        } else {
+            self.leaf(f, &items, depth)?
+        };
+        self.add_rule(name.clone(), body);
+        Ok(rf(&name))
+    }
+
+    /// `oneOf` as a union: branch i conjoined with the negation of every branch that may overlap
+    /// it. Overlap is judged within `context` (the schemas the value must satisfy anyway, e.g. a
+    /// sibling `required` with a discriminating property): branches that no value of the
+    /// context satisfies together are exclusive there.
+    pub(super) fn one_of_branches(&mut self, g: &Group<'a>, context: &[Item<'a>]) -> Res<Vec<Item<'a>>> {
+        let n = g.branches.len();
+        let mut flats = Vec::new();
+        let mut conjs = Vec::new();
+        for b in &g.branches {
+            let mut its = vec![b.clone()];
+            its.extend(context.iter().cloned());
+            flats.push(self.flatten(&its, &BTreeSet::new())?);
+            conjs.push(its);
+        }
+        let mut overlap = vec![vec![false; n]; n];
+        let mut any = false;
+        for i in 0..n {
+            for j in i + 1..n {
+                if !self.disjoint(&flats[i], &flats[j], &conjs[i], &conjs[j], 2)? {
+                    overlap[i][j] = true;
+                    overlap[j][i] = true;
+                    any = true;
+                }
+            }
+        }
+        if !any {
+            return Ok(g.branches.clone());
+        }
+        let mut out = Vec::new();
+        for i in 0..n {
+            let others: Vec<usize> = (0..n).filter(|&j| overlap[i][j]).collect();
+            if others.is_empty() {
+                out.push(g.branches[i].clone());
+                continue;
+            }
+            let mut all = vec![self.ref_value(&g.branches[i])];
+            for j in others {
+                all.push(json!({"not": self.ref_value(&g.branches[j])}));
+            }
+            out.push(self.own(json!({ "allOf": all }), &format!("{}/oneOf/{i}", g.ptr), &g.branches[i].base));
+        }
+        Ok(out)
+    }
+
+    /// True when no value satisfies both (conservative: false when unsure).
+    pub(super) fn disjoint(&mut self, a: &Flat<'a>, b: &Flat<'a>, ia: &[Item<'a>], ib: &[Item<'a>], depth: u32) -> Res<bool> {
+        if a.never || b.never {
+            return Ok(true);
+        }
+        let common = self.eff_types(a, 3)? & self.eff_types(b, 3)?;
+        if common == 0 {
+            return Ok(true);
+        }
+        // enum/const
+        for (x, other) in [(a, ib), (b, ia)] {
+            if let Some(vals) = &x.enums {
+                let mut all_out = true;
+                for v in vals {
+                    if value_type(v, self.draft) & common != 0 && self.valid_all(v, other)? {
+                        all_out = false;
+                        break;
+                    }
+                }
+                if all_out {
+                    return Ok(true);
+                }
+            }
+        }
+        if !a.groups.is_empty() || !b.groups.is_empty() {
+            // only object-level discrimination below is safe with groups present
+        }
+        let mut remaining = common;
+        // objects: a required property the other forbids or constrains disjointly
+        if common & T_OBJ != 0 && depth > 0 && self.objects_disjoint(a, b, depth)? {
+            remaining &= !T_OBJ;
+        }
+        // numbers: disjoint intervals
+        if remaining & T_NUMS != 0 {
+            let below = |hi: &Bound, lo: &Bound| match (hi, lo) {
+                (Bound::Incl(h), Bound::Incl(l)) => h < l,
+                (Bound::Incl(h) | Bound::Excl(h), Bound::Excl(l)) | (Bound::Excl(h), Bound::Incl(l)) => h <= l,
+                _ => false,
+            };
+            if below(&a.hi, &b.lo) || below(&b.hi, &a.lo) {
+                remaining &= !T_NUMS;
+            }
+        }
+        // strings: regular intersection
+        if remaining & T_STR != 0 && (!a.str_pos.is_empty() || !b.str_pos.is_empty()) && a.groups.is_empty() && b.groups.is_empty() {
+            if let (Ok(Some(da)), Ok(Some(db))) = (self.str_dfa_of(a), self.str_dfa_of(b)) {
+                if let Ok(p) = da.product(&db, true, DFA_LIMIT) {
+                    if p.is_empty() {
+                        remaining &= !T_STR;
+                    }
+                }
+            }
+        }
+        Ok(remaining == 0)
+    }
+
+    /// The types `f` admits, narrowed by its anyOf/oneOf groups (a group admits the union of
+    /// its branches' types), looking `depth` groups deep.
+    pub(super) fn eff_types(&mut self, f: &Flat<'a>, depth: u32) -> Res<u8> {
+        let mut t = f.types;
+        if f.never {
+            return Ok(0);
+        }
+        if depth == 0 {
+            return Ok(t);
+        }
+        for g in &f.groups {
+            let mut u = 0;
+            for b in &g.branches {
+                let memo_key = (b.key.clone(), depth - 1);
+                u |= match self.types_memo.get(&memo_key) {
+                    Some(&t) => t,
+                    None => {
+                        let fb = self.flatten(std::slice::from_ref(b), &BTreeSet::new())?;
+                        let t = self.eff_types(&fb, depth - 1)?;
+                        self.types_memo.insert(memo_key, t);
+                        t
+                    }
+                };
+            }
+            t &= u;
+        }
+        Ok(t)
+    }
+
+    pub(super) fn objects_disjoint(&mut self, a: &Flat<'a>, b: &Flat<'a>, depth: u32) -> Res<bool> {
+        for (x, y) in [(a, b), (b, a)] {
+            for k in &x.required {
+                // y forbids k?
+                let vy = self.prop_schemas(y, k)?;
+                match vy {
+                    None => return Ok(true),
+                    Some(ys) => {
+                        {
+                            let vx = self.prop_schemas(x, k)?.unwrap_or_default();
+                            if vx.is_empty() || ys.is_empty() {
+                                continue;
+                            }
+                            let fx = self.flatten(&vx, &BTreeSet::new())?;
+                            let fy = self.flatten(&ys, &BTreeSet::new())?;
+                            if self.disjoint(&fx, &fy, &vx, &ys, depth - 1)? {
+                                return Ok(true);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// The schemas a property named `k` must satisfy in `f`, or None if it is forbidden.
+    pub(super) fn prop_schemas(&mut self, f: &Flat<'a>, k: &str) -> Res<Option<Vec<Item<'a>>>> {
+        let mut out = Vec::new();
+        for part in &f.obj_parts {
+            let mut matched = false;
+            if let Some((_, s)) = part.props.iter().find(|(n, _)| n == k) {
+                matched = true;
+                out.push(s.clone());
+            }
+            for (pat, s) in &part.patterns {
+                match self.pattern_matches(pat, k) {
+                    Ok(true) => {
+                        matched = true;
+                        out.push(s.clone());
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        // Non-strict: the key may match; its pattern's schema is not applied (looser).
+                        self.unsupported(&part.ptr, "patternProperties", e)?;
+                        matched = true;
+                    }
+                }
+            }
+            if !matched {
+                if let Some(a) = &part.additional {
+                    out.push(a.clone());
+                }
+            }
+        }
+        if out.iter().any(|s| s.val() == &Value::Bool(false)) {
+            return Ok(None);
+        }
+        Ok(Some(out))
+    }
+
+    // ------------------------------------------------------------------ negation
+
+    pub(super) fn negate(&mut self, n: &Item<'a>) -> Res<Vec<Item<'a>>> {
+        let f = self.flatten(std::slice::from_ref(n), &BTreeSet::new())?;
+        let p = n.ptr.clone();
+        let base = n.base.clone();
+        let mut out: Vec<Value> = Vec::new();
+        // non-strict: a keyword whose violations cannot be expressed contributes every value of
+        // its type to the negation (looser)
+        let loose_branches: std::cell::RefCell<Vec<Value>> = Default::default();
+        let unsup = |s: &mut Self, kw: &str| -> Res<()> {
+            s.unsupported(&p, "not", format!("the negation of '{kw}' cannot be expressed"))?;
+            let t = match kw {
+                "items" | "contains" | "uniqueItems" => T_ARR,
+                "patternProperties" | "additionalProperties" | "propertyNames" => T_OBJ,
+                "format" => T_STR,
+                _ => T_ALL,
+            };
+            loose_branches.borrow_mut().push(json!({ "x-corral-types": t }));
+            Ok(())
+        };
+        if f.never {
+            return Ok(vec![self.own(json!(true), &p, &base)]);
+        }
+        for g in &f.groups {
+            if g.one_of && g.branches.len() > 1 {
+                unsup(self, "oneOf")?;
+                return Ok(vec![self.own(json!(true), &p, &base)]);
+            }
+            let nots: Vec<Value> = g.branches.iter().map(|b| json!({"not": self.ref_value(b)})).collect();
+            out.push(json!({ "allOf": nots }));
+        }
+        for (_, m) in &f.nots {
+            out.push(self.ref_value(m));
+        }
+        if f.types != T_ALL {
+            out.push(json!({"x-corral-types": T_ALL & !f.types}));
+        }
+        if let Some(vals) = &f.enums {
+            out.push(json!({ "x-corral-not-enum": vals }));
+        }
+        if !f.excluded.is_empty() {
+            out.push(json!({ "enum": f.excluded }));
+        }
+        let num = |b: &Dec| serde_json::from_str::<Value>(&b.to_string()).unwrap();
+        match &f.lo {
+            Bound::Incl(d) => out.push(json!({"x-corral-types": T_NUMS, "exclusiveMaximum": num(d)})),
+            Bound::Excl(d) => out.push(json!({"x-corral-types": T_NUMS, "maximum": num(d)})),
+            Bound::None => {}
+        }
+        match &f.hi {
+            Bound::Incl(d) => out.push(json!({"x-corral-types": T_NUMS, "exclusiveMinimum": num(d)})),
+            Bound::Excl(d) => out.push(json!({"x-corral-types": T_NUMS, "minimum": num(d)})),
+            Bound::None => {}
+        }
+        for (d, _) in &f.mult {
+            out.push(json!({"x-corral-types": T_NUMS, "x-corral-not-multipleOf": num(d)}));
+        }
+        for d in &f.not_mult {
+            out.push(json!({"x-corral-types": T_NUMS, "multipleOf": num(d)}));
+        }
+        if f.min_len > 0 {
+            out.push(json!({"x-corral-types": T_STR, "maxLength": f.min_len - 1}));
+        }
+        if let Some(m) = f.max_len {
+            out.push(json!({"x-corral-types": T_STR, "minLength": m.saturating_add(1)}));
+        }
+        for (c, _) in &f.str_pos {
+            match c {
+                StrCons::Pattern(s) => out.push(json!({"x-corral-types": T_STR, "x-corral-not-pattern": s})),
+                StrCons::Format(s) => match format_lang(s) {
+                    FormatLang::Exact(_) | FormatLang::WithLeap(..) => out.push(json!({"x-corral-types": T_STR, "x-corral-not-format": s})),
+                    FormatLang::Unknown => {}
+                    FormatLang::Loose(..) => unsup(self, "format")?,
+                },
+            }
+        }
+        for c in &f.str_neg {
+            match c {
+                StrCons::Pattern(s) => out.push(json!({"x-corral-types": T_STR, "pattern": s})),
+                StrCons::Format(s) => out.push(json!({"x-corral-types": T_STR, "format": s})),
+            }
+        }
+        if f.min_items > 0 {
+            out.push(json!({"x-corral-types": T_ARR, "maxItems": f.min_items - 1}));
+        }
+        if let Some(m) = f.max_items {
+            out.push(json!({"x-corral-types": T_ARR, "minItems": m.saturating_add(1)}));
+        }
+        for part in &f.arr_parts {
+            if !part.prefix.is_empty() {
+                unsup(self, "items")?;
+                continue;
+            }
+            if let Some(r) = &part.rest {
+                out.push(json!({"x-corral-types": T_ARR, "contains": {"not": self.ref_value(r)}}));
+            }
+        }
+        for (c, min, max, _) in &f.contains {
+            if *min != 1 || max.is_some() {
+                unsup(self, "contains")?;
+                continue;
+            }
+            out.push(json!({"x-corral-types": T_ARR, "items": {"not": self.ref_value(c)}}));
+        }
+        if f.unique.is_some() {
+            unsup(self, "uniqueItems")?;
+        }
+        for r in &f.required {
+            out.push(json!({"x-corral-types": T_OBJ, "properties": {r.clone(): false}}));
+        }
+        for part in &f.obj_parts {
+            if !part.patterns.is_empty() {
+                unsup(self, "patternProperties")?;
+            }
+            if part.additional.as_ref().is_some_and(|a| a.val() != &Value::Bool(true)) {
+                unsup(self, "additionalProperties")?;
+            }
+            for (k, s) in &part.props {
+                out.push(json!({"x-corral-types": T_OBJ, "required": [k], "properties": {k.clone(): {"not": self.ref_value(s)}}}));
+            }
+        }
+        if f.min_props > 0 {
+            out.push(json!({"x-corral-types": T_OBJ, "maxProperties": f.min_props - 1}));
+        }
+        if let Some(m) = f.max_props {
+            out.push(json!({"x-corral-types": T_OBJ, "minProperties": m.saturating_add(1)}));
+        }
+        if !f.prop_names.is_empty() {
+            unsup(self, "propertyNames")?;
+        }
+        out.extend(loose_branches.into_inner());
+        Ok(out.into_iter().map(|v| self.own(v, &p, &base)).collect())
+    }
+}

@@ -1,0 +1,823 @@
+//! The schema compiler: conjunctions of sub-schemas → grammar rules. This module holds the
+//! shared types ([`Item`], [`Flat`]), reference resolution and the entry point; each layer of
+//! the compiler is a submodule.
+
+mod array_expr;
+mod conj;
+mod flatten;
+mod leaves;
+mod number_expr;
+mod object_expr;
+mod string_expr;
+mod validate;
+
+use crate::cdfa::{CDfa, TooBig};
+use crate::numbers::{self, Bound, Dec};
+use crate::strings::{self, any_char, ecma_search, format_lang, lit, rep, star, Encoder, FormatLang};
+use crate::{Compiled, Draft, Options, PropertyOrder, SchemaError, SchemaWarning, Whitespace};
+use corral_core::ebnf::{Expr, GrammarAst, PermSpec, RuleDef};
+use corral_core::rx::Rx;
+use corral_core::Grammar;
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use crate::shared_cache::SharedCache;
+use std::sync::Arc;
+
+type Res<T> = Result<T, SchemaError>;
+
+const T_NULL: u8 = 1;
+const T_BOOL: u8 = 2;
+const T_INT: u8 = 4;
+const T_NUM: u8 = 8;
+const T_STR: u8 = 16;
+const T_ARR: u8 = 32;
+const T_OBJ: u8 = 64;
+const T_ALL: u8 = 127;
+const T_NUMS: u8 = T_INT | T_NUM;
+
+/// Largest number of states of a code-point automaton built while compiling.
+const DFA_LIMIT: usize = 50_000;
+
+/// Largest code-point automaton made one terminal (and four times that in bytes); larger
+/// ones become one rule per state. `uri-reference` has 182 states; the exact leap seconds of
+/// `date-time` (11,007) stay rules.
+const AUTOMATON_TERMINAL_STATES: usize = 2000;
+
+/// The code-point automaton of a pattern or format (`key`), built once per process: formats
+/// and common patterns recur across schemas. Outcomes are deterministic (a pattern is too
+/// large or unsupported for every schema alike), so errors are kept too.
+fn shared_dfa(key: String, build: impl FnOnce() -> Result<CDfa, String>) -> Result<Arc<CDfa>, String> {
+    static CACHE: SharedCache<String, Result<Arc<CDfa>, String>> = SharedCache::new(1024);
+    CACHE.get_or_build(key, || build().map(Arc::new))
+}
+
+/// Every key but `declared` (see [`CDfa::all_except`]), shared across compiles: the same
+/// property sets recur wherever a definition is used, and in schema after schema.
+fn keys_except(declared: &[&str]) -> Arc<CDfa> {
+    static CACHE: SharedCache<String, Arc<CDfa>> = SharedCache::new(1024);
+    CACHE.get_or_build(declared.join("\0"), || Arc::new(CDfa::all_except(declared)))
+}
+
+/// Largest regular expression produced from an automaton before falling back to rules.
+const RX_CAP: usize = 30_000;
+/// Largest string automaton turned back into a regular expression for a symbolic length bound.
+const TO_RX_STATES: usize = 512;
+/// Deepest nesting with an indented fixed layout.
+const MAX_INDENT_DEPTH: u32 = 32;
+/// Most leaf conjunctions expanded from anyOf/oneOf/not groups.
+const MAX_LEAVES: usize = 5_000;
+/// Most grammar rules built for one schema.
+const MAX_RULES: usize = 100_000;
+
+
+#[derive(Clone, Debug)]
+enum SV<'a> {
+    Doc(&'a Value),
+    Own(Rc<Value>),
+}
+
+#[derive(Clone, Debug)]
+struct Item<'a> {
+    v: SV<'a>,
+    ptr: String,
+    base: String,
+    key: String,
+}
+
+impl Item<'_> {
+    fn val(&self) -> &Value {
+        match &self.v {
+            SV::Doc(v) => v,
+            SV::Own(v) => v,
+        }
+    }
+}
+
+/// The member `key` of an object or the element `key` (a decimal index) of an array, as a
+/// JSON pointer token (already unescaped) selects it.
+fn step<'v>(v: &'v Value, key: &str) -> Option<&'v Value> {
+    match v {
+        Value::Object(m) => m.get(key),
+        Value::Array(a) => {
+            if key.len() > 1 && key.starts_with('0') || key.starts_with('+') {
+                return None;
+            }
+            a.get(key.parse::<usize>().ok()?)
+        }
+        _ => None,
+    }
+}
+
+fn esc_ptr(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    push_esc(&mut out, s);
+    out
+}
+
+/// Appends `s` escaped as a JSON pointer token.
+fn push_esc(out: &mut String, s: &str) {
+    if !s.contains(['~', '/']) {
+        out.push_str(s);
+        return;
+    }
+    for c in s.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
+}
+
+fn type_mask(name: &str) -> Option<u8> {
+    Some(match name {
+        "null" => T_NULL,
+        "boolean" => T_BOOL,
+        "integer" => T_INT,
+        "number" => T_NUMS,
+        "string" => T_STR,
+        "array" => T_ARR,
+        "object" => T_OBJ,
+        _ => return None,
+    })
+}
+
+/// The type bit of a value. An integer is a number with no fraction (`1.0` counts), except in
+/// draft 4, whose validators count only numbers written without fraction or exponent.
+fn value_type(v: &Value, draft: Draft) -> u8 {
+    match v {
+        Value::Null => T_NULL,
+        Value::Bool(_) => T_BOOL,
+        Value::Number(n) => {
+            let integer = if draft == Draft::Draft4 { n.is_i64() || n.is_u64() } else { Dec::from_json(n).is_some_and(|d| d.is_integer()) };
+            if integer {
+                T_INT
+            } else {
+                T_NUM
+            }
+        }
+        Value::String(_) => T_STR,
+        Value::Array(_) => T_ARR,
+        Value::Object(_) => T_OBJ,
+    }
+}
+
+/// JSON Schema equality (numbers by value).
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => Dec::from_json(x) == Dec::from_json(y),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q)),
+        (Value::Object(x), Value::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w))),
+        _ => a == b,
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Group<'a> {
+    id: String,
+    branches: Vec<Item<'a>>,
+    one_of: bool,
+    ptr: String,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ArrPart<'a> {
+    prefix: Vec<Item<'a>>,
+    rest: Option<Item<'a>>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ObjPart<'a> {
+    props: Vec<(String, Item<'a>)>,
+    patterns: Vec<(String, Item<'a>)>,
+    additional: Option<Item<'a>>,
+    ptr: String,
+}
+
+#[derive(Clone, Debug)]
+enum StrCons {
+    Pattern(String),
+    Format(String),
+}
+
+#[derive(Debug)]
+struct Flat<'a> {
+    never: bool,
+    types: u8,
+    enums: Option<Vec<Value>>,
+    enum_ptr: String,
+    excluded: Vec<Value>,
+    lo: Bound,
+    hi: Bound,
+    mult: Vec<(Dec, String)>,
+    not_mult: Vec<Dec>,
+    min_len: u64,
+    max_len: Option<u64>,
+    len_ptr: String,
+    str_pos: Vec<(StrCons, String)>,
+    str_neg: Vec<StrCons>,
+    arr_parts: Vec<ArrPart<'a>>,
+    min_items: u64,
+    max_items: Option<u64>,
+    contains: Vec<(Item<'a>, u64, Option<u64>, String)>,
+    unique: Option<String>,
+    obj_parts: Vec<ObjPart<'a>>,
+    required: BTreeSet<String>,
+    min_props: u64,
+    max_props: Option<u64>,
+    prop_names: Vec<Item<'a>>,
+    groups: Vec<Group<'a>>,
+    nots: Vec<(String, Item<'a>)>,
+}
+
+impl Default for Flat<'_> {
+    fn default() -> Self {
+        Flat {
+            never: false,
+            types: T_ALL,
+            enums: None,
+            enum_ptr: String::new(),
+            excluded: vec![],
+            lo: Bound::None,
+            hi: Bound::None,
+            mult: vec![],
+            not_mult: vec![],
+            min_len: 0,
+            max_len: None,
+            len_ptr: String::new(),
+            str_pos: vec![],
+            str_neg: vec![],
+            arr_parts: vec![],
+            min_items: 0,
+            max_items: None,
+            contains: vec![],
+            unique: None,
+            obj_parts: vec![],
+            required: BTreeSet::new(),
+            min_props: 0,
+            max_props: None,
+            prop_names: vec![],
+            groups: vec![],
+            nots: vec![],
+        }
+    }
+}
+
+fn tighten_lo(cur: &mut Bound, new: Bound) {
+    let replace = match (&*cur, &new) {
+        (_, Bound::None) => false,
+        (Bound::None, _) => true,
+        (Bound::Incl(a) | Bound::Excl(a), Bound::Incl(b)) => b > a,
+        (Bound::Incl(a), Bound::Excl(b)) => b >= a,
+        (Bound::Excl(a), Bound::Excl(b)) => b > a,
+    };
+    if replace {
+        *cur = new;
+    }
+}
+
+fn tighten_hi(cur: &mut Bound, new: Bound) {
+    let replace = match (&*cur, &new) {
+        (_, Bound::None) => false,
+        (Bound::None, _) => true,
+        (Bound::Incl(a) | Bound::Excl(a), Bound::Incl(b)) => b < a,
+        (Bound::Incl(a), Bound::Excl(b)) => b <= a,
+        (Bound::Excl(a), Bound::Excl(b)) => b < a,
+    };
+    if replace {
+        *cur = new;
+    }
+}
+
+fn as_u64(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0).map(|f| f.min(u64::MAX as f64) as u64)),
+        _ => None,
+    }
+}
+
+/// Resolves `r` against `base` (RFC 3986, simplified).
+fn join_uri(base: &str, r: &str) -> String {
+    if r.is_empty() {
+        return base.split('#').next().unwrap_or("").to_string();
+    }
+    let has_scheme = |s: &str| s.find(':').is_some_and(|i| i > 0 && s[..i].chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)));
+    if has_scheme(r) {
+        return r.to_string();
+    }
+    let base_nf = base.split('#').next().unwrap_or("");
+    if r.starts_with('#') {
+        return format!("{base_nf}{r}");
+    }
+    let scheme_end = base_nf.find(':').map(|i| i + 1).unwrap_or(0);
+    if r.starts_with("//") {
+        return format!("{}{}", &base_nf[..scheme_end], r);
+    }
+    let after = &base_nf[scheme_end..];
+    let (auth, path) = if let Some(rest) = after.strip_prefix("//") {
+        let i = rest.find('/').unwrap_or(rest.len());
+        (format!("//{}", &rest[..i]), rest[i..].to_string())
+    } else {
+        (String::new(), after.to_string())
+    };
+    let path = path.split('?').next().unwrap_or("").to_string();
+    let new_path = if r.starts_with('/') {
+        r.to_string()
+    } else {
+        let dir = match path.rfind('/') {
+            Some(i) => &path[..=i],
+            None => "",
+        };
+        format!("{dir}{r}")
+    };
+    // remove dot segments
+    let (p, tail) = match new_path.find(['?', '#']) {
+        Some(i) => (&new_path[..i], &new_path[i..]),
+        None => (new_path.as_str(), ""),
+    };
+    let mut out: Vec<&str> = Vec::new();
+    let segs: Vec<&str> = p.split('/').collect();
+    for (i, s) in segs.iter().enumerate() {
+        match *s {
+            "." => {
+                if i == segs.len() - 1 {
+                    out.push("");
+                }
+            }
+            ".." => {
+                if out.len() > 1 {
+                    out.pop();
+                }
+                if i == segs.len() - 1 {
+                    out.push("");
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    format!("{}{}{}{}", &base_nf[..scheme_end], auth, out.join("/"), tail)
+}
+
+fn pct_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Layout pieces for the configured whitespace.
+struct Layout {
+    ws: Whitespace,
+}
+
+impl Layout {
+    fn ws(&self) -> Expr {
+        match &self.ws {
+            Whitespace::Flexible { max } => Expr::Terminal(rep(Rx::Bytes(vec![(b'\t', b'\n'), (b'\r', b'\r'), (b' ', b' ')]), 0, Some(*max))),
+            _ => Expr::Seq(vec![]),
+        }
+    }
+    fn indent(&self, d: u32) -> String {
+        match &self.ws {
+            Whitespace::Fixed { indent: Some(n), .. } => format!("\n{}", " ".repeat((*n * d) as usize)),
+            _ => String::new(),
+        }
+    }
+    fn open(&self, c: &str, d: u32) -> Expr {
+        token(match &self.ws {
+            Whitespace::Flexible { .. } => Expr::Seq(vec![Expr::Literal(c.into()), self.ws()]),
+            _ => Expr::Literal(format!("{c}{}", self.indent(d + 1)).into_bytes()),
+        })
+    }
+    fn close(&self, c: &str, d: u32) -> Expr {
+        token(match &self.ws {
+            Whitespace::Flexible { .. } => Expr::Seq(vec![self.ws(), Expr::Literal(c.into())]),
+            _ => Expr::Literal(format!("{}{c}", self.indent(d)).into_bytes()),
+        })
+    }
+    fn empty(&self, o: &str, c: &str) -> Expr {
+        token(match &self.ws {
+            Whitespace::Flexible { .. } => Expr::Seq(vec![Expr::Literal(o.into()), self.ws(), Expr::Literal(c.into())]),
+            _ => Expr::Literal(format!("{o}{c}").into_bytes()),
+        })
+    }
+    fn sep(&self, d: u32) -> Expr {
+        token(match &self.ws {
+            Whitespace::Flexible { .. } => Expr::Seq(vec![self.ws(), Expr::Literal(b",".to_vec()), self.ws()]),
+            Whitespace::Compact => Expr::Literal(b",".to_vec()),
+            Whitespace::Fixed { item_sep, .. } => Expr::Literal(format!("{item_sep}{}", self.indent(d + 1)).into_bytes()),
+        })
+    }
+    fn colon(&self) -> Expr {
+        token(match &self.ws {
+            Whitespace::Flexible { .. } => Expr::Seq(vec![self.ws(), Expr::Literal(b":".to_vec()), self.ws()]),
+            Whitespace::Compact => Expr::Literal(b":".to_vec()),
+            Whitespace::Fixed { key_sep, .. } => Expr::Literal(key_sep.clone().into_bytes()),
+        })
+    }
+}
+
+/// `e` as a terminal of its own (see [`Expr::Token`]): shared automata and mask caches.
+fn token(e: Expr) -> Expr {
+    Expr::Token(Box::new(e))
+}
+
+/// Whether `e` is regular by construction (no rule references, key sets or tokens inside).
+fn is_plain(e: &Expr) -> bool {
+    match e {
+        Expr::Literal(_) | Expr::Terminal(_) => true,
+        Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().all(is_plain),
+        Expr::Repeat { inner, .. } => is_plain(inner),
+        Expr::Ref { .. } | Expr::Perm(_) | Expr::Token(_) => false,
+    }
+}
+
+fn nothing() -> Expr {
+    Expr::Terminal(Rx::Nothing)
+}
+
+fn rf(name: &str) -> Expr {
+    Expr::Ref { name: name.to_string(), offset: 0 }
+}
+
+fn seq(v: Vec<Expr>) -> Expr {
+    Expr::Seq(v)
+}
+
+fn alt(v: Vec<Expr>) -> Expr {
+    let v: Vec<Expr> = v.into_iter().filter(|e| !matches!(e, Expr::Terminal(Rx::Nothing))).collect();
+    match v.len() {
+        0 => nothing(),
+        1 => v.into_iter().next().unwrap(),
+        _ => Expr::Alt(v),
+    }
+}
+
+const CYC: &str = "__cyc";
+
+/// Length-bounded strings up to this many characters are one terminal; longer bounds are
+/// built from chunks of exactly this many characters ([`Compiler::flat_chunks`]).
+const CHUNK: u64 = 256;
+
+/// Most whole chunks [`Compiler::flat_chunks`] lays out (bounds beyond use nested chunks).
+const MAX_FLAT_CHUNKS: u64 = 1024;
+
+/// Keeps a rule a nonterminal (the lowering inlines acyclic rules as regular expressions,
+/// which duplicates shared sub-automata): an extra alternative through a rule that never
+/// terminates makes it recursive without changing its language.
+fn opaque(e: Expr) -> Expr {
+    let mut alts = match e {
+        Expr::Alt(xs) => xs,
+        e => vec![e],
+    };
+    alts.push(rf(CYC));
+    Expr::Alt(alts)
+}
+
+pub(crate) struct Compiler<'a> {
+    root: &'a Value,
+    opts: &'a Options,
+    draft: Draft,
+    lay: Layout,
+    rules: Vec<RuleDef>,
+    memo: FxHashMap<String, String>,
+    /// Items of the document by JSON pointer (reference targets: resolving one walks the
+    /// document from the root).
+    doc_items: FxHashMap<String, Item<'a>>,
+    /// [`Compiler::eff_types`] of single items, by item key and depth.
+    types_memo: FxHashMap<(String, u32), u8>,
+    warnings: Vec<SchemaWarning>,
+    warned: FxHashSet<(String, String)>,
+    kw: BTreeSet<String>,
+    enc: Encoder,
+    ids: FxHashMap<String, String>,
+    anchors: FxHashMap<String, String>,
+    re_cache: FxHashMap<String, Result<Rc<regex::Regex>, String>>,
+    used_cyc: bool,
+    leaves: usize,
+    n: usize,
+    named: FxHashMap<String, String>,
+    root_base: String,
+    has_dynamic: bool,
+    skip_uneval: u32,
+    uneval_root: Option<String>,
+}
+
+pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
+    // One budget for the whole compile: the schema phase here and `Grammar::from_ast` below
+    // (its own scope nests inside this one and keeps this deadline).
+    let _budget = corral_core::budget::Scope::new(opts.limits.max_compile_ms);
+    let known_meta = |s: &str| s.contains("json-schema.org/") || s.contains("openapis.org/") || s.starts_with("http://json-schema.org") || s.is_empty();
+    if let Some(ms) = schema.get("$schema").and_then(|s| s.as_str()) {
+        if !known_meta(ms) {
+            let msg = format!("unknown meta-schema '{ms}': its vocabularies cannot be known (treated as standard JSON Schema)");
+            if opts.strict {
+                return Err(SchemaError::Unsupported { pointer: "/$schema".into(), keyword: "$schema".into(), message: msg });
+            }
+        }
+    }
+    let draft = match schema.get("$schema").and_then(|s| s.as_str()) {
+        Some(s) if s.contains("draft-03") || s.contains("draft-04") => Draft::Draft4,
+        Some(s) if s.contains("draft-06") => Draft::Draft6,
+        Some(s) if s.contains("draft-07") => Draft::Draft7,
+        Some(s) if s.contains("2019-09") => Draft::Draft2019,
+        Some(s) if s.contains("2020-12") => Draft::Draft2020,
+        _ => opts.default_draft,
+    };
+    let mut c = Compiler {
+        root: schema,
+        opts,
+        draft,
+        lay: Layout { ws: opts.whitespace.clone() },
+        rules: Vec::new(),
+        memo: FxHashMap::default(),
+        doc_items: FxHashMap::default(),
+        types_memo: FxHashMap::default(),
+        warnings: Vec::new(),
+        warned: FxHashSet::default(),
+        kw: BTreeSet::new(),
+        enc: Encoder::default(),
+        ids: FxHashMap::default(),
+        anchors: FxHashMap::default(),
+        re_cache: FxHashMap::default(),
+        used_cyc: false,
+        leaves: 0,
+        n: 0,
+        named: FxHashMap::default(),
+        root_base: String::new(),
+        has_dynamic: false,
+        skip_uneval: 0,
+        uneval_root: None,
+    };
+    let root_base = match schema.get(if draft == Draft::Draft4 { "id" } else { "$id" }).and_then(|v| v.as_str()) {
+        Some(id) => join_uri("urn:corral:root", id),
+        None => "urn:corral:root".to_string(),
+    };
+    c.root_base = root_base.split('#').next().unwrap().to_string();
+    c.index(schema, "", &c.root_base.clone());
+    let root_item = Item { v: SV::Doc(schema), ptr: String::new(), base: c.root_base.clone(), key: "d".into() };
+    let body = c.conj(vec![root_item], &BTreeSet::new(), 0)?;
+    let ws = c.lay.ws();
+    let root_expr = match &opts.whitespace {
+        Whitespace::Flexible { .. } => seq(vec![ws.clone(), body, ws]),
+        _ => body,
+    };
+    c.rules.push(RuleDef { name: "root".into(), expr: root_expr, offset: 0 });
+    if c.used_cyc {
+        c.rules.push(RuleDef { name: CYC.into(), expr: seq(vec![Expr::Literal(b"\x00".to_vec()), rf(CYC)]), offset: 0 });
+    }
+    let ast = GrammarAst { rules: std::mem::take(&mut c.rules), source: String::new() };
+    let key = format!(
+        "json-schema:{}:{:?}:{}:{:?}:{:?}:{}",
+        serde_json::to_string(schema).unwrap_or_default(),
+        opts.whitespace,
+        opts.strict,
+        opts.property_order,
+        opts.default_draft,
+        opts.assert_format
+    );
+    let mut warnings = c.warnings;
+    if let Some(ms) = schema.get("$schema").and_then(|s| s.as_str()) {
+        if !known_meta(ms) {
+            warnings.push(SchemaWarning { pointer: "/$schema".into(), keyword: "$schema".into(), message: format!("unknown meta-schema '{ms}' treated as standard JSON Schema") });
+        }
+    }
+    c.warnings = warnings;
+    let grammar = Grammar::from_ast(&ast, "root", &key, &opts.limits).map_err(|e| match e {
+        corral_core::Error::GrammarInvalid { message, .. } if message.contains("matches no finite string") => {
+            SchemaError::Invalid { pointer: String::new(), message: "the schema accepts no value".into() }
+        }
+        e => SchemaError::Grammar(e),
+    })?;
+    Ok(Compiled { grammar, warnings: c.warnings, keywords_used: c.kw })
+}
+
+const SUB_ONE: &[&str] = &["additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "additionalItems", "unevaluatedItems", "unevaluatedProperties", "items", "contentSchema"];
+const SUB_MAP: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
+const SUB_ARR: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+
+impl<'a> Compiler<'a> {
+    // ------------------------------------------------------------------ references
+
+    fn index(&mut self, v: &'a Value, ptr: &str, base: &str) {
+        let Value::Object(m) = v else { return };
+        let idkey = if self.draft == Draft::Draft4 { "id" } else { "$id" };
+        let mut base = base.to_string();
+        let legacy_ref = self.draft <= Draft::Draft7 && m.contains_key("$ref");
+        if let Some(id) = m.get(idkey).and_then(|x| x.as_str()).filter(|_| !legacy_ref) {
+            let full = join_uri(&base, id);
+            let (u, frag) = match full.split_once('#') {
+                Some((u, f)) => (u.to_string(), f.to_string()),
+                None => (full.clone(), String::new()),
+            };
+            if !u.is_empty() && !(frag.is_empty() && id.starts_with('#')) {
+                base = u.clone();
+                self.ids.entry(u.clone()).or_insert_with(|| ptr.to_string());
+            }
+            if !frag.is_empty() && !frag.starts_with('/') {
+                self.anchors.insert(format!("{}#{}", base, frag), ptr.to_string());
+            }
+        }
+        if let Some(a) = m.get("$anchor").and_then(|x| x.as_str()) {
+            self.anchors.insert(format!("{base}#{a}"), ptr.to_string());
+        }
+        if m.contains_key("$dynamicAnchor") || m.contains_key("$recursiveAnchor") {
+            self.has_dynamic = true;
+            if let Some(a) = m.get("$dynamicAnchor").and_then(|x| x.as_str()) {
+                self.anchors.entry(format!("{base}#{a}")).or_insert_with(|| ptr.to_string());
+            }
+        }
+        for (k, sub) in m {
+            if SUB_ONE.contains(&k.as_str()) {
+                self.index(sub, &format!("{ptr}/{}", esc_ptr(k)), &base);
+            }
+            if SUB_MAP.contains(&k.as_str()) {
+                if let Value::Object(mm) = sub {
+                    for (kk, s) in mm {
+                        self.index(s, &format!("{ptr}/{}/{}", esc_ptr(k), esc_ptr(kk)), &base);
+                    }
+                }
+            }
+            if SUB_ARR.contains(&k.as_str()) {
+                if let Value::Array(a) = sub {
+                    for (i, s) in a.iter().enumerate() {
+                        self.index(s, &format!("{ptr}/{}/{i}", esc_ptr(k)), &base);
+                    }
+                }
+            }
+        }
+    }
+
+    fn lookup_ptr(&self, ptr: &str) -> Option<&'a Value> {
+        if ptr.is_empty() {
+            return Some(self.root);
+        }
+        self.root.pointer(ptr)
+    }
+
+    fn base_at(&self, ptr: &str) -> String {
+        // walk from the root applying $id
+        let mut base = self.root_base.clone();
+        let mut cur = self.root;
+        for tok in ptr.split('/').skip(1) {
+            let t = tok.replace("~1", "/").replace("~0", "~");
+            cur = match step(cur, &t) {
+                Some(v) => v,
+                None => return base,
+            };
+            self.apply_id(&mut base, cur);
+        }
+        base
+    }
+
+    /// Moves `base` into schema `v` when `v` declares an `$id` (`id` in draft 4) that
+    /// changes it: what `base_at` does at each step of a pointer.
+    fn apply_id(&self, base: &mut String, v: &Value) {
+        let idkey = if self.draft == Draft::Draft4 { "id" } else { "$id" };
+        if let Some(id) = v.get(idkey).and_then(|x| x.as_str()) {
+            if !id.starts_with('#') && !(self.draft <= Draft::Draft7 && v.get("$ref").is_some()) {
+                *base = join_uri(base, id).split('#').next().unwrap().to_string();
+            }
+        }
+    }
+
+    fn doc_item(&mut self, ptr: &str) -> Option<Item<'a>> {
+        if let Some(it) = self.doc_items.get(ptr) {
+            return Some(it.clone());
+        }
+        let v = self.lookup_ptr(ptr)?;
+        let it = Item { v: SV::Doc(v), ptr: ptr.to_string(), base: self.base_at(ptr), key: format!("d{ptr}") };
+        self.doc_items.insert(ptr.to_string(), it.clone());
+        Some(it)
+    }
+
+    fn resolve_ref(&mut self, it: &Item<'a>, r: &str, kw: &str) -> Res<Item<'a>> {
+        let full = join_uri(&it.base, r);
+        let (u, frag) = match full.split_once('#') {
+            Some((u, f)) => (u.to_string(), pct_decode(f)),
+            None => (full.clone(), String::new()),
+        };
+        let base_ptr = if u == self.root_base || u.is_empty() {
+            Some(String::new())
+        } else {
+            self.ids.get(&u).cloned()
+        };
+        let Some(base_ptr) = base_ptr else {
+            return Err(SchemaError::Unsupported {
+                pointer: format!("{}/{kw}", it.ptr),
+                keyword: kw.into(),
+                message: format!("reference '{r}' points outside this schema (remote references are not fetched)"),
+            });
+        };
+        let target = if frag.is_empty() {
+            base_ptr
+        } else if frag.starts_with('/') {
+            format!("{base_ptr}{frag}")
+        } else {
+            match self.anchors.get(&format!("{u}#{frag}")) {
+                Some(p) => p.clone(),
+                None => {
+                    return Err(SchemaError::Invalid { pointer: format!("{}/{kw}", it.ptr), message: format!("reference '{r}': anchor '{frag}' not found") })
+                }
+            }
+        };
+        match self.doc_item(&target) {
+            Some(i) => Ok(i),
+            None => Err(SchemaError::Invalid { pointer: format!("{}/{kw}", it.ptr), message: format!("reference '{r}' does not resolve") }),
+        }
+    }
+
+    fn child(&self, it: &Item<'a>, path: &[&str]) -> Option<Item<'a>> {
+        let mut ptr = String::with_capacity(it.ptr.len() + path.iter().map(|p| p.len() + 1).sum::<usize>());
+        ptr.push_str(&it.ptr);
+        for p in path {
+            ptr.push('/');
+            push_esc(&mut ptr, p);
+        }
+        match &it.v {
+            // Walked from the parent, not from the root: the same value and base as
+            // `doc_item(&ptr)` (the parent's base is `base_at` of its pointer).
+            SV::Doc(v) => {
+                let mut cur: &'a Value = v;
+                let mut base = it.base.clone();
+                for p in path {
+                    cur = step(cur, p)?;
+                    self.apply_id(&mut base, cur);
+                }
+                let key = format!("d{ptr}");
+                Some(Item { v: SV::Doc(cur), ptr, base, key })
+            }
+            SV::Own(v) => {
+                let mut cur: &Value = v;
+                for p in path {
+                    cur = step(cur, p)?;
+                }
+                let sub = cur.clone();
+                let key = format!("o{}|{}", it.base, serde_json::to_string(&sub).unwrap_or_default());
+                Some(Item { v: SV::Own(Rc::new(sub)), ptr, base: it.base.clone(), key })
+            }
+        }
+    }
+
+    fn own(&self, v: Value, ptr: &str, base: &str) -> Item<'a> {
+        let key = format!("o{}|{}", base, serde_json::to_string(&v).unwrap_or_default());
+        Item { v: SV::Own(Rc::new(v)), ptr: ptr.to_string(), base: base.to_string(), key }
+    }
+
+    /// A value that refers to `it` from inside a synthetic schema.
+    fn ref_value(&self, it: &Item<'a>) -> Value {
+        match &it.v {
+            SV::Doc(_) => json!({ "x-corral-ptr": it.ptr }),
+            SV::Own(v) => (**v).clone(),
+        }
+    }
+
+    // ------------------------------------------------------------------ diagnostics
+
+    fn unsupported(&mut self, ptr: &str, kw: &str, msg: impl Into<String>) -> Res<()> {
+        let msg = msg.into();
+        let pointer = format!("{ptr}/{}", esc_ptr(kw));
+        if self.opts.strict {
+            return Err(SchemaError::Unsupported { pointer, keyword: kw.into(), message: msg });
+        }
+        self.warn(&pointer, kw, msg);
+        Ok(())
+    }
+
+    fn warn(&mut self, pointer: &str, kw: &str, msg: String) {
+        if self.warned.insert((pointer.to_string(), kw.to_string())) {
+            self.warnings.push(SchemaWarning { pointer: pointer.to_string(), keyword: kw.into(), message: msg });
+        }
+    }
+
+    fn invalid<T>(&self, ptr: &str, msg: impl Into<String>) -> Res<T> {
+        Err(SchemaError::Invalid { pointer: ptr.to_string(), message: msg.into() })
+    }
+
+    fn new_name(&mut self, hint: &str) -> String {
+        self.n += 1;
+        format!("{hint}{}", self.n)
+    }
+
+    fn add_rule(&mut self, name: String, expr: Expr) {
+        if let Expr::Alt(xs) = &expr {
+            if xs.iter().any(|x| matches!(x, Expr::Ref { name, .. } if name == CYC)) {
+                self.used_cyc = true;
+            }
+        }
+        self.rules.push(RuleDef { name, expr, offset: 0 });
+    }
+}

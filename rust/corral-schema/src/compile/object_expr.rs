@@ -1,0 +1,384 @@
+//! Objects: declared properties, pattern and additional properties as key classes, property
+//! names and counts, in any order (key sets) or in schema order.
+
+use super::*;
+
+impl<'a> Compiler<'a> {
+    pub(super) fn object_expr(&mut self, f: &Flat<'a>, depth: u32) -> Res<Expr> {
+        // declared names
+        let mut names: Vec<String> = Vec::new();
+        for part in &f.obj_parts {
+            for (n, _) in &part.props {
+                if !names.contains(n) {
+                    names.push(n.clone());
+                }
+            }
+        }
+        for r in &f.required {
+            if !names.contains(r) {
+                names.push(r.clone());
+            }
+        }
+        // property names constraint
+        let pn_dfa: Option<CDfa> = if f.prop_names.is_empty() {
+            None
+        } else {
+            let g = self.flatten(&f.prop_names, &BTreeSet::new())?;
+            if g.never || g.types & T_STR == 0 {
+                Some(CDfa::empty())
+            } else if !g.groups.is_empty() || !g.nots.is_empty() || g.enums.is_some() || !g.excluded.is_empty() || g.min_len > 0 || g.max_len.is_some() {
+                // use the validator on declared names; extras need a regular language
+                match self.name_dfa(&g) {
+                    Some(d) => Some(d),
+                    None => {
+                        let ptr = f.prop_names[0].ptr.clone();
+                        self.unsupported(&ptr, "propertyNames", "this propertyNames schema cannot be turned into a key language")?;
+                        None
+                    }
+                }
+            } else {
+                match self.str_dfa_of(&g) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        let ptr = f.prop_names[0].ptr.clone();
+                        self.unsupported(&ptr, "propertyNames", e)?;
+                        None
+                    }
+                }
+            }
+        };
+        let name_ok = |s: &mut Self, n: &str| -> Res<bool> {
+            if let Some(d) = &pn_dfa {
+                if !d.accepts(n) {
+                    return Ok(false);
+                }
+            }
+            for it in &f.prop_names {
+                if !s.valid(&Value::String(n.to_string()), it)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        };
+        // declared members
+        let mut members: Vec<(String, Expr, bool)> = Vec::new(); // name, member expr, required
+        for n in &names {
+            let req = f.required.contains(n);
+            let allowed = name_ok(self, n)?;
+            let schemas = if allowed { self.prop_schemas(f, n)? } else { None };
+            match schemas {
+                None => {
+                    if req {
+                        return Ok(nothing());
+                    }
+                    continue;
+                }
+                Some(s) => {
+                    let v = self.conj(s, &BTreeSet::new(), depth + 1)?;
+                    let key = Expr::Terminal(self.enc.literal(n));
+                    members.push((n.clone(), seq(vec![key, self.lay.colon(), v]), req));
+                }
+            }
+        }
+        // extra members: key classes by matched patterns
+        let mut pats: Vec<(String, Item<'a>, usize)> = Vec::new();
+        for (pi, part) in f.obj_parts.iter().enumerate() {
+            for (p, it) in &part.patterns {
+                pats.push((p.clone(), it.clone(), pi));
+            }
+        }
+        let mut extras: Vec<Expr> = Vec::new();
+        // Non-strict: past 8 patterns, keys the dropped ones match may have any value (set
+        // below with `any_extra`), so the grammar stays looser than the schema.
+        let mut dropped_patterns = false;
+        if pats.len() > 8 {
+            let ptr = f.obj_parts[pats[0].2].ptr.clone();
+            self.unsupported(&ptr, "patternProperties", "too many patterns to partition the key space")?;
+            pats.truncate(8);
+            dropped_patterns = true;
+        }
+        let declared: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+        // Every key but the declared ones; pattern classes below are cut out of it. Built on
+        // first use: objects that forbid other keys never need it.
+        let mut others_memo: Option<CDfa> = None;
+        let mut others = || others_memo.get_or_insert_with(|| (*keys_except(&declared)).clone()).clone();
+        let mut pat_dfas = Vec::new();
+        let mut any_extra = dropped_patterns;
+        for (p, _, pi) in &pats {
+            match self.pattern_dfa(p) {
+                Ok(d) => pat_dfas.push(Some(d)),
+                Err(e) => {
+                    let ptr = f.obj_parts[*pi].ptr.clone();
+                    self.unsupported(&ptr, "patternProperties", e)?;
+                    // non-strict: keys it might match are allowed with any value
+                    any_extra = true;
+                    pat_dfas.push(None);
+                }
+            }
+        }
+        if any_extra {
+            let key_body = self.dfa_expr(&others(), true);
+            let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
+            let v = self.conj(vec![], &BTreeSet::new(), depth + 1)?;
+            extras.push(seq(vec![key, self.lay.colon(), v]));
+        }
+        for mask in 0u32..(1 << pats.len()) {
+            // value schemas for keys matching exactly the patterns in mask
+            let mut schemas: Vec<Item<'a>> = Vec::new();
+            let mut forbidden = false;
+            for (pi, part) in f.obj_parts.iter().enumerate() {
+                let matched: Vec<&Item<'a>> = pats.iter().enumerate().filter(|(i, p)| p.2 == pi && mask & (1 << i) != 0).map(|(_, p)| &p.1).collect();
+                if matched.is_empty() {
+                    if let Some(a) = &part.additional {
+                        if a.val() == &Value::Bool(false) {
+                            forbidden = true;
+                        }
+                        schemas.push(a.clone());
+                    }
+                } else {
+                    for m in matched {
+                        if m.val() == &Value::Bool(false) {
+                            forbidden = true;
+                        }
+                        schemas.push(m.clone());
+                    }
+                }
+            }
+            if forbidden {
+                continue;
+            }
+            // key language
+            let mut kd = others();
+            let mut skip = false;
+            for (i, d) in pat_dfas.iter().enumerate() {
+                let Some(d) = d else {
+                    if mask & (1 << i) != 0 {
+                        skip = true;
+                    }
+                    continue;
+                };
+                kd = if mask & (1 << i) != 0 { kd.product(d, true, DFA_LIMIT) } else { kd.minus(d, DFA_LIMIT) }.map_err(|_| self.limit_err("property name automaton"))?;
+            }
+            if skip {
+                continue;
+            }
+            if let Some(pd) = &pn_dfa {
+                kd = kd.product(pd, true, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?;
+            }
+            if kd.is_empty() {
+                continue;
+            }
+            let v = self.conj(schemas, &BTreeSet::new(), depth + 1)?;
+            if matches!(v, Expr::Terminal(Rx::Nothing)) {
+                continue;
+            }
+            let key_body = self.dfa_expr(&kd, true);
+            let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
+            extras.push(seq(vec![key, self.lay.colon(), v]));
+        }
+        let extra = if extras.is_empty() {
+            None
+        } else {
+            let e = alt(extras);
+            let name = self.new_name("x");
+            self.add_rule(name.clone(), e);
+            Some(rf(&name))
+        };
+        self.object_automaton(members, extra, f, depth)
+    }
+
+    pub(super) fn name_dfa(&mut self, g: &Flat<'a>) -> Option<CDfa> {
+        if !g.groups.is_empty() || !g.nots.is_empty() {
+            return None;
+        }
+        let mut d = match self.str_dfa_of(g) {
+            Ok(Some(d)) => d,
+            Ok(None) => CDfa::from_rx(&star(any_char()), 10).unwrap(),
+            Err(_) => return None,
+        };
+        if let Some(vals) = &g.enums {
+            let strs: Vec<Rx> = vals.iter().filter_map(|v| v.as_str()).map(lit).collect();
+            let e = CDfa::from_rx(&Rx::alt(strs), DFA_LIMIT).ok()?;
+            d = d.product(&e, true, DFA_LIMIT).ok()?;
+        }
+        for v in &g.excluded {
+            if let Some(s) = v.as_str() {
+                let e = CDfa::from_rx(&lit(s), DFA_LIMIT).ok()?;
+                d = d.minus(&e, DFA_LIMIT).ok()?;
+            }
+        }
+        if g.min_len > 0 || g.max_len.is_some() {
+            if g.max_len.is_some_and(|m| m > 2000) || g.min_len > 2000 {
+                return None;
+            }
+            let l = CDfa::from_rx(&rep(any_char(), g.min_len as u32, g.max_len.map(|m| m as u32)), DFA_LIMIT).ok()?;
+            d = d.product(&l, true, DFA_LIMIT).ok()?;
+        }
+        Some(d)
+    }
+
+    pub(super) fn object_automaton(&mut self, members: Vec<(String, Expr, bool)>, extra: Option<Expr>, f: &Flat<'a>, depth: u32) -> Res<Expr> {
+        let n = members.len();
+        let min_p = f.min_props;
+        let max_p = f.max_props;
+        let obj_ptr = f.obj_parts.first().map(|p| p.ptr.clone()).unwrap_or_default();
+        let nreq = members.iter().filter(|m| m.2).count();
+        if (nreq as u64) > max_p.unwrap_or(u64::MAX) {
+            return Ok(nothing());
+        }
+        if extra.is_none() && (n as u64) < min_p {
+            return Ok(nothing());
+        }
+        let any_order = self.opts.property_order == PropertyOrder::AnyOrder;
+        // simple map: no declared members
+        if n == 0 {
+            let Some(x) = extra else {
+                return Ok(if min_p == 0 { self.lay.empty("{", "}") } else { nothing() });
+            };
+            return Ok(self.simple_object(x, min_p, max_p, depth));
+        }
+        if any_order {
+            return Ok(self.key_set(members, extra, min_p, max_p, depth));
+        }
+        // counter for extras, when counts matter
+        let count_cap: u64 = if extra.is_some() && (min_p > 0 || max_p.is_some()) { max_p.unwrap_or(min_p).min(64) } else { 0 };
+        if extra.is_some() && max_p.is_some_and(|m| m > 64) {
+            self.unsupported(&obj_ptr, "maxProperties", "maxProperties above 64 with additional properties")?;
+        }
+        // Schema order: a member may follow only later members, and a required member cannot
+        // be skipped; so every required member before `pos` was written.
+        let prefix = self.new_name("o");
+        #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+        struct St {
+            pos: usize,
+            written: u64,
+            extra: u64,
+        }
+        let counts_matter = min_p > 0 || max_p.is_some();
+        let count = |s: &St| -> u64 { s.written + s.extra };
+        let final_ok = |s: &St| -> bool {
+            let c = count(s);
+            (s.pos..n).all(|i| !members[i].2) && c >= min_p && max_p.is_none_or(|m| c <= m)
+        };
+        // transitions
+        let trans = |s: &St| -> Vec<(Option<usize>, St)> {
+            let mut out = Vec::new();
+            if max_p.is_some_and(|m| count(s) >= m) {
+                return out;
+            }
+            for j in s.pos..n {
+                let written = if counts_matter { s.written + 1 } else { 0 };
+                out.push((Some(j), St { pos: j + 1, written, extra: s.extra }));
+                if members[j].2 {
+                    break; // cannot skip a required member
+                }
+            }
+            if extra.is_some() {
+                let e = if count_cap == 0 { 0 } else { (s.extra + 1).min(count_cap) };
+                out.push((None, St { extra: e, ..*s }));
+            }
+            out
+        };
+        // explore
+        let start = St { pos: 0, written: 0, extra: 0 };
+        let mut ids: FxHashMap<St, usize> = FxHashMap::default();
+        let mut order = vec![start];
+        ids.insert(start, 0);
+        let mut i = 0;
+        let state_limit = 4096 * (n + 1);
+        while i < order.len() {
+            let s = order[i];
+            for (_, t) in trans(&s) {
+                if !ids.contains_key(&t) {
+                    ids.insert(t, order.len());
+                    order.push(t);
+                    if order.len() > state_limit * (count_cap as usize + 1) {
+                        return Err(self.limit_err("object property automaton"));
+                    }
+                }
+            }
+            i += 1;
+        }
+        if self.rules.len() + order.len() > MAX_RULES {
+            return Err(self.limit_err("object property automaton"));
+        }
+        let sname = |i: usize| format!("{prefix}_{i}");
+        let member_expr = |j: Option<usize>| -> Expr {
+            match j {
+                Some(j) => members[j].1.clone(),
+                None => extra.clone().unwrap(),
+            }
+        };
+        let big = order.len() > 3;
+        let referenced_start = order.iter().any(|s| trans(s).iter().any(|(_, t)| *t == start));
+        for (si, s) in order.iter().enumerate() {
+            if si == 0 && !referenced_start {
+                continue;
+            }
+            let mut alts = Vec::new();
+            if final_ok(s) {
+                alts.push(self.lay.close("}", depth));
+            }
+            for (j, t) in trans(s) {
+                alts.push(seq(vec![self.lay.sep(depth), member_expr(j), rf(&sname(ids[&t]))]));
+            }
+            let body = alt(alts);
+            self.add_rule(sname(si), if big { opaque(body) } else { body });
+        }
+        // start state is "{" with nothing written
+        let mut first = Vec::new();
+        for (j, t) in trans(&start) {
+            first.push(seq(vec![member_expr(j), rf(&sname(ids[&t]))]));
+        }
+        let mut out = Vec::new();
+        if final_ok(&start) {
+            out.push(self.lay.empty("{", "}"));
+        }
+        if !first.is_empty() {
+            out.push(seq(vec![self.lay.open("{", depth), alt(first)]));
+        }
+        Ok(alt(out))
+    }
+
+    /// Declared members in any order, each at most once, required ones present, extras
+    /// repeatable, `min_p..=max_p` members: a key set in the parser (no per-subset rules).
+    pub(super) fn key_set(&mut self, members: Vec<(String, Expr, bool)>, extra: Option<Expr>, min_p: u64, max_p: Option<u64>, depth: u32) -> Expr {
+        let clamp = |x: u64| x.min(u32::MAX as u64 - 1) as u32;
+        let may_be_empty = min_p == 0 && members.iter().all(|m| !m.2);
+        let spec = PermSpec {
+            members: members.into_iter().map(|(_, e, req)| (e, req)).collect(),
+            extra,
+            sep: self.lay.sep(depth),
+            min: clamp(min_p.max(1)),
+            max: max_p.map(clamp),
+        };
+        let mut alts = Vec::new();
+        if may_be_empty {
+            alts.push(self.lay.empty("{", "}"));
+        }
+        if max_p != Some(0) {
+            alts.push(seq(vec![self.lay.open("{", depth), Expr::Perm(Box::new(spec)), self.lay.close("}", depth)]));
+        }
+        alt(alts)
+    }
+
+    pub(super) fn simple_object(&mut self, member: Expr, min: u64, max: Option<u64>, depth: u32) -> Expr {
+        let mut alts = Vec::new();
+        if min == 0 {
+            alts.push(self.lay.empty("{", "}"));
+        }
+        if max != Some(0) {
+            let more_min = min.saturating_sub(1).min(u32::MAX as u64) as u32;
+            let more_max = max.map(|m| (m - 1).min(u32::MAX as u64) as u32);
+            let mut tail = seq(vec![self.lay.sep(depth), member.clone()]);
+            if more_max.is_none_or(|m| m > 16) || more_min > 16 {
+                let name = self.new_name("m");
+                self.add_rule(name.clone(), opaque(tail));
+                tail = rf(&name);
+            }
+            let rest = Expr::Repeat { inner: Box::new(tail), min: more_min, max: more_max };
+            alts.push(seq(vec![self.lay.open("{", depth), member, rest, self.lay.close("}", depth)]));
+        }
+        alt(alts)
+    }
+}
