@@ -728,30 +728,7 @@ impl CDfa {
 
     /// True when some state on a path from start to acceptance lies on a cycle.
     pub fn is_infinite(&self) -> bool {
-        // DFS for back edges (states are all live after minimize).
-        let n = self.len();
-        let mut color = vec![0u8; n];
-        let mut stack: Vec<(u32, usize)> = vec![(self.start, 0)];
-        color[self.start as usize] = 1;
-        while let Some(&mut (s, ref mut i)) = stack.last_mut() {
-            let row = &self.trans[s as usize];
-            if *i < row.len() {
-                let t = row[*i].2;
-                *i += 1;
-                match color[t as usize] {
-                    0 => {
-                        color[t as usize] = 1;
-                        stack.push((t, 0));
-                    }
-                    1 => return true,
-                    _ => {}
-                }
-            } else {
-                color[s as usize] = 2;
-                stack.pop();
-            }
-        }
-        false
+        matches!(self.length_range(), Some((_, None)))
     }
 
     /// The shortest and longest accepted lengths in code points (`None` for the longest when

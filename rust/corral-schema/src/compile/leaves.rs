@@ -14,14 +14,7 @@ impl<'a> Compiler<'a> {
                     continue;
                 }
                 seen.push(v.clone());
-                let mut ok = true;
-                for it in items {
-                    if !self.valid(v, it)? {
-                        ok = false;
-                        break;
-                    }
-                }
-                if ok {
+                if self.valid_all(v, items)? {
                     alts.push(self.value_expr(v, depth)?);
                 }
             }
@@ -30,14 +23,7 @@ impl<'a> Compiler<'a> {
         // container exclusions we cannot express
         for v in &f.excluded {
             if matches!(v, Value::Array(_) | Value::Object(_)) && value_type(v, self.draft) & f.types != 0 {
-                let mut ok = true;
-                for it in items {
-                    if !self.valid(v, it)? {
-                        ok = false;
-                        break;
-                    }
-                }
-                if ok {
+                if self.valid_all(v, items)? {
                     self.unsupported(&f.enum_ptr, "not", "excluding a specific array or object value is not supported")?;
                 }
             }
