@@ -282,6 +282,18 @@ fn whitespace_modes() {
 }
 
 #[test]
+fn other_keys_of_names_with_nul_characters() {
+    // The automaton of "every key but the declared ones" is cached across compiles: the
+    // names {"a\u0000b"} and {"a", "b"} must not share an entry.
+    let one = ck(json!({"properties": {"a\u{0}b": {"type": "integer"}}, "additionalProperties": {"type": "string"}}));
+    yes(&one, &[r#"{"a\u0000b":1}"#, r#"{"a":"x"}"#, r#"{"b":"x"}"#]);
+    no(&one, &[r#"{"a\u0000b":"x"}"#, r#"{"a":1}"#]);
+    let two = ck(json!({"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "additionalProperties": {"type": "string"}}));
+    yes(&two, &[r#"{"a":1}"#, r#"{"b":2}"#, r#"{"a\u0000b":"x"}"#]);
+    no(&two, &[r#"{"a":"x"}"#, r#"{"a\u0000b":1}"#]);
+}
+
+#[test]
 fn pointers_escape_keys() {
     // `~` and `/` in a property name are escaped in the pointer of an error (RFC 6901).
     let e = compile_schema(&json!({"properties": {"a/b~c": {"type": "array", "uniqueItems": true}}}), &compact()).unwrap_err();

@@ -14,7 +14,14 @@ impl<'a> Compiler<'a> {
         let mut keys: Vec<&str> = items.iter().filter(|i| i.val() != &Value::Bool(true)).map(|i| i.key.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
-        let key = format!("{}|{}@{depth}", keys.join("&"), resolved.iter().cloned().collect::<Vec<_>>().join("&"));
+        // Each part length-prefixed: keys hold property names, which may contain any separator.
+        let mut key = String::new();
+        for k in keys.iter().copied().chain(std::iter::once("|")).chain(resolved.iter().map(|r| r.as_str())) {
+            key.push_str(&k.len().to_string());
+            key.push(':');
+            key.push_str(k);
+        }
+        key.push_str(&format!("@{depth}"));
         if let Some(n) = self.memo.get(&key) {
             return Ok(rf(n));
         }

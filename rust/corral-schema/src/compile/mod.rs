@@ -56,8 +56,9 @@ fn shared_dfa(key: String, build: impl FnOnce() -> Result<CDfa, String>) -> Resu
 /// Every key but `declared` (see [`CDfa::all_except`]), shared across compiles: the same
 /// property sets recur wherever a definition is used, and in schema after schema.
 fn keys_except(declared: &[&str]) -> Arc<CDfa> {
-    static CACHE: SharedCache<String, Arc<CDfa>> = SharedCache::new(1024);
-    CACHE.get_or_build(declared.join("\0"), || Arc::new(CDfa::all_except(declared)))
+    // keyed by the names themselves: any separator could occur inside a name
+    static CACHE: SharedCache<Vec<String>, Arc<CDfa>> = SharedCache::new(1024);
+    CACHE.get_or_build(declared.iter().map(|s| s.to_string()).collect(), || Arc::new(CDfa::all_except(declared)))
 }
 
 /// Largest regular expression produced from an automaton before falling back to rules.
