@@ -182,21 +182,19 @@ impl Builder<'_> {
         // Lead bytes of 2, 3 and 4 byte sequences. When every non-ASCII character goes to one
         // state (all but the last states of a key trie, any-character loops), the edges
         // depend on that state alone and are built once.
-        let non_ascii = slice(&raw, 0x80, 0x10FFFF);
-        if let [(0, a, t), (b, 0x10FF7F, t2)] = non_ascii[..] {
-            if a == 0xD7FF - 0x80 && b == 0xE000 - 0x80 && t == t2 {
-                if let Some(e) = self.uniform_leads.get(&t) {
-                    edges.extend_from_slice(e);
-                } else {
-                    let start = edges.len();
-                    self.lead_edges(&raw, &mut edges);
+        let uniform = match slice(&raw, 0x80, 0x10FFFF)[..] {
+            [(0, a, t), (b, 0x10FF7F, t2)] if a == 0xD7FF - 0x80 && b == 0xE000 - 0x80 && t == t2 => Some(t),
+            _ => None,
+        };
+        match uniform.and_then(|t| self.uniform_leads.get(&t)) {
+            Some(e) => edges.extend_from_slice(e),
+            None => {
+                let start = edges.len();
+                self.lead_edges(&raw, &mut edges);
+                if let Some(t) = uniform {
                     self.uniform_leads.insert(t, edges[start..].to_vec());
                 }
-            } else {
-                self.lead_edges(&raw, &mut edges);
             }
-        } else {
-            self.lead_edges(&raw, &mut edges);
         }
         if json {
             if let Some(e) = self.escape_state(&full) {
@@ -423,6 +421,38 @@ mod tests {
             for variant in 0..4 {
                 let s: String = per_char.iter().map(|f| f[variant.min(f.len() - 1)].clone()).collect();
                 assert_eq!(a.matches(s.as_bytes()), expected, "{p:?} as {s:?}");
+            }
+        }
+    }
+
+    /// Random automata whose states send every non-ASCII character to one state (the lead
+    /// bytes built once per target) or split them, checked on raw UTF-8 strings.
+    #[test]
+    fn random_automata_agree_on_raw_strings() {
+        let mut rnd = corral_core::testutil::xorshift(0x51a7_e0c1_d00d_f00du64);
+        let pool = ['a', 'b', '\u{e9}', '\u{800}', '\u{ffff}', '\u{10000}', '\u{1f600}'];
+        for case in 0..300 {
+            let n = 1 + rnd(5) as u32;
+            let mut trans = Vec::new();
+            for _ in 0..n {
+                let mut row = vec![('a' as u32, 'a' as u32, rnd(n as u64) as u32)];
+                if rnd(2) == 0 {
+                    row.push((0x80, 0xD7FF, rnd(n as u64) as u32));
+                    row.push((0xE000, 0x10FFFF, rnd(n as u64) as u32));
+                } else {
+                    // uniform: every non-ASCII character to one state
+                    let t = rnd(n as u64) as u32;
+                    row.push((0x80, 0xD7FF, t));
+                    row.push((0xE000, 0x10FFFF, t));
+                }
+                trans.push(row);
+            }
+            let accept: Vec<bool> = (0..n).map(|_| rnd(2) == 0).collect();
+            let d = CDfa { trans, accept, start: 0 };
+            let a = utf8_automaton(&d);
+            for _ in 0..40 {
+                let s: String = (0..rnd(4)).map(|_| pool[rnd(pool.len() as u64) as usize]).collect();
+                assert_eq!(a.matches(s.as_bytes()), d.accepts(&s), "case {case}: {s:?}");
             }
         }
     }

@@ -54,7 +54,7 @@ impl<'a> Compiler<'a> {
         let rest_items = self.pos_items(f, k);
         if k == 0 && contains.is_empty() {
             let item = self.conj(rest_items, &BTreeSet::new(), depth + 1)?;
-            return Ok(self.simple_array(item, min, max, depth));
+            return Ok(self.simple_container(("[", "]"), "it", item, min, max, depth));
         }
         // state machine over (position, witnesses)
         let (c_item, c_min, c_max) = match contains.first() {
@@ -176,22 +176,25 @@ impl<'a> Compiler<'a> {
         Ok(alt(out))
     }
 
-    pub(super) fn simple_array(&mut self, item: Expr, min: u64, max: Option<u64>, depth: u32) -> Expr {
+    /// `[` items `]` or `{` members `}` with a count in `[min, max]`: empty when `min` is 0,
+    /// else a first element and the rest each after a separator (long or unbounded rests
+    /// repeat a rule named from `hint`).
+    pub(super) fn simple_container(&mut self, (open, close): (&str, &str), hint: &str, element: Expr, min: u64, max: Option<u64>, depth: u32) -> Expr {
         let mut alts = Vec::new();
         if min == 0 {
-            alts.push(self.lay.empty("[", "]"));
+            alts.push(self.lay.empty(open, close));
         }
         if max != Some(0) {
             let more_min = min.saturating_sub(1).min(u32::MAX as u64) as u32;
             let more_max = max.map(|m| (m - 1).min(u32::MAX as u64) as u32);
-            let mut tail = seq(vec![self.lay.sep(depth), item.clone()]);
+            let mut tail = seq(vec![self.lay.sep(depth), element.clone()]);
             if more_max.is_none_or(|m| m > 16) || more_min > 16 {
-                let name = self.new_name("it");
+                let name = self.new_name(hint);
                 self.add_rule(name.clone(), opaque(tail));
                 tail = rf(&name);
             }
             let rest = Expr::Repeat { inner: Box::new(tail), min: more_min, max: more_max };
-            alts.push(seq(vec![self.lay.open("[", depth), item, rest, self.lay.close("]", depth)]));
+            alts.push(seq(vec![self.lay.open(open, depth), element, rest, self.lay.close(close, depth)]));
         }
         alt(alts)
     }

@@ -235,7 +235,7 @@ impl<'a> Compiler<'a> {
             let Some(x) = extra else {
                 return Ok(if min_p == 0 { self.lay.empty("{", "}") } else { nothing() });
             };
-            return Ok(self.simple_object(x, min_p, max_p, depth));
+            return Ok(self.simple_container(("{", "}"), "m", x, min_p, max_p, depth));
         }
         if any_order {
             return Ok(self.key_set(members, extra, min_p, max_p, depth));
@@ -358,26 +358,6 @@ impl<'a> Compiler<'a> {
         }
         if max_p != Some(0) {
             alts.push(seq(vec![self.lay.open("{", depth), Expr::Perm(Box::new(spec)), self.lay.close("}", depth)]));
-        }
-        alt(alts)
-    }
-
-    pub(super) fn simple_object(&mut self, member: Expr, min: u64, max: Option<u64>, depth: u32) -> Expr {
-        let mut alts = Vec::new();
-        if min == 0 {
-            alts.push(self.lay.empty("{", "}"));
-        }
-        if max != Some(0) {
-            let more_min = min.saturating_sub(1).min(u32::MAX as u64) as u32;
-            let more_max = max.map(|m| (m - 1).min(u32::MAX as u64) as u32);
-            let mut tail = seq(vec![self.lay.sep(depth), member.clone()]);
-            if more_max.is_none_or(|m| m > 16) || more_min > 16 {
-                let name = self.new_name("m");
-                self.add_rule(name.clone(), opaque(tail));
-                tail = rf(&name);
-            }
-            let rest = Expr::Repeat { inner: Box::new(tail), min: more_min, max: more_max };
-            alts.push(seq(vec![self.lay.open("{", depth), member, rest, self.lay.close("}", depth)]));
         }
         alt(alts)
     }

@@ -100,7 +100,7 @@ impl<'a> Compiler<'a> {
                 StrCons::Format(n) => self.format_dfa(n),
             };
             match d.ok().and_then(|d| d.length_range()) {
-                Some((lo, hi)) => (if a <= lo { 0 } else { a }, if b.is_some_and(|b| hi.is_some_and(|h| h <= b)) { None } else { b }),
+                Some(range) => bounds_left(a, b, range),
                 None => (a, b),
             }
         } else {
@@ -167,7 +167,7 @@ impl<'a> Compiler<'a> {
             None => return Ok(nothing()),
             Some((lo, _)) if b.is_some_and(|b| b < lo) => return Ok(nothing()),
             Some((_, Some(hi))) if hi < a => return Ok(nothing()),
-            Some((lo, hi)) => (if a <= lo { 0 } else { a }, if b.is_some_and(|b| hi.is_some_and(|h| h <= b)) { None } else { b }),
+            Some(range) => bounds_left(a, b, range),
         };
         if a == 0 && b.is_none() {
             let body = self.dfa_expr(&d, true);
@@ -464,7 +464,12 @@ impl<'a> Compiler<'a> {
     }
 }
 
-/// Leap-second times `hh:mm:60[.frac]offset` that are 23:59:60 UTC.
+/// The length bounds `[a, b]` left to enforce on a language whose strings are `range.0` to
+/// `range.1` code points long: a bound every string meets anyway is dropped (0 / `None`).
+fn bounds_left(a: u64, b: Option<u64>, (lo, hi): (u64, Option<u64>)) -> (u64, Option<u64>) {
+    (if a <= lo { 0 } else { a }, if b.is_some_and(|b| hi.is_some_and(|h| h <= b)) { None } else { b })
+}
+
 /// Each leap-second time `hh:mm:60[.frac]offset` that is 23:59:60 UTC, with its local `hh:mm`.
 fn leap_time_cases() -> Vec<(String, Rx)> {
     let frac = rep(Rx::concat(vec![lit("."), rep(Rx::Chars(vec![('0' as u32, '9' as u32)]), 1, None)]), 0, Some(1));
