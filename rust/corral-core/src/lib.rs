@@ -23,6 +23,7 @@ pub mod intern;
 pub mod kequiv;
 pub mod limits;
 pub mod logits;
+pub mod logits_simd;
 pub mod lower;
 pub mod mask_cache;
 pub mod mask_fill;

@@ -21,6 +21,8 @@ pub trait Lane: Copy + Send + Sync + 'static + std::ops::BitAnd<Output = Self> +
     const ONES: Self;
     /// The cached [`lane_table`] for this type.
     fn table() -> &'static [[Self; 8]];
+    /// The machine-specific kernel for whole words ([`crate::logits_simd`]), when there is one.
+    fn simd(row: &mut [Self], mask: &[u32], words: usize, neg_inf: Self) -> Option<u32>;
 }
 impl Lane for u32 {
     const ZERO: u32 = 0;
@@ -29,6 +31,9 @@ impl Lane for u32 {
         static T: std::sync::OnceLock<Vec<[u32; 8]>> = std::sync::OnceLock::new();
         T.get_or_init(lane_table::<u32>)
     }
+    fn simd(row: &mut [u32], mask: &[u32], words: usize, neg_inf: u32) -> Option<u32> {
+        crate::logits_simd::mask_words_u32(row, mask, words, neg_inf)
+    }
 }
 impl Lane for u16 {
     const ZERO: u16 = 0;
@@ -36,6 +41,9 @@ impl Lane for u16 {
     fn table() -> &'static [[u16; 8]] {
         static T: std::sync::OnceLock<Vec<[u16; 8]>> = std::sync::OnceLock::new();
         T.get_or_init(lane_table::<u16>)
+    }
+    fn simd(row: &mut [u16], mask: &[u32], words: usize, neg_inf: u16) -> Option<u32> {
+        crate::logits_simd::mask_words_u16(row, mask, words, neg_inf)
     }
 }
 
@@ -54,8 +62,29 @@ pub fn mask_row<T: Lane>(row: &mut [T], mask: &[u32], vocab: usize, neg_inf: T) 
 fn mask_row_with<T: Lane>(row: &mut [T], mask: &[u32], vocab: usize, neg_inf: T, table: &[[T; 8]]) -> bool {
     let vocab = vocab.min(row.len()).min(mask.len() * 32);
     let full_words = vocab / 32;
+    let (mut any, done) = match T::simd(row, mask, full_words, neg_inf) {
+        Some(any) => (any, full_words),
+        None => (0, 0),
+    };
+    any |= mask_words_portable(row, mask, done, full_words, neg_inf, table);
+    let rem = vocab - full_words * 32;
+    if rem > 0 {
+        let bits = mask[full_words] & ((1u64 << rem) - 1) as u32;
+        any |= bits;
+        for b in 0..rem {
+            if bits >> b & 1 == 0 {
+                row[full_words * 32 + b] = neg_inf;
+            }
+        }
+    }
+    row[vocab..].fill(neg_inf);
+    any != 0
+}
+
+/// The portable kernel over words `from..full_words`; returns the OR of their bits.
+fn mask_words_portable<T: Lane>(row: &mut [T], mask: &[u32], from: usize, full_words: usize, neg_inf: T, table: &[[T; 8]]) -> u32 {
     let mut any = 0u32;
-    let mut w = 0;
+    let mut w = from;
     while w < full_words {
         let bits = mask[w];
         any |= bits;
@@ -84,18 +113,7 @@ fn mask_row_with<T: Lane>(row: &mut [T], mask: &[u32], vocab: usize, neg_inf: T,
         }
         w += 1;
     }
-    let rem = vocab - full_words * 32;
-    if rem > 0 {
-        let bits = mask[full_words] & ((1u64 << rem) - 1) as u32;
-        any |= bits;
-        for b in 0..rem {
-            if bits >> b & 1 == 0 {
-                row[full_words * 32 + b] = neg_inf;
-            }
-        }
-    }
-    row[vocab..].fill(neg_inf);
-    any != 0
+    any
 }
 
 /// Masks rows `rows` of a `(batch, width)` logits buffer with the same rows of a
@@ -139,6 +157,27 @@ mod tests {
         let mut row = vec![0u16; 40];
         assert!(!mask_row(&mut row, &[0, 0], 40, NEG_INF_BF16));
         assert!(row.iter().all(|&x| x == NEG_INF_BF16));
+    }
+
+    /// The portable loop (what machines without a SIMD kernel run) against the bits.
+    #[test]
+    fn portable_kernel_matches_the_bits() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut mask = vec![0u32, 0, u32::MAX, 0, 7, u32::MAX, u32::MAX];
+        for _ in 0..100 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            mask.push(x as u32);
+        }
+        let n = mask.len();
+        let mut row: Vec<u32> = (0..n as u32 * 32).collect();
+        let any = mask_words_portable(&mut row, &mask, 0, n, NEG_INF_F32, u32::table());
+        assert_eq!(any, mask.iter().fold(0, |a, b| a | b));
+        for (i, &v) in row.iter().enumerate() {
+            let allowed = mask[i / 32] >> (i % 32) & 1 == 1;
+            assert_eq!(v, if allowed { i as u32 } else { NEG_INF_F32 }, "entry {i}");
+        }
     }
 
     #[test]
