@@ -12,6 +12,7 @@
 
 use crate::byteset::ByteSet;
 use crate::dfa::{Dfa, DEAD};
+use crate::token_set::TokenSet;
 use crate::toktrie::TokTrie;
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -384,8 +385,8 @@ pub fn first_bytes(lexers: &[Lexer]) -> ByteSet {
 /// The cached result for one level-0 key.
 #[derive(Debug)]
 pub struct CiEntry {
-    /// Mask words of tokens allowed by continuing a terminal.
-    pub allowed: Vec<u32>,
+    /// Tokens allowed by continuing a terminal.
+    pub allowed: TokenSet,
     /// Groups and cached deeper levels.
     pub level: Level,
 }
@@ -447,7 +448,7 @@ impl CiEntry {
             }
         }
         dedup_groups(&mut groups);
-        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
 
     /// [`CiEntry::build`] by one lexer-only walk of the whole trie.
@@ -488,7 +489,7 @@ impl CiEntry {
         } else {
             part(&whole(trie, 1))
         };
-        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
 }
 
@@ -499,11 +500,12 @@ impl CiEntry {
     /// `m` bytes (a length bound `m` characters away) or paths on which the two have not yet
     /// converged (a key that is not yet past the declared names it must avoid).
     ///
-    /// `None` when the lockstep walk would visit more than an eighth of the trie (then a
-    /// fresh walk is cheaper).
-    pub fn derive(trie: &TokTrie, near: &CiEntry, s: u32, g: u32, dfa: &Dfa, m: usize) -> Option<CiEntry> {
-        let mut allowed = near.allowed.clone();
-        let walk = walk_lockstep(trie, s, g, dfa, m, &mut allowed, trie.nodes.len() / 8)?;
+    /// `None` when the lockstep walk would visit more than `budget` nodes (then a fresh walk
+    /// is cheaper).
+    #[allow(clippy::too_many_arguments)]
+    pub fn derive(trie: &TokTrie, near: &CiEntry, s: u32, g: u32, dfa: &Dfa, m: usize, mask_words: usize, budget: usize) -> Option<CiEntry> {
+        let mut allowed = near.allowed.to_bits(mask_words);
+        let walk = walk_lockstep(trie, s, g, dfa, m, &mut allowed, budget)?;
         // The near state's ends inside the ranges where the two agree, then this state's own.
         let mut nodes: Vec<(u32, ByteSet)> = Vec::new();
         for grp in &near.level.groups {
@@ -533,7 +535,7 @@ impl CiEntry {
             }
         }
         dedup_groups(&mut groups);
-        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } })
+        Some(CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } })
     }
 
     /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
@@ -543,9 +545,7 @@ impl CiEntry {
         let mut allowed = vec![0u32; mask_words];
         let mut ends: Vec<(u32, u64, ByteSet)> = Vec::new();
         for (j, p) in parts.iter().enumerate() {
-            for (x, y) in allowed.iter_mut().zip(&p.allowed) {
-                *x |= y;
-            }
+            p.allowed.or_into(&mut allowed);
             for g in p.level.groups.iter().filter(|g| g.ending != 0) {
                 ends.extend(g.nodes.iter().zip(&g.child_bytes).map(|(&n, &cb)| (n, 1u64 << j, cb)));
             }
@@ -568,7 +568,7 @@ impl CiEntry {
             groups[gi].nodes.push(node);
             groups[gi].child_bytes.push(cb);
         }
-        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
 }
 
@@ -678,31 +678,34 @@ impl CiCache {
             let l = lexers[0];
             let depth = trie.max_depth();
             let s = l.dfa.canonical_state(l.state, depth);
-            // A state the plain-text slice serves is built from it (a walk of ~12k nodes)
-            // rather than derived from a near state (a lockstep walk of up to an eighth of the
-            // trie).
+            // A state the plain-text slice serves is derived only from a near state whose
+            // entry is cached already, and only while the lockstep walk stays well under the
+            // slice's own walk (a key that must avoid a few declared names, next to "the rest
+            // of any string": a few hundred nodes instead of the ~12k of the slice's walk).
             let sliced = CiEntry::slice_for(trie, &l);
-            let ns = if sliced.is_some() { None } else { near_state(trie, l.dfa, s, depth, nested) };
+            let ns = if sliced.is_some() && nested { None } else { near_state(trie, l.dfa, s, depth, nested) };
             let derived = ns.and_then(|(t, m)| {
                 let near = Lexer { state: t, ..l };
                 let near_key = [near.key(depth)];
                 let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(&near_key[..]).cloned();
                 let entry = match hit {
                     Some(e) => e,
+                    None if sliced.is_some() => return None,
                     // A near state whose own entry is not cached must be walked first: only
                     // worth it when that walk is no bigger than this state's own (it is then
                     // shared).
                     None if trie.nodes_under(l.dfa.live_bytes(t)) > 2 * trie.nodes_under(l.dfa.live_bytes(s)) => return None,
                     None => self.insert_built(trie, &near_key, &[near], mask_words, true),
                 };
-                CiEntry::derive(trie, &entry, s, t, l.dfa, m)
+                let budget = if sliced.is_some() { trie.plain_slice().rest.nodes.len() / 4 } else { trie.nodes.len() / 8 };
+                CiEntry::derive(trie, &entry, s, t, l.dfa, m, mask_words, budget)
             });
             Arc::new(derived.unwrap_or_else(|| match sliced {
                 Some(partial) => CiEntry::build_sliced(trie, trie.plain_slice(), partial, &l, mask_words),
                 None => CiEntry::build_walk(trie, lexers, mask_words),
             }))
         };
-        let size = e.allowed.len() * 4 + e.level.memory_bytes() + key.len() * 8 + 64;
+        let size = e.allowed.memory_bytes() + e.level.memory_bytes() + key.len() * 8 + 64;
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         if self.bytes.load(Relaxed) + size > self.budget {
             // Bounded and simple: drop everything; entries rebuild on demand.

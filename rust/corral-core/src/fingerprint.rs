@@ -68,6 +68,16 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
             index[&t]
         }
     };
+    // The reachable automaton as it is: automata built by the same code for different
+    // schemas (every object's "rest of the key" state) are usually isomorphic already, and
+    // then the id is known without minimising.
+    let raw = serialize(&runs, 0, |i| dfa.is_accepting(states[i]), |i, c| match succ(i, c) {
+        NONE => None,
+        t => Some(t as usize),
+    });
+    if let Some(&id) = raw_table().lock().unwrap_or_else(|p| p.into_inner()).get(&raw) {
+        return Some(id);
+    }
     // Moore minimisation to a fixpoint (the sub-automaton is small).
     let mut block: Vec<u32> = (0..n).map(|i| dfa.is_accepting(states[i]) as u32).collect();
     let mut count = block.iter().copied().collect::<std::collections::BTreeSet<u32>>().len();
@@ -92,7 +102,7 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
             break;
         }
     }
-    // Canonical numbering of the blocks: breadth first from the start, bytes in order.
+    // The minimal automaton, numbered canonically: its blocks, each through one member.
     let member: Vec<usize> = {
         let mut m = vec![usize::MAX; count];
         for i in 0..n {
@@ -102,27 +112,49 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
         }
         m
     };
-    let mut order: Vec<u32> = vec![block[0]];
-    let mut number: FxHashMap<u32, u32> = FxHashMap::default();
-    number.insert(block[0], 0);
+    let out = serialize(&runs, block[0] as usize, |b| dfa.is_accepting(states[member[b]]), |b, c| match succ(member[b], c) {
+        NONE => None,
+        t => Some(block[t as usize] as usize),
+    });
+    let id = {
+        let mut t = table().lock().unwrap_or_else(|p| p.into_inner());
+        let len = t.len() as u32;
+        *t.entry(out).or_insert(len)
+    };
+    raw_table().lock().unwrap_or_else(|p| p.into_inner()).insert(raw, id);
+    Some(id)
+}
+
+/// Serialized automata as they were met (not minimised) and their language ids.
+fn raw_table() -> &'static Mutex<FxHashMap<Vec<u32>, u32>> {
+    static T: OnceLock<Mutex<FxHashMap<Vec<u32>, u32>>> = OnceLock::new();
+    T.get_or_init(Default::default)
+}
+
+/// The automaton reachable from node `root` as a table independent of node and byte-class
+/// numbering: nodes numbered breadth first from `root` (successors in byte order); per node,
+/// whether it accepts, its number of byte ranges, and each range `lo, hi, target` (adjacent
+/// byte runs with one target merged; `NONE` for the dead state). `succ(node, class)` is the
+/// successor node, `runs` the byte runs of equal class in byte order.
+fn serialize(runs: &[(u8, u8, u8)], root: usize, accepting: impl Fn(usize) -> bool, succ: impl Fn(usize, usize) -> Option<usize>) -> Vec<u32> {
+    let mut order: Vec<usize> = vec![root];
+    let mut number: FxHashMap<usize, u32> = FxHashMap::default();
+    number.insert(root, 0);
     let mut out: Vec<u32> = Vec::new();
     let mut q = 0;
     while q < order.len() {
-        let i = member[order[q] as usize];
-        out.push(dfa.is_accepting(states[i]) as u32);
+        let node = order[q];
+        out.push(accepting(node) as u32);
         let mark = out.len();
         out.push(0);
         let mut last: Option<(u8, u8, u32)> = None;
-        for &(lo, hi, c) in &runs {
-            let t = match succ(i, c as usize) {
-                NONE => NONE,
-                t => {
-                    let b = block[t as usize];
-                    *number.entry(b).or_insert_with(|| {
-                        order.push(b);
-                        (order.len() - 1) as u32
-                    })
-                }
+        for &(lo, hi, c) in runs {
+            let t = match succ(node, c as usize) {
+                None => NONE,
+                Some(b) => *number.entry(b).or_insert_with(|| {
+                    order.push(b);
+                    (order.len() - 1) as u32
+                }),
             };
             // Adjacent runs with one target are one range (byte classes differ per automaton).
             match &mut last {
@@ -141,9 +173,7 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
         out[mark] = ((out.len() - mark - 1) / 3) as u32;
         q += 1;
     }
-    let mut t = table().lock().unwrap_or_else(|p| p.into_inner());
-    let len = t.len() as u32;
-    Some(*t.entry(out).or_insert(len))
+    out
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub mod regex;
 pub mod rx;
 pub mod slice;
 pub mod step;
+pub mod token_set;
 pub mod toktrie;
 pub mod testutil;
 pub mod vocab;

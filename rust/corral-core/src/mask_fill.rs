@@ -50,7 +50,7 @@ impl Filler {
         self.depth = trie.max_depth();
         self.set_level(cfg, 0, cur);
         let entry = ci.get(trie, &self.lex[0].1, || self.lexers_of(cfg, 0), mask_words);
-        mask[..mask_words].copy_from_slice(&entry.allowed);
+        entry.allowed.write_to(mask, mask_words);
         self.descend(cfg, ci, trie, parser, &entry.level, 0, mask);
     }
 

@@ -59,9 +59,36 @@ fn sliced_entries_equal_whole_walks_on_llama3() {
             sliced[partial.is_some() as usize] += 1;
             let a = CiEntry::build_sliced(trie, slice, partial, &l, words);
             let b = CiEntry::build_walk(trie, &[l], words);
-            assert!(a.allowed == b.allowed, "{pattern} after {n} chars (safe depth {safe}): token sets differ");
+            assert!(a.allowed.to_bits(words) == b.allowed.to_bits(words), "{pattern} after {n} chars (safe depth {safe}): token sets differ");
             assert_eq!(groups(&a), groups(&b), "{pattern} after {n} chars: lexeme ends differ");
         }
     }
     assert!(sliced[0] > 0 && sliced[1] > 0, "both kinds of slice were exercised: {sliced:?}");
+}
+
+#[test]
+fn derived_entries_of_plain_safe_states_equal_whole_walks_on_llama3() {
+    // A key that must not be the name `id`, next to "the rest of any string": once the
+    // latter's entry is cached, the former's is derived from it by a lockstep walk (it would
+    // take the slice's walk otherwise). Same tokens and lexeme ends as a whole walk.
+    use corral_core::ci_cache::CiCache;
+    let path = format!("{}/../../../shared/data/tokenizers/llama3/tokenizer.model", env!("CARGO_MANIFEST_DIR"));
+    let vocab = load_tiktoken(&path, 256, &[128001, 128009]).expect("Llama 3 vocabulary in ../shared/data");
+    let trie = vocab.trie();
+    let words = vocab.mask_words();
+    let depth = trie.max_depth();
+    let c = r#"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})"#;
+    let not = |x: char| format!(r#"([^"\\\x00-\x1f{x}]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{{4}})"#);
+    let d = dfa(&format!(r#"({}{c}*|i({}{c}*)?|id{c}+)?""#, not('i'), not('d')));
+    let start = d.start();
+    let rest = d.next(start, b'b');
+    let after_i = d.next(start, b'i');
+    let cache = CiCache::new(1 << 30);
+    for (what, s) in [("the rest", rest), ("the start", start), ("after i", after_i)] {
+        let l = Lexer { dfa: &d, state: s, gid: 7 };
+        let e = cache.get(trie, &[l.key(depth)], || vec![l], words);
+        let w = CiEntry::build_walk(trie, &[l], words);
+        assert!(e.allowed.to_bits(words) == w.allowed.to_bits(words), "{what}: token sets differ");
+        assert_eq!(groups(&e), groups(&w), "{what}: lexeme ends differ");
+    }
 }

@@ -52,6 +52,8 @@ fn main() {
             compiles.sort_by(|a, b| a.partial_cmp(b).unwrap());
             let pct = |v: &[f64], p: f64| if v.is_empty() { f64::NAN } else { v[((v.len() as f64 - 1.0) * p).round() as usize] };
             println!("fills {}: p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} max {:.1} µs, mean {:.1}", ts.len(), pct(&ts, 0.5), pct(&ts, 0.9), pct(&ts, 0.99), pct(&ts, 0.999), pct(&ts, 1.0), ts.iter().sum::<f64>() / ts.len() as f64);
+            let slow: Vec<f64> = ts.iter().copied().filter(|&t| t >= 100.0).collect();
+            println!("fills >= 100 µs: {} ({:.2}%), {:.1} ms in all; token-set cache {} entries, {:.1} MB", slow.len(), 100.0 * slow.len() as f64 / ts.len() as f64, slow.iter().sum::<f64>() / 1e3, vocab.cache().len(), vocab.cache().memory_bytes() as f64 / 1e6);
             println!("compile+token-level {}: p50 {:.2} p90 {:.2} p99 {:.2} max {:.2} ms", compiles.len(), pct(&compiles, 0.5), pct(&compiles, 0.9), pct(&compiles, 0.99), pct(&compiles, 1.0));
             fills.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap());
             for (t, l, s) in fills.iter().take(15) {
