@@ -78,6 +78,13 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
     if let Some(&id) = raw_table().lock().unwrap_or_else(|p| p.into_inner()).get(&raw) {
         return Some(id);
     }
+    // Byte classes that no reachable state tells apart are one column for minimisation
+    // (an object's key automaton has classes for every declared name; its "rest of the key"
+    // part sees two or three).
+    let columns: Vec<usize> = {
+        let mut seen: FxHashMap<Vec<u32>, usize> = FxHashMap::default();
+        (0..classes).filter(|&c| seen.insert((0..n).map(|i| succ(i, c)).collect(), c).is_none()).collect()
+    };
     // Moore minimisation to a fixpoint (the sub-automaton is small).
     let mut block: Vec<u32> = (0..n).map(|i| dfa.is_accepting(states[i]) as u32).collect();
     let mut count = block.iter().copied().collect::<std::collections::BTreeSet<u32>>().len();
@@ -85,9 +92,9 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
         let mut ids: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
         let next: Vec<u32> = (0..n)
             .map(|i| {
-                let mut sig = Vec::with_capacity(classes + 1);
+                let mut sig = Vec::with_capacity(columns.len() + 1);
                 sig.push(block[i]);
-                sig.extend((0..classes).map(|c| match succ(i, c) {
+                sig.extend(columns.iter().map(|&c| match succ(i, c) {
                     NONE => NONE,
                     t => block[t as usize],
                 }));

@@ -23,12 +23,16 @@ pub enum TokenSet {
 impl TokenSet {
     /// The set whose bitmask is `bits`: a list when it holds at most [`MAX_LISTED`] ids.
     pub fn from_bits(bits: Vec<u32>) -> TokenSet {
-        let count: usize = bits.iter().map(|w| w.count_ones() as usize).sum();
-        if count > MAX_LISTED {
-            return TokenSet::Bits(bits.into_boxed_slice());
-        }
-        let mut ids = Vec::with_capacity(count);
+        // Ids collected directly (zero words cost one compare); a set that outgrows the list
+        // stops the scan and keeps its bitmask.
+        let mut ids = Vec::new();
         for (w, &word) in bits.iter().enumerate() {
+            if word == 0 {
+                continue;
+            }
+            if ids.len() + word.count_ones() as usize > MAX_LISTED {
+                return TokenSet::Bits(bits.into_boxed_slice());
+            }
             let mut b = word;
             while b != 0 {
                 ids.push(w as u32 * 32 + b.trailing_zeros());
