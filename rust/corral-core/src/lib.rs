@@ -38,6 +38,7 @@ pub mod token_set;
 pub mod toktrie;
 pub mod testutil;
 pub mod vocab;
+pub mod warmup;
 
 pub use error::{Error, Location, Result};
 pub use grammar::Grammar;

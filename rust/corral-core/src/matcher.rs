@@ -48,6 +48,8 @@ impl CompiledGrammar {
                 });
             }
         }
+        // What the first fills would do per terminal, on the background thread ([`crate::warmup`]).
+        crate::warmup::submit(cfg.terminals.iter().map(|t| (t.dfa.clone(), t.gid)).collect(), vocab.clone());
         CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks }
     }
 

@@ -275,3 +275,26 @@ long ::= "\"" ([a-cé ] | "\\n"){0,70} "\"""#;
         assert!(m.is_accepting());
     }
 }
+
+#[test]
+fn warmed_up_entries_give_the_same_masks() {
+    // Entries the background warm-up builds (here built synchronously, before any fill) are
+    // the ones the fills would build: masks still match per-token acceptance, and equal those
+    // of a second vocabulary whose entries the fills build (or the background thread, racing).
+    let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
+    let warmed = vocab(&toks());
+    let cold = vocab(&toks());
+    let terminals: Vec<_> = g.cfg().terminals.iter().map(|t| (t.dfa.clone(), t.gid)).collect();
+    corral_core::warmup::warm(&terminals, &warmed, std::time::Duration::from_secs(60));
+    assert!(!warmed.cache().is_empty(), "the warm-up built cache entries");
+    let a = Arc::new(CompiledGrammar::new(&g, warmed));
+    let b = Arc::new(CompiledGrammar::new(&g, cold));
+    let input = r#"{"a": [1, "x\n"], "é": {"b": null}}"#.as_bytes();
+    let (mut ma, mut mb) = (Matcher::new(a), Matcher::new(b));
+    for i in 0..input.len() {
+        let got = mask_tokens(&mut ma);
+        assert_eq!(got, accepted_tokens(&mut ma), "at byte {i}");
+        assert_eq!(got, mask_tokens(&mut mb), "at byte {i}");
+        assert!(ma.accept_bytes(&input[i..i + 1]) && mb.accept_bytes(&input[i..i + 1]));
+    }
+}
