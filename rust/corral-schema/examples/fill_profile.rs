@@ -20,6 +20,8 @@ fn main() {
     let mut fills: Vec<(f64, String, usize)> = Vec::new();
     let mut compiles: Vec<f64> = Vec::new();
     let text = std::fs::read_to_string(&path).unwrap();
+    // `FP_TRACE=us`: print (tab-separated) every fill that took at least that many microseconds.
+    let trace_us: Option<u128> = std::env::var("FP_TRACE").ok().map(|v| v.parse().unwrap_or(2000));
     std::thread::Builder::new()
         .stack_size(64 << 20)
         .spawn(move || {
@@ -42,7 +44,11 @@ fn main() {
                         let t = Instant::now();
                         m.fill_next_token_bitmask(&mut mask).unwrap();
                         fills.push((t.elapsed().as_secs_f64() * 1e6, label.clone(), step));
-                        if std::env::var("FP_TRACE").is_ok() && t.elapsed().as_micros() > 2000 { eprintln!("FILL {label} step {step} {:?}", t.elapsed()); }
+                        if let Some(us) = trace_us {
+                            if t.elapsed().as_micros() >= us {
+                                eprintln!("FILL\t{label}\t{step}\t{}", t.elapsed().as_micros());
+                            }
+                        }
                         assert!(m.accept_token(id.as_u64().unwrap() as u32).unwrap(), "{label} step {step}");
                     }
                 }
