@@ -32,11 +32,14 @@ type Job = Box<dyn FnOnce() + Send>;
 struct Worker {
     tx: Mutex<Sender<Job>>,
     pending: Arc<AtomicUsize>,
+    /// The process that started the thread: a child forked after that has no thread (jobs
+    /// would pile up unrun), so it skips warm-up.
+    pid: u32,
 }
 
 fn worker() -> Option<&'static Worker> {
     static W: OnceLock<Option<Worker>> = OnceLock::new();
-    W.get_or_init(|| {
+    let w = W.get_or_init(|| {
         if std::env::var("CORRAL_BACKGROUND_WARMUP").is_ok_and(|v| v.trim() == "0") {
             return None;
         }
@@ -56,9 +59,9 @@ fn worker() -> Option<&'static Worker> {
                 }
             })
             .ok()?;
-        Some(Worker { tx: Mutex::new(tx), pending })
-    })
-    .as_ref()
+        Some(Worker { tx: Mutex::new(tx), pending, pid: std::process::id() })
+    });
+    w.as_ref().filter(|w| w.pid == std::process::id())
 }
 
 /// Whether background warm-up is on in this process.
