@@ -221,7 +221,7 @@ fn walk(trie: &TokTrie, lexers: &[Lexer], ranges: &[(usize, usize, usize)], firs
                 i += node.subtree_len as usize;
                 continue;
             }
-            if node.tok_len > 0 {
+            if node.has_tokens {
                 on_token(trie.tokens_at(i));
             }
             if ending != 0 && node.subtree_len > 1 {
@@ -256,7 +256,7 @@ fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, ranges: &[(usize, usize, usize)]
                 continue;
             }
             unsafe { *states.get_unchecked_mut(d) = s };
-            if node.tok_len > 0 {
+            if node.has_tokens {
                 on_token(trie.tokens_at(i));
             }
             if node.subtree_len > 1 && dfa.is_accepting(s) {
