@@ -100,6 +100,11 @@ impl ByteAutomaton {
         self.accept[s]
     }
 
+    /// Heap bytes held (edges and acceptance flags).
+    pub fn memory_bytes(&self) -> usize {
+        self.trans.iter().map(|e| e.capacity() * 12 + 24).sum::<usize>() + self.accept.len()
+    }
+
     /// Number of states plus edges (a size measure for limits).
     pub fn size(&self) -> usize {
         self.len() + self.trans.iter().map(Vec::len).sum::<usize>()

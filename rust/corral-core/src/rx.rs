@@ -90,6 +90,20 @@ impl Rx {
         }
     }
 
+    /// Approximate heap bytes held by this expression (for the process-wide caches' budgets).
+    pub fn heap_bytes(&self) -> usize {
+        let node = std::mem::size_of::<Rx>();
+        match self {
+            Rx::Empty | Rx::Nothing => 0,
+            Rx::Literal(b) => b.len(),
+            Rx::Chars(r) => r.len() * 8,
+            Rx::Bytes(r) => r.len() * 2,
+            Rx::Concat(v) | Rx::Alt(v) => v.iter().map(|x| node + x.heap_bytes()).sum(),
+            Rx::Repeat { inner, .. } => node + inner.heap_bytes(),
+            Rx::Automaton(a) => a.memory_bytes(),
+        }
+    }
+
     /// True when the empty string is in the language.
     pub fn nullable(&self) -> bool {
         match self {
