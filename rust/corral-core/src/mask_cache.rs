@@ -3,8 +3,11 @@
 //! The key hashes (128 bits) the lexemes in progress — terminal, DFA state and the structural
 //! hash of the parser row each started at ([`crate::earley::Parser::row_hash`]) — so states
 //! that recur (they dominate JSON: every array element, every object member at one depth)
-//! cost one copy. Bounded by a byte budget; when full it starts over.
+//! cost one copy. A mask whose few ids the fill listed is kept as that list (most masks
+//! outside string bodies allow a handful of tokens, and storing each as a fresh 16 KB block
+//! was the largest cost of a miss). Bounded by a byte budget; when full it starts over.
 
+use crate::token_set::TokenSet;
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -15,8 +18,11 @@ pub const DEFAULT_MASK_CACHE_BYTES: usize = 64 << 20;
 /// The cache (one per compiled grammar, shared by its matchers).
 #[derive(Debug)]
 pub struct MaskCache {
-    map: Mutex<FxHashMap<u128, Arc<[u32]>>>,
-    max_entries: usize,
+    map: Mutex<FxHashMap<u128, Arc<TokenSet>>>,
+    /// Bytes held by the masks.
+    bytes: AtomicU64,
+    budget: usize,
+    words: usize,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -24,7 +30,7 @@ pub struct MaskCache {
 impl MaskCache {
     /// A cache of at most `budget` bytes of masks of `words` words each.
     pub fn new(budget: usize, words: usize) -> MaskCache {
-        MaskCache { map: Mutex::new(FxHashMap::default()), max_entries: (budget / (words * 4).max(1)).max(1), hits: 0.into(), misses: 0.into() }
+        MaskCache { map: Mutex::new(FxHashMap::default()), bytes: 0.into(), budget, words, hits: 0.into(), misses: 0.into() }
     }
 
     /// Copies the cached mask for `key` into `out` (its first words); false on a miss.
@@ -32,7 +38,7 @@ impl MaskCache {
         let hit = self.map.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         match hit {
             Some(m) => {
-                out[..m.len()].copy_from_slice(&m);
+                m.write_to(out, self.words);
                 self.hits.fetch_add(1, Relaxed);
                 true
             }
@@ -43,14 +49,23 @@ impl MaskCache {
         }
     }
 
-    /// Stores a finished mask.
-    pub fn insert(&self, key: u128, mask: &[u32]) {
-        let m: Arc<[u32]> = Arc::from(mask);
+    /// Stores a finished mask: `ids` when the fill listed them (every set bit, possibly
+    /// repeated), else the first words of `mask`.
+    pub fn insert(&self, key: u128, mask: &[u32], ids: Option<&[u32]>) {
+        let m = Arc::new(match ids {
+            Some(ids) => TokenSet::Ids(ids.into()),
+            None => TokenSet::Bits(mask[..self.words].into()),
+        });
+        let size = (m.memory_bytes() + 48) as u64;
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= self.max_entries {
+        if self.bytes.load(Relaxed) + size > self.budget as u64 {
             map.clear();
+            self.bytes.store(0, Relaxed);
         }
-        map.insert(key, m);
+        if let Some(old) = map.insert(key, m) {
+            self.bytes.fetch_sub((old.memory_bytes() + 48) as u64, Relaxed);
+        }
+        self.bytes.fetch_add(size, Relaxed);
     }
 
     /// (hits, misses) so far.
@@ -60,7 +75,6 @@ impl MaskCache {
 
     /// Bytes held.
     pub fn memory_bytes(&self) -> usize {
-        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        map.values().map(|m| m.len() * 4 + 48).sum()
+        self.bytes.load(Relaxed) as usize
     }
 }

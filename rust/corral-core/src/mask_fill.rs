@@ -9,6 +9,7 @@ use crate::cfg::Cfg;
 use crate::ci_cache::{CiCache, Level, Lexer, MAX_KEY_LEXEMES};
 use crate::earley::Parser;
 use crate::step::{start_lexemes, step, Lexeme, StepScratch};
+use crate::token_set::{TokenSet, MAX_LISTED};
 use crate::toktrie::TokTrie;
 
 /// Reusable scratch space for mask filling (one per matcher).
@@ -24,6 +25,10 @@ pub struct Filler {
     depth: usize,
     /// Scratch for [`Filler::set_level`]: each lexeme with its key element.
     keyed: Vec<((u32, u32), Lexeme)>,
+    /// The ids the last fill set, while they are few ([`Filler::listed`]).
+    ids: Vec<u32>,
+    /// Whether the last fill set too many ids (or unknown ones) to list.
+    dense: bool,
 }
 
 #[inline(always)]
@@ -37,11 +42,14 @@ impl Filler {
     /// Writes into `mask` (its first `mask_words` words; the rest must be zero) every token
     /// allowed after the position whose lexemes are `cur`. `parser` is restored before returning.
     pub fn fill(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, mask_words: usize, parser: &mut Parser, cur: &[Lexeme], mask: &mut [u32]) {
+        self.ids.clear();
+        self.dense = false;
         if cur.is_empty() {
             mask[..mask_words].fill(0);
             return;
         }
         if cur.len() > MAX_KEY_LEXEMES {
+            self.dense = true;
             mask[..mask_words].fill(0);
             let roots: Vec<u32> = (0..trie.nodes.len() as u32).filter(|&i| trie.nodes[i as usize].depth == 1).collect();
             self.walk_full(cfg, trie, parser, &roots, false, cur, mask);
@@ -51,7 +59,17 @@ impl Filler {
         self.set_level(cfg, 0, cur);
         let entry = ci.get(trie, &self.lex[0].1, || self.lexers_of(cfg, 0), mask_words);
         entry.allowed.write_to(mask, mask_words);
+        match &entry.allowed {
+            TokenSet::Ids(ids) => self.ids.extend_from_slice(ids),
+            TokenSet::Bits(_) => self.dense = true,
+        }
         self.descend(cfg, ci, trie, parser, &entry.level, 0, mask);
+    }
+
+    /// The ids the last [`Filler::fill`] set (possibly repeated), when it set at most
+    /// [`MAX_LISTED`] known ones: the mask then needs no 16 KB copy to be kept.
+    pub fn listed(&self) -> Option<&[u32]> {
+        (!self.dense && self.ids.len() <= MAX_LISTED).then_some(&self.ids[..])
     }
 
     /// Stores `lex` in canonical order (and its key) as level `lvl`'s lexemes.
@@ -106,6 +124,7 @@ impl Filler {
             next.clear();
             start_lexemes(cfg, parser, row, &mut next);
             if next.len() > MAX_KEY_LEXEMES {
+                self.dense = true;
                 self.walk_full(cfg, trie, parser, &group.nodes, true, &next, mask);
             } else if !next.is_empty() {
                 self.set_level(cfg, lvl + 1, &next);
@@ -117,6 +136,13 @@ impl Filler {
                     }
                 };
                 set_bits(mask, &child.tokens);
+                if !self.dense {
+                    if self.ids.len() + child.tokens.len() > MAX_LISTED {
+                        self.dense = true;
+                    } else {
+                        self.ids.extend_from_slice(&child.tokens);
+                    }
+                }
                 if !child.groups.is_empty() {
                     self.work = next;
                     self.descend(cfg, ci, trie, parser, &child, lvl + 1, mask);

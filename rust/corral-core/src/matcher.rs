@@ -257,12 +257,28 @@ impl Matcher {
                 let cfg = self.g.grammar.cfg().clone();
                 let cur = &self.lex[s.lex_start as usize..s.lex_end as usize];
                 self.filler.fill(&cfg, vocab.cache(), vocab.trie(), words, &mut self.parser, cur, mask);
-                if self.is_accepting() {
+                let accepting = self.is_accepting();
+                if accepting {
                     for &e in vocab.eos_token_ids() {
                         mask[e as usize / 32] |= 1 << (e % 32);
                     }
                 }
-                self.g.masks.insert(key, &mask[..words]);
+                let listed = self.filler.listed().map(|ids| {
+                    let mut v = ids.to_vec();
+                    if accepting {
+                        v.extend_from_slice(vocab.eos_token_ids());
+                    }
+                    v
+                });
+                debug_assert!(
+                    listed.as_ref().is_none_or(|ids| {
+                        let mut bits = vec![0u32; words];
+                        ids.iter().for_each(|&t| bits[t as usize / 32] |= 1 << (t % 32));
+                        bits[..] == mask[..words]
+                    }),
+                    "the ids a fill listed are not its mask"
+                );
+                self.g.masks.insert(key, &mask[..words], listed.as_deref());
             }
             return Ok(());
         }
