@@ -8,6 +8,22 @@ use crate::rx::Rx;
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// Second-chance eviction for the tables here (entries flagged when used): when `total +
+/// incoming` exceeds `budget`, the entries not used since the last eviction go and the flags
+/// of the rest are cleared; if what is left plus `incoming` still exceeds half the budget,
+/// everything goes. `total` is the tables' weight, recomputed with `weight`.
+fn second_chance<K, V>(map: &mut FxHashMap<K, (V, bool)>, total: &mut usize, incoming: usize, budget: usize, weight: impl Fn(&K, &V) -> usize) {
+    if *total + incoming <= budget {
+        return;
+    }
+    map.retain(|_, (_, used)| std::mem::replace(used, false));
+    *total = map.iter().map(|(k, (v, _))| weight(k, v)).sum();
+    if *total + incoming > budget / 2 {
+        map.clear();
+        *total = 0;
+    }
+}
+
 /// Approximate bytes of expressions the id table may hold (`Rx::heap_bytes`): schema
 /// compilers put whole JSON-encoded automata in terminals, and a server compiling many
 /// distinct schemas must not keep every one it ever saw.
@@ -31,15 +47,7 @@ impl IdTable {
     /// last eviction go (second chance), and everything goes if that is not enough. An
     /// evicted expression met again gets a new id (its automaton and token sets are rebuilt).
     fn make_room(&mut self, incoming: usize) {
-        if self.bytes + incoming <= ID_TABLE_BYTES {
-            return;
-        }
-        self.by_rx.retain(|_, (_, used)| std::mem::replace(used, false));
-        self.bytes = self.by_rx.keys().map(Rx::heap_bytes).sum();
-        if self.bytes + incoming > ID_TABLE_BYTES / 2 {
-            self.by_rx.clear();
-            self.bytes = 0;
-        }
+        second_chance(&mut self.by_rx, &mut self.bytes, incoming, ID_TABLE_BYTES, |rx, _| rx.heap_bytes());
     }
 
     fn id(&mut self, rx: &Rx) -> Result<u32> {
@@ -94,15 +102,7 @@ impl DfaCache {
     /// leap-second pieces every `date-time` uses — stay, with their canonical states), and
     /// everything goes if that is not enough.
     fn make_room(&mut self, incoming: usize) {
-        if self.states + incoming <= DFA_CACHE_STATES {
-            return;
-        }
-        self.by_id.retain(|_, (_, used)| std::mem::replace(used, false));
-        self.states = self.by_id.values().map(|(d, _)| d.num_states()).sum();
-        if self.states + incoming > DFA_CACHE_STATES / 2 {
-            self.by_id.clear();
-            self.states = 0;
-        }
+        second_chance(&mut self.by_id, &mut self.states, incoming, DFA_CACHE_STATES, |_, d| d.num_states());
     }
 }
 

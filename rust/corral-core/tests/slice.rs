@@ -18,10 +18,15 @@ fn groups(e: &CiEntry) -> Vec<(u64, Vec<u32>)> {
     g
 }
 
+/// The Llama 3 vocabulary from `../shared/data`.
+fn llama3() -> corral_core::Vocabulary {
+    let path = format!("{}/../../../shared/data/tokenizers/llama3/tokenizer.model", env!("CARGO_MANIFEST_DIR"));
+    load_tiktoken(&path, 256, &[128001, 128009]).expect("Llama 3 vocabulary in ../shared/data")
+}
+
 #[test]
 fn sliced_entries_equal_whole_walks_on_llama3() {
-    let path = format!("{}/../../../shared/data/tokenizers/llama3/tokenizer.model", env!("CARGO_MANIFEST_DIR"));
-    let vocab = load_tiktoken(&path, 256, &[128001, 128009]).expect("Llama 3 vocabulary in ../shared/data");
+    let vocab = llama3();
     let trie = vocab.trie();
     let words = vocab.mask_words();
     let slice = trie.plain_slice();
@@ -72,8 +77,7 @@ fn derived_entries_of_plain_safe_states_equal_whole_walks_on_llama3() {
     // latter's entry is cached, the former's is derived from it by a lockstep walk (it would
     // take the slice's walk otherwise). Same tokens and lexeme ends as a whole walk.
     use corral_core::ci_cache::CiCache;
-    let path = format!("{}/../../../shared/data/tokenizers/llama3/tokenizer.model", env!("CARGO_MANIFEST_DIR"));
-    let vocab = load_tiktoken(&path, 256, &[128001, 128009]).expect("Llama 3 vocabulary in ../shared/data");
+    let vocab = llama3();
     let trie = vocab.trie();
     let words = vocab.mask_words();
     let depth = trie.max_depth();
