@@ -9,67 +9,31 @@
 //! The id is exact, not a hash: the states reachable from the state (at most
 //! [`MAX_STATES`], else there is no id) are minimised, numbered in breadth-first order by
 //! byte, and the resulting table — byte ranges rather than the automaton's own byte classes —
-//! is interned. Two states get the same id iff their reachable automata are isomorphic after
-//! minimisation, that is iff they accept the same language.
+//! is interned. Two states get the same id only if their reachable automata are isomorphic
+//! after minimisation, that is only if they accept the same language (and they do while the
+//! table, bounded by [`crate::id_table`], holds it: after an eviction a language may get a
+//! second id, never another language's).
 
 use crate::dfa::{Dfa, DEAD};
+use crate::id_table::IdTable;
 use rustc_hash::FxHashMap;
 use std::sync::{Mutex, OnceLock};
 
 /// Most reachable states for which a language id is computed.
 pub const MAX_STATES: usize = 64;
 
-/// Bytes of serialized automata each id table may hold before it is emptied.
+/// Bytes of serialized automata each id table may hold ([`crate::id_table`]).
 const TABLE_BYTES: usize = 32 << 20;
 
-/// Language ids are below this (the top bit marks them in the token-set cache keys).
-const MAX_IDS: u32 = 1 << 31;
-
-/// Serialized automata and their language ids, bounded: when full it is emptied, and since
-/// ids only grow (`next`), a language met again gets a new id, never another language's —
-/// cache entries keyed by old ids stay exact, they are just no longer shared.
-#[derive(Default)]
-struct IdTable {
-    by_table: FxHashMap<Vec<u32>, u32>,
-    bytes: usize,
-    next: u32,
-}
-
-impl IdTable {
-    fn get(&self, t: &[u32]) -> Option<u32> {
-        self.by_table.get(t).copied()
-    }
-
-    /// Records `t` with `id`, emptying the table first when it is full.
-    fn insert(&mut self, t: Vec<u32>, id: u32) {
-        let size = t.len() * 4 + 64;
-        if self.bytes + size > TABLE_BYTES {
-            self.by_table.clear();
-            self.bytes = 0;
-        }
-        self.bytes += size;
-        self.by_table.insert(t, id);
-    }
-
-    /// The id of `t`, a new one when it has none (`None` once ids ran out).
-    fn intern(&mut self, t: Vec<u32>) -> Option<u32> {
-        if let Some(id) = self.get(&t) {
-            return Some(id);
-        }
-        if self.next >= MAX_IDS {
-            return None;
-        }
-        let id = self.next;
-        self.next += 1;
-        self.insert(t, id);
-        Some(id)
-    }
+/// An empty table of serialized automata, weighed by their bytes.
+fn id_table() -> IdTable<Vec<u32>> {
+    IdTable::new(TABLE_BYTES, |t| t.len() * 4 + 64)
 }
 
 /// Minimal automata (numbered canonically) and their language ids.
-fn table() -> &'static Mutex<IdTable> {
-    static T: OnceLock<Mutex<IdTable>> = OnceLock::new();
-    T.get_or_init(Default::default)
+fn table() -> &'static Mutex<IdTable<Vec<u32>>> {
+    static T: OnceLock<Mutex<IdTable<Vec<u32>>>> = OnceLock::new();
+    T.get_or_init(|| Mutex::new(id_table()))
 }
 
 /// Marks the dead state in a serialized table.
@@ -123,7 +87,7 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
         NONE => None,
         t => Some(t as usize),
     });
-    if let Some(id) = raw_table().lock().unwrap_or_else(|p| p.into_inner()).get(&raw) {
+    if let Some(id) = raw_table().lock().unwrap_or_else(|p| p.into_inner()).get(&raw[..]) {
         return Some(id);
     }
     // Byte classes that no reachable state tells apart are one column for minimisation
@@ -177,9 +141,9 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
 }
 
 /// Serialized automata as they were met (not minimised) and their language ids.
-fn raw_table() -> &'static Mutex<IdTable> {
-    static T: OnceLock<Mutex<IdTable>> = OnceLock::new();
-    T.get_or_init(Default::default)
+fn raw_table() -> &'static Mutex<IdTable<Vec<u32>>> {
+    static T: OnceLock<Mutex<IdTable<Vec<u32>>>> = OnceLock::new();
+    T.get_or_init(|| Mutex::new(id_table()))
 }
 
 /// The automaton reachable from node `root` as a table independent of node and byte-class
@@ -234,18 +198,6 @@ mod tests {
 
     fn dfa(rx: &str) -> Dfa {
         Dfa::from_rx(&crate::regex::parse_regex(rx, &Limits::default()).unwrap(), &Limits::default()).unwrap()
-    }
-
-    #[test]
-    fn a_full_id_table_empties_without_reusing_ids() {
-        let mut t = IdTable::default();
-        assert_eq!((t.intern(vec![1]), t.intern(vec![2]), t.intern(vec![1])), (Some(0), Some(1), Some(0)));
-        t.bytes = TABLE_BYTES;
-        assert_eq!(t.intern(vec![3]), Some(2));
-        assert_eq!(t.by_table.len(), 1, "emptied before the insert");
-        assert_eq!(t.intern(vec![1]), Some(3), "a language met again after emptying gets a new id");
-        t.next = MAX_IDS;
-        assert_eq!(t.intern(vec![9]), None, "no id once they ran out (the cache keys by terminal state then)");
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod earley;
 pub mod ebnf;
 pub mod error;
 pub mod grammar;
+pub mod id_table;
 pub mod fingerprint;
 pub mod intern;
 pub mod kequiv;

@@ -162,14 +162,9 @@ mod tests {
     /// The portable loop (what machines without a SIMD kernel run) against the bits.
     #[test]
     fn portable_kernel_matches_the_bits() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut rnd = crate::testutil::xorshift(0x2545_F491_4F6C_DD1D);
         let mut mask = vec![0u32, 0, u32::MAX, 0, 7, u32::MAX, u32::MAX];
-        for _ in 0..100 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            mask.push(x as u32);
-        }
+        mask.extend((0..100).map(|_| rnd(1 << 32) as u32));
         let n = mask.len();
         let mut row: Vec<u32> = (0..n as u32 * 32).collect();
         let any = mask_words_portable(&mut row, &mask, 0, n, NEG_INF_F32, u32::table());

@@ -106,14 +106,9 @@ mod x86 {
         use crate::logits::{NEG_INF_BF16, NEG_INF_F32};
 
         fn masks() -> Vec<u32> {
-            let mut x = 0x9E37_79B9_7F4A_7C15u64;
+            let mut rnd = crate::testutil::xorshift(0x9E37_79B9_7F4A_7C15);
             let mut out = vec![0, u32::MAX, 1, 1 << 31, 0x0000_FFFF, 0xFFFF_0000];
-            for _ in 0..200 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                out.push(x as u32);
-            }
+            out.extend((0..200).map(|_| rnd(1 << 32) as u32));
             out
         }
 

@@ -49,13 +49,10 @@ impl MaskCache {
         }
     }
 
-    /// Stores a finished mask: `ids` when the fill listed them (every set bit, possibly
-    /// repeated), else the first words of `mask`.
-    pub fn insert(&self, key: u128, mask: &[u32], ids: Option<&[u32]>) {
-        let m = Arc::new(match ids {
-            Some(ids) => TokenSet::Ids(ids.into()),
-            None => TokenSet::Bits(mask[..self.words].into()),
-        });
+    /// Stores a finished mask (a list of its ids when the fill collected them, else its
+    /// words).
+    pub fn insert(&self, key: u128, mask: TokenSet) {
+        let m = Arc::new(mask);
         let size = (m.memory_bytes() + 48) as u64;
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if self.bytes.load(Relaxed) + size > self.budget as u64 {

@@ -27,7 +27,7 @@ pub struct Filler {
     keyed: Vec<((u32, u32), Lexeme)>,
     /// The ids the last fill set, while they are few ([`Filler::listed`]).
     ids: Vec<u32>,
-    /// Whether the last fill set too many ids (or unknown ones) to list.
+    /// Whether the last fill set more than [`MAX_LISTED`] ids, or ones it did not list.
     dense: bool,
 }
 
@@ -69,7 +69,7 @@ impl Filler {
     /// The ids the last [`Filler::fill`] set (possibly repeated), when it set at most
     /// [`MAX_LISTED`] known ones: the mask then needs no 16 KB copy to be kept.
     pub fn listed(&self) -> Option<&[u32]> {
-        (!self.dense && self.ids.len() <= MAX_LISTED).then_some(&self.ids[..])
+        (!self.dense).then_some(&self.ids[..])
     }
 
     /// Stores `lex` in canonical order (and its key) as level `lvl`'s lexemes.

@@ -6,6 +6,7 @@ use crate::mask_cache::{MaskCache, DEFAULT_MASK_CACHE_BYTES};
 use crate::error::{Error, Result};
 use crate::grammar::Grammar;
 use crate::step::{start_lexemes, step, Lexeme, StepScratch, NO_ROW};
+use crate::token_set::TokenSet;
 use crate::vocab::Vocabulary;
 use std::sync::Arc;
 
@@ -263,22 +264,19 @@ impl Matcher {
                         mask[e as usize / 32] |= 1 << (e % 32);
                     }
                 }
-                let listed = self.filler.listed().map(|ids| {
-                    let mut v = ids.to_vec();
-                    if accepting {
-                        v.extend_from_slice(vocab.eos_token_ids());
+                // Kept as the ids the fill collected when it collected them (no 16 KB copy).
+                let kept = match self.filler.listed() {
+                    Some(ids) => {
+                        let mut v = ids.to_vec();
+                        if accepting {
+                            v.extend_from_slice(vocab.eos_token_ids());
+                        }
+                        TokenSet::Ids(v.into_boxed_slice())
                     }
-                    v
-                });
-                debug_assert!(
-                    listed.as_ref().is_none_or(|ids| {
-                        let mut bits = vec![0u32; words];
-                        ids.iter().for_each(|&t| bits[t as usize / 32] |= 1 << (t % 32));
-                        bits[..] == mask[..words]
-                    }),
-                    "the ids a fill listed are not its mask"
-                );
-                self.g.masks.insert(key, &mask[..words], listed.as_deref());
+                    None => TokenSet::Bits(mask[..words].into()),
+                };
+                debug_assert!(kept.to_bits(words)[..] == mask[..words], "the ids a fill listed are not its mask");
+                self.g.masks.insert(key, kept);
             }
             return Ok(());
         }

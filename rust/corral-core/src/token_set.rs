@@ -1,5 +1,4 @@
-//! A cached set of token ids: a sorted list when small, a bitmask over the vocabulary
-//! otherwise.
+//! A cached set of token ids: a list when small, a bitmask over the vocabulary otherwise.
 //!
 //! Most context-independent entries are small — a literal key's state allows the few tokens
 //! that continue it — yet a bitmask costs 16 KB at 128k tokens whatever it holds. An object
@@ -13,10 +12,11 @@
 /// larger sets stay bitmasks.
 pub const MAX_LISTED: usize = 256;
 
-/// A set of token ids, built from a bitmask ([`TokenSet::from_bits`]).
+/// A set of token ids: from a bitmask ([`TokenSet::from_bits`], which lists small sets in
+/// increasing order), or from ids a mask fill collected (`Ids` directly).
 #[derive(Debug, Clone)]
 pub enum TokenSet {
-    /// Sorted token ids.
+    /// Token ids (repeats allowed; every one below the vocabulary size).
     Ids(Box<[u32]>),
     /// Bit `t % 32` of word `t / 32` set: token `t` is in the set.
     Bits(Box<[u32]>),
