@@ -29,6 +29,9 @@ pub struct Dfa {
     live_bytes: Vec<ByteSet>,
     /// Canonical states for inputs of at most `.0` bytes (see [`Dfa::canonical_state`]).
     canon: std::sync::OnceLock<(usize, crate::kequiv::KEquiv)>,
+    /// While the canonical states are being computed in the background: the id of the process
+    /// whose thread computes them (see [`Dfa::defer_canonical`]); 0 otherwise.
+    canon_deferred: Deferral,
     /// Per state, its memoized [`crate::fingerprint::language_id`] (`LANG_UNKNOWN` until
     /// computed, `LANG_NONE` when it has none).
     lang: LangMemo,
@@ -41,6 +44,16 @@ struct LangMemo(std::sync::OnceLock<Vec<std::sync::atomic::AtomicU32>>);
 impl Clone for LangMemo {
     fn clone(&self) -> Self {
         LangMemo::default()
+    }
+}
+
+/// A process id, or 0 (a clone starts at 0: nobody computes the clone's table for it).
+#[derive(Debug, Default)]
+struct Deferral(std::sync::atomic::AtomicU32);
+
+impl Clone for Deferral {
+    fn clone(&self) -> Self {
+        Deferral::default()
     }
 }
 
@@ -230,7 +243,7 @@ impl Dfa {
 
     /// Trims a freshly built table and records each state's live bytes.
     fn finish(classes: [u8; 256], n_classes: usize, trans: Vec<u32>, accepting: Vec<bool>, start: u32, nullable: bool) -> Dfa {
-        let mut dfa = Dfa { classes, n_classes, trans, accepting, start, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), lang: LangMemo::default() };
+        let mut dfa = Dfa { classes, n_classes, trans, accepting, start, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default() };
         dfa.trim();
         let mut class_bytes = vec![ByteSet::default(); n_classes];
         for b in 0..=255u8 {
@@ -292,14 +305,32 @@ impl Dfa {
     /// token is longer than `k`, so caches keyed by state can share one entry. This is what
     /// keeps a length-bounded string (`{0,256}`: one state per count) from needing a fresh
     /// trie walk per position. Computed once per automaton (Moore refinement, at most `k`
-    /// rounds) for the first `k` asked; other `k` get `state` itself.
+    /// rounds) for the first `k` asked; other `k` get `state` itself. While the table is
+    /// being computed in the background ([`Dfa::defer_canonical`]) every state is its own
+    /// canonical state: a valid key (equal results mean equivalent states either way), only
+    /// not shared.
     pub fn canonical_state(&self, state: u32, k: usize) -> u32 {
-        let (ck, table) = self.canon.get_or_init(|| (k, self.k_equivalence(k)));
-        if *ck == k {
-            table.rep[state as usize]
-        } else {
-            state
+        match self.canon_table(k) {
+            Some(table) => table.rep[state as usize],
+            None => state,
         }
+    }
+
+    /// The canonical-state table for `k`: computed now unless it is being computed in the
+    /// background, `None` while it is, or when it was computed for another `k`.
+    fn canon_table(&self, k: usize) -> Option<&crate::kequiv::KEquiv> {
+        let (ck, table) = match self.canon.get() {
+            Some(c) => c,
+            None if self.deferred_here() => return None,
+            None => self.canon.get_or_init(|| (k, self.k_equivalence(k))),
+        };
+        (*ck == k).then_some(table)
+    }
+
+    /// Whether this process's background thread is computing the canonical states.
+    fn deferred_here(&self) -> bool {
+        let pid = self.canon_deferred.0.load(std::sync::atomic::Ordering::Acquire);
+        pid != 0 && pid == std::process::id()
     }
 
     /// Whether the canonical states for inputs of at most `k` bytes are computed already.
@@ -307,16 +338,37 @@ impl Dfa {
         self.canon.get().is_some_and(|(ck, _)| *ck == k)
     }
 
+    /// Marks the canonical states as being computed by this process's background thread,
+    /// which must then call [`Dfa::compute_canonical`]; until it has, lookups use each state
+    /// itself. Returns false (and marks nothing) when they are computed or marked already.
+    pub fn defer_canonical(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.canon.get().is_none() && self.canon_deferred.0.compare_exchange(0, std::process::id(), Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Computes the canonical states for `k` (if no table exists yet) and ends a deferral,
+    /// whether or not the computation got to finish (a panic inside it is propagated).
+    pub fn compute_canonical(&self, k: usize) {
+        struct Clear<'a>(&'a Deferral);
+        impl Drop for Clear<'_> {
+            fn drop(&mut self) {
+                self.0 .0.store(0, std::sync::atomic::Ordering::Release);
+            }
+        }
+        let _clear = Clear(&self.canon_deferred);
+        self.canon.get_or_init(|| (k, self.k_equivalence(k)));
+    }
+
     fn k_equivalence(&self, k: usize) -> crate::kequiv::KEquiv {
         crate::kequiv::k_equivalence(&self.trans, self.n_classes, &self.accepting, DEAD, k)
     }
 
     /// For a canonical state (see [`Dfa::canonical_state`] with the same `k`): another
-    /// canonical state it agrees with on every input of at most `m` bytes, and `m`.
+    /// canonical state it agrees with on every input of at most `m` bytes, and `m`. `None`
+    /// while the table is being computed in the background.
     pub fn near_state(&self, state: u32, k: usize) -> Option<(u32, usize)> {
-        let (ck, table) = self.canon.get_or_init(|| (k, self.k_equivalence(k)));
-        match table.near.get(state as usize) {
-            Some(&(t, m)) if *ck == k && t != u32::MAX => Some((t, m as usize)),
+        match self.canon_table(k)?.near.get(state as usize) {
+            Some(&(t, m)) if t != u32::MAX => Some((t, m as usize)),
             _ => None,
         }
     }
@@ -493,6 +545,29 @@ mod tests {
         assert_eq!(tail.len(), 11);
         // Another depth: no merging done (the table was built for 10).
         assert_eq!(d.canonical_state(states[5], 11), states[5]);
+    }
+
+    #[test]
+    fn deferred_canonical_states_are_the_states_themselves_until_computed() {
+        let rx = crate::regex::parse_regex("[a-z]{0,300}!", &Limits::default()).unwrap();
+        let d = Dfa::from_rx(&rx, &Limits::default()).unwrap();
+        let mut s = d.start();
+        for _ in 0..5 {
+            s = d.next(s, b'a');
+        }
+        assert!(d.defer_canonical());
+        assert!(!d.defer_canonical(), "marked once");
+        // Not computed on lookup while another thread is to compute it.
+        assert_eq!(d.canonical_state(s, 10), s);
+        assert_eq!(d.near_state(s, 10), None);
+        assert!(!d.has_canonical(10));
+        // A clone is nobody's job: it computes its own table on lookup.
+        let c = d.clone();
+        assert_eq!(c.canonical_state(s, 10), c.canonical_state(c.start(), 10));
+        d.compute_canonical(10);
+        assert!(d.has_canonical(10));
+        assert_eq!(d.canonical_state(s, 10), d.canonical_state(d.start(), 10));
+        assert!(!d.defer_canonical(), "computed: nothing to defer");
     }
 
     #[test]

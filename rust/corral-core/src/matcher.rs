@@ -10,7 +10,8 @@ use crate::token_set::TokenSet;
 use crate::vocab::Vocabulary;
 use std::sync::Arc;
 
-/// Automata with at least this many states get their canonical states at compile time.
+/// Automata with at least this many states get their canonical states right after compiling
+/// (in the background when warm-up is on); smaller ones at their first lookup.
 const EAGER_CANONICAL_STATES: usize = 256;
 
 /// A grammar paired with a vocabulary: immutable, `Send + Sync`, shared by many matchers.
@@ -32,21 +33,19 @@ impl CompiledGrammar {
         let mut initial_lex = Vec::new();
         start_lexemes(cfg, &initial_parser, 0, &mut initial_lex);
         // The canonical states of large automata (length-bounded strings, key sets) take
-        // milliseconds; computed here, once per automaton and process (they are shared), so
-        // no mask fill pays for them. Several at once (the 24 leap-second automata of a
+        // milliseconds: computed once per automaton and process (they are shared), on the
+        // background thread when there is one (fills meanwhile key their caches by the states
+        // themselves), else here. Several at once (the 24 leap-second automata of a
         // `date-time`) run on the thread pool.
         let depth = vocab.trie().max_depth();
-        let big: Vec<&crate::dfa::Dfa> = cfg.terminals.iter().map(|t| &*t.dfa).filter(|d| d.num_states() >= EAGER_CANONICAL_STATES && !d.has_canonical(depth)).collect();
+        let big: Vec<Arc<crate::dfa::Dfa>> = cfg.terminals.iter().map(|t| &t.dfa).filter(|d| d.num_states() >= EAGER_CANONICAL_STATES && !d.has_canonical(depth)).cloned().collect();
+        let big = crate::warmup::canonical_in_background(big, depth);
         match big.as_slice() {
             [] => {}
-            [d] => {
-                d.canonical_state(d.start(), depth);
-            }
+            [d] => d.compute_canonical(depth),
             _ => {
                 use rayon::prelude::*;
-                big.par_iter().for_each(|d| {
-                    d.canonical_state(d.start(), depth);
-                });
+                big.par_iter().for_each(|d| d.compute_canonical(depth));
             }
         }
         // What the first fills would do per terminal, on the background thread ([`crate::warmup`]).

@@ -10,11 +10,18 @@
 //! and entries are cached by key, so only who pays changes, and a fill that needs a table the
 //! thread is computing waits for it rather than computing it twice.
 //!
-//! `CORRAL_BACKGROUND_WARMUP=0` in the environment turns it off (read once per process).
+//! The same thread computes the canonical states of large automata
+//! ([`canonical_in_background`]) ahead of any warm-up: they take milliseconds (a
+//! length-bounded string, a key set with dozens of names), and until they exist fills key
+//! their caches by the states themselves, which is correct but shares nothing.
+//!
+//! `CORRAL_BACKGROUND_WARMUP=0` in the environment turns it off (read once per process);
+//! then compiling computes those canonical states itself.
 
 use crate::ci_cache::Lexer;
 use crate::dfa::{Dfa, DEAD};
 use crate::vocab::Vocabulary;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -23,14 +30,17 @@ use std::time::{Duration, Instant};
 /// Most time one grammar's warm-up may take; the rest is left to the fills.
 pub const MAX_WARMUP: Duration = Duration::from_millis(200);
 
-/// Automata with more states are skipped: their canonical states are computed at compile
-/// time already, and their opening walks are no more likely to be needed than any other.
+/// Automata with more states are skipped: their opening walks are no more likely to be
+/// needed than any other (their canonical states are computed ahead of the warm-up).
 const MAX_STATES: usize = 4096;
 
 type Job = Box<dyn FnOnce() + Send>;
 
 struct Worker {
     tx: Mutex<Sender<Job>>,
+    /// Jobs run before any queued on `tx` and between the terminals of a warm-up.
+    urgent: Arc<Mutex<VecDeque<Job>>>,
+    /// Jobs queued or running, both kinds.
     pending: Arc<AtomicUsize>,
     /// The process that started the thread: a child forked after that has no thread (jobs
     /// would pile up unrun), so it skips warm-up.
@@ -45,23 +55,40 @@ fn worker() -> Option<&'static Worker> {
         }
         let (tx, rx) = channel::<Job>();
         let pending = Arc::new(AtomicUsize::new(0));
-        let p = pending.clone();
+        let urgent: Arc<Mutex<VecDeque<Job>>> = Arc::default();
+        let (p, u) = (pending.clone(), urgent.clone());
         std::thread::Builder::new()
             .name("corral-warmup".into())
             // Deep automata recurse in places (the schema compiler's stack size).
             .stack_size(64 << 20)
             .spawn(move || {
                 for job in rx {
-                    // A panic in one job must not end the thread (nor reach a caller): the
-                    // work is an optimisation, and the fills redo whatever it left undone.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                    p.fetch_sub(1, Ordering::AcqRel);
+                    drain(&u, &p);
+                    run(job, &p);
                 }
             })
             .ok()?;
-        Some(Worker { tx: Mutex::new(tx), pending, pid: std::process::id() })
+        Some(Worker { tx: Mutex::new(tx), urgent, pending, pid: std::process::id() })
     });
     w.as_ref().filter(|w| w.pid == std::process::id())
+}
+
+/// Runs one job. A panic in it must not end the thread (nor reach a caller): the work is an
+/// optimisation, and the fills redo whatever it left undone.
+fn run(job: Job, pending: &AtomicUsize) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+    pending.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Runs the urgent jobs queued so far.
+fn drain(urgent: &Mutex<VecDeque<Job>>, pending: &AtomicUsize) {
+    loop {
+        let job = urgent.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+        match job {
+            Some(job) => run(job, pending),
+            None => return,
+        }
+    }
 }
 
 /// Whether background warm-up is on in this process.
@@ -78,6 +105,34 @@ pub fn submit(dfas: Vec<(Arc<Dfa>, u32)>, vocab: Arc<Vocabulary>) {
     if sent.is_err() {
         w.pending.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// Hands the canonical states of `dfas` (for tokens of at most `k` bytes) to the background
+/// thread, ahead of every warm-up, and returns at once with the automata it did not take —
+/// all of them when warm-up is off (the caller then computes them). Automata whose table
+/// exists or is being computed already are dropped.
+pub fn canonical_in_background(dfas: Vec<Arc<Dfa>>, k: usize) -> Vec<Arc<Dfa>> {
+    let Some(w) = worker() else { return dfas };
+    let mut queued = 0;
+    {
+        let mut q = w.urgent.lock().unwrap_or_else(|p| p.into_inner());
+        for d in dfas {
+            if d.defer_canonical() {
+                q.push_back(Box::new(move || d.compute_canonical(k)));
+                queued += 1;
+            }
+        }
+    }
+    if queued > 0 {
+        // The jobs, and a no-op on the channel that wakes the thread to run them.
+        w.pending.fetch_add(queued + 1, Ordering::AcqRel);
+        if w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(|| {})).is_err() {
+            // No thread (it could not start): run them here.
+            drain(&w.urgent, &w.pending);
+            w.pending.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    Vec::new()
 }
 
 /// Blocks until every queued warm-up has finished (for tests and benchmarks that want to
@@ -100,7 +155,11 @@ pub fn warm(dfas: &[(Arc<Dfa>, u32)], vocab: &Vocabulary, budget: Duration) {
     let depth = trie.max_depth();
     let words = vocab.mask_words();
     let cache = vocab.cache();
+    let urgent = worker();
     for (dfa, gid) in dfas {
+        if let Some(w) = urgent {
+            drain(&w.urgent, &w.pending);
+        }
         if t0.elapsed() > budget {
             return;
         }

@@ -298,3 +298,42 @@ fn warmed_up_entries_give_the_same_masks() {
         assert!(ma.accept_bytes(&input[i..i + 1]) && mb.accept_bytes(&input[i..i + 1]));
     }
 }
+
+#[test]
+fn masks_are_exact_while_canonical_states_are_computed_in_the_background() {
+    // A length-bounded string's automaton (over 256 states) gets its canonical states on the
+    // background thread; until then fills key their cache entries by the states themselves.
+    // Marked here as being computed, the table appears mid-walk near the bound: entries keyed
+    // both ways then
+    // sit in one cache, and every mask still matches per-token acceptance.
+    let mut toks: Vec<String> = ["a", "b", "c", " ", "\"", "ab", "ba", "cab", " a", "\"a", "abcab", "bb\"", "aaaaaaaa"].iter().map(|s| s.to_string()).collect();
+    for n in 9..40 {
+        toks.push("abc".repeat(n / 3 + 1)[..n].to_string());
+    }
+    let refs: Vec<&str> = toks.iter().map(|s| s.as_str()).collect();
+    let v = vocab(&refs);
+    let src = r#"root ::= "\"" [a-c ]{0,311} "\"""#;
+    let g = Grammar::from_ebnf(src, "root", &Limits::default()).unwrap();
+    let dfa = g.cfg().terminals.iter().map(|t| t.dfa.clone()).max_by_key(|d| d.num_states()).unwrap();
+    assert!(dfa.num_states() >= 256, "{} states", dfa.num_states());
+    assert!(dfa.defer_canonical(), "no other test uses this automaton");
+    let cg = Arc::new(CompiledGrammar::new(&g, v));
+    assert!(!dfa.has_canonical(v_depth(&cg)), "left to its (pretend) background job");
+    let doc = format!("\"{}\"", &"abc ".repeat(78)[..311]);
+    for pass in 0..2 {
+        let mut m = Matcher::new(cg.clone());
+        let bytes = doc.as_bytes();
+        for i in 0..bytes.len() {
+            if pass == 0 && i == 290 {
+                dfa.compute_canonical(v_depth(&cg));
+            }
+            assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "pass {pass} at byte {i}");
+            assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i}");
+        }
+        assert!(m.is_accepting());
+    }
+}
+
+fn v_depth(cg: &CompiledGrammar) -> usize {
+    cg.vocab().trie().max_depth()
+}
