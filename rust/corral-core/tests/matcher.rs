@@ -304,8 +304,7 @@ fn masks_are_exact_while_canonical_states_are_computed_in_the_background() {
     // A length-bounded string's automaton (over 256 states) gets its canonical states on the
     // background thread; until then fills key their cache entries by the states themselves.
     // Marked here as being computed, the table appears mid-walk near the bound: entries keyed
-    // both ways then
-    // sit in one cache, and every mask still matches per-token acceptance.
+    // both ways then sit in one cache, and every mask still matches per-token acceptance.
     let mut toks: Vec<String> = ["a", "b", "c", " ", "\"", "ab", "ba", "cab", " a", "\"a", "abcab", "bb\"", "aaaaaaaa"].iter().map(|s| s.to_string()).collect();
     for n in 9..40 {
         toks.push("abc".repeat(n / 3 + 1)[..n].to_string());
