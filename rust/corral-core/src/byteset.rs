@@ -10,6 +10,15 @@ impl ByteSet {
     pub fn insert(&mut self, b: u8) {
         self.0[(b >> 6) as usize] |= 1 << (b & 63);
     }
+    /// Adds the bytes `lo..=hi`.
+    #[inline]
+    pub fn insert_range(&mut self, lo: u8, hi: u8) {
+        for w in (lo >> 6)..=(hi >> 6) {
+            let from = if w == lo >> 6 { lo & 63 } else { 0 };
+            let to = if w == hi >> 6 { hi & 63 } else { 63 };
+            self.0[w as usize] |= (u64::MAX >> (63 - to)) & (u64::MAX << from);
+        }
+    }
     /// Whether `b` is in the set.
     #[inline]
     pub fn contains(&self, b: u8) -> bool {
@@ -39,5 +48,23 @@ impl ByteSet {
     /// The bytes in exactly one of the two sets.
     pub fn symmetric_difference(&self, o: &ByteSet) -> ByteSet {
         ByteSet(std::array::from_fn(|i| self.0[i] ^ o.0[i]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_insert_exactly_their_bytes() {
+        for (lo, hi) in [(0u8, 0u8), (0, 255), (63, 64), (5, 200), (64, 127), (128, 191), (255, 255), (10, 63)] {
+            let mut a = ByteSet::default();
+            a.insert_range(lo, hi);
+            let mut b = ByteSet::default();
+            for x in lo..=hi {
+                b.insert(x);
+            }
+            assert_eq!(a, b, "{lo}..={hi}");
+        }
     }
 }

@@ -92,23 +92,57 @@ impl Dfa {
 
     /// The DFA of an automaton that is deterministic already (see [`crate::det_concat`]):
     /// state `s` becomes `s + 1` after the dead state; its start state has no incoming edge.
+    /// Trimmed and given its live bytes on the sparse rows (a literal-heavy automaton has one
+    /// or two ranges per state against dozens of classes; the dense table is only written).
     fn from_rows(r: &crate::det_concat::Rows) -> Dfa {
         let (classes, n_classes) = Self::classes_of(r.rows.iter().flatten().map(|&(lo, hi, _)| (lo, hi)));
         let n = r.rows.len() + 1;
-        let mut trans = vec![DEAD; n * n_classes];
-        for (s, row) in r.rows.iter().enumerate() {
-            let at = (s + 1) * n_classes;
-            for &(lo, hi, t) in row {
-                for c in classes[lo as usize]..=classes[hi as usize] {
-                    trans[at + c as usize] = t + 1;
-                }
-            }
-        }
         let mut accepting: Vec<bool> = std::iter::once(false).chain(r.accept.iter().copied()).collect();
         let start = r.start + 1;
         let nullable = accepting[start as usize];
         accepting[start as usize] = false;
-        Self::finish(classes, n_classes, trans, accepting, start, nullable)
+        // Live: the states that reach acceptance, found backwards over the rows' edges.
+        let mut first = vec![0u32; n + 1];
+        for &(_, _, t) in r.rows.iter().flatten() {
+            first[t as usize + 2] += 1;
+        }
+        for i in 0..n {
+            first[i + 1] += first[i];
+        }
+        let mut fill = first.clone();
+        let mut preds = vec![0u32; first[n] as usize];
+        for (s, row) in r.rows.iter().enumerate() {
+            for &(_, _, t) in row {
+                let at = &mut fill[t as usize + 1];
+                preds[*at as usize] = s as u32 + 1;
+                *at += 1;
+            }
+        }
+        let mut live = accepting.clone();
+        let mut stack: Vec<u32> = (0..n as u32).filter(|&s| live[s as usize]).collect();
+        while let Some(s) = stack.pop() {
+            for &p in &preds[first[s as usize] as usize..first[s as usize + 1] as usize] {
+                if !live[p as usize] {
+                    live[p as usize] = true;
+                    stack.push(p);
+                }
+            }
+        }
+        let mut trans = vec![DEAD; n * n_classes];
+        let mut live_bytes = vec![ByteSet::default(); n];
+        for (s, row) in r.rows.iter().enumerate() {
+            let at = (s + 1) * n_classes;
+            for &(lo, hi, t) in row {
+                if live[t as usize + 1] {
+                    for c in classes[lo as usize]..=classes[hi as usize] {
+                        trans[at + c as usize] = t + 1;
+                    }
+                    live_bytes[s + 1].insert_range(lo, hi);
+                }
+            }
+        }
+        let start = if live[start as usize] { start } else { DEAD };
+        Dfa { classes, n_classes, trans, accepting, start, nullable, live_bytes, canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default() }
     }
 
     fn from_nfa(nfa: &Nfa, limits: &Limits) -> Result<Dfa> {
