@@ -10,6 +10,10 @@
 //! accepts when `B` accepts the empty string). Anything else returns `None` and the caller
 //! falls back to subset construction.
 //!
+//! An alternation of such parts (a string enum, a set of keys) is their union, built over
+//! sets of one state per alternative: the alternatives are deterministic already, so a set
+//! only grows while they share a prefix.
+//!
 //! [`ByteAutomaton`]: crate::byte_automaton::ByteAutomaton
 
 use crate::rx::Rx;
@@ -37,6 +41,10 @@ impl Rows {
 /// The automaton of `rx` when it is a deterministic concatenation of literals, ASCII or byte
 /// classes and embedded automata, with at most `max_states` states; `None` otherwise.
 pub(crate) fn deterministic_rows(rx: &Rx, max_states: usize) -> Option<Rows> {
+    if let Rx::Alt(xs) = rx {
+        let alts: Vec<Rows> = xs.iter().map(|x| deterministic_rows(x, max_states)).collect::<Option<_>>()?;
+        return union(&alts, max_states);
+    }
     let parts: &[Rx] = match rx {
         Rx::Concat(xs) => xs,
         other => std::slice::from_ref(other),
@@ -49,6 +57,59 @@ pub(crate) fn deterministic_rows(rx: &Rx, max_states: usize) -> Option<Rows> {
         }
     }
     Some(reachable(out))
+}
+
+/// The union of deterministic automata (each with a start state no edge enters): its states
+/// are sets of `(alternative, state)`, at most one per alternative, numbered in the order
+/// they are met; `None` past `max_states`.
+fn union(alts: &[Rows], max_states: usize) -> Option<Rows> {
+    let mut out = Rows::default();
+    let start: Vec<(u32, u32)> = alts.iter().enumerate().map(|(i, a)| (i as u32, a.start)).collect();
+    let mut ids: rustc_hash::FxHashMap<Vec<(u32, u32)>, u32> = rustc_hash::FxHashMap::default();
+    ids.insert(start.clone(), 0);
+    let mut sets = vec![start];
+    let mut cuts: Vec<u16> = Vec::new();
+    let mut k = 0;
+    while k < sets.len() {
+        let set = std::mem::take(&mut sets[k]);
+        let accept = set.iter().any(|&(i, s)| alts[i as usize].accept[s as usize]);
+        // Elementary byte intervals: between consecutive range boundaries of the members.
+        cuts.clear();
+        for &(i, s) in &set {
+            for &(lo, hi, _) in &alts[i as usize].rows[s as usize] {
+                cuts.push(lo as u16);
+                cuts.push(hi as u16 + 1);
+            }
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut row: Vec<(u8, u8, u32)> = Vec::new();
+        for w in cuts.windows(2) {
+            let (lo, hi) = (w[0] as u8, (w[1] - 1) as u8);
+            let target: Vec<(u32, u32)> = set
+                .iter()
+                .filter_map(|&(i, s)| alts[i as usize].rows[s as usize].iter().find(|r| r.0 <= lo && lo <= r.1).map(|r| (i, r.2)))
+                .collect();
+            if target.is_empty() {
+                continue;
+            }
+            let next = ids.len() as u32;
+            let id = *ids.entry(target).or_insert_with_key(|t| {
+                sets.push(t.clone());
+                next
+            });
+            if sets.len() > max_states {
+                return None;
+            }
+            match row.last_mut() {
+                Some(last) if last.2 == id && last.1 as u16 + 1 == lo as u16 => last.1 = hi,
+                _ => row.push((lo, hi, id)),
+            }
+        }
+        out.add(row, accept);
+        k += 1;
+    }
+    Some(out)
 }
 
 /// Only the states reachable from the start (a join leaves each part's own start state
@@ -151,6 +212,11 @@ fn join(out: &mut Rows, part: &Rx, times: Times, from: Option<&[usize]>, max_sta
             let rows = (0..a.len()).map(|s| a.edges(s).iter().map(|&(lo, hi, t)| (lo, hi, base + t)).collect()).collect();
             let accept = (0..a.len()).map(|s| a.accepts(s)).collect();
             (rows, accept, base + a.start())
+        }
+        Rx::Alt(_) => {
+            let u = deterministic_rows(part, max_states.saturating_sub(out.rows.len()))?;
+            let rows = u.rows.into_iter().map(|r| r.into_iter().map(|(lo, hi, t)| (lo, hi, base + t)).collect()).collect();
+            (rows, u.accept, base + u.start)
         }
         _ => return None,
     };
@@ -261,9 +327,28 @@ mod tests {
         let star = ByteAutomaton::new(vec![vec![(b'a', b'a', 0)]], vec![true], 0);
         let rx = Rx::Concat(vec![Rx::Automaton(Arc::new(star)), Rx::Literal(b"a".to_vec())]);
         assert!(deterministic_rows(&rx, 100).is_none());
-        assert!(deterministic_rows(&Rx::Alt(vec![Rx::Literal(b"a".to_vec()), Rx::Literal(b"b".to_vec())]), 100).is_none());
+        assert!(deterministic_rows(&Rx::Alt(vec![rx.clone(), Rx::Literal(b"b".to_vec())]), 100).is_none(), "an alternative that is not");
         assert!(deterministic_rows(&Rx::Chars(vec![(0x41, 0x100)]), 100).is_none(), "multi-byte UTF-8");
         assert!(deterministic_rows(&Rx::Literal(b"abcdef".to_vec()), 4).is_none(), "size bound");
+    }
+
+    #[test]
+    fn alternations_are_unions_sharing_prefixes() {
+        let lit = |s: &str| Rx::Literal(s.as_bytes().to_vec());
+        let rx = Rx::Alt(vec![lit("abc"), lit("abd"), lit("b"), lit("ab")]);
+        let r = deterministic_rows(&rx, 100).unwrap();
+        for (s, ok) in [("abc", true), ("abd", true), ("b", true), ("ab", true), ("a", false), ("abe", false), ("bb", false), ("", false)] {
+            assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
+        }
+        // start, a, ab, abc, abd, b: the shared prefix is walked once.
+        assert_eq!(r.rows.len(), 6);
+        // Inside a concatenation, and nullable: `"` (x | y | ) `"`.
+        let rx = Rx::Concat(vec![lit("\""), Rx::Alt(vec![lit("x"), lit("yy"), Rx::Empty]), lit("\"")]);
+        let r = deterministic_rows(&rx, 100).unwrap();
+        for (s, ok) in [("\"x\"", true), ("\"yy\"", true), ("\"\"", true), ("\"y\"", false), ("\"x", false)] {
+            assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
+        }
+        assert!(deterministic_rows(&Rx::Alt(vec![lit("abcdef"), lit("xyz")]), 5).is_none(), "size bound");
     }
 
     #[test]

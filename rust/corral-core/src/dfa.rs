@@ -614,16 +614,18 @@ mod tests {
         assert_ne!(d.next(s, b'b'), DEAD);
     }
 
-    /// Deterministic concatenations built directly agree with subset construction on every
-    /// input: same acceptance, same live bytes along the way (what token walks read).
+    /// Deterministic concatenations and their alternations built directly agree with subset
+    /// construction on every input: same acceptance, same live bytes along the way (what
+    /// token walks read).
     #[test]
     fn direct_construction_matches_subset_construction() {
         use crate::byte_automaton::ByteAutomaton;
         use std::sync::Arc;
         let mut rnd = crate::testutil::xorshift(0x9e37_79b9_7f4a_7c15u64);
         let alphabet = b"ab\"\\";
-        let mut direct = 0;
-        for _ in 0..400 {
+        let (mut direct, mut alts) = (0, 0);
+        // A concatenation of random parts; sometimes one part is an alternation of such.
+        fn concat(rnd: &mut dyn FnMut(u64) -> u64, alphabet: &[u8], nest: bool) -> Rx {
             let mut parts = Vec::new();
             for _ in 0..1 + rnd(4) {
                 parts.push(match rnd(6) {
@@ -656,9 +658,18 @@ mod tests {
                     }
                 });
             }
-            let rx = Rx::Concat(parts);
+            if nest && rnd(4) == 0 {
+                let at = rnd(parts.len() as u64 + 1) as usize;
+                parts.insert(at, Rx::Alt((0..2 + rnd(2)).map(|_| concat(rnd, alphabet, false)).collect()));
+            }
+            Rx::Concat(parts)
+        }
+        for _ in 0..1200 {
+            // Concatenations, and alternations of them (string enums, key sets).
+            let rx = if rnd(3) == 0 { Rx::Alt((0..2 + rnd(3)).map(|_| concat(&mut rnd, alphabet, true)).collect()) } else { concat(&mut rnd, alphabet, true) };
             let Some(rows) = crate::det_concat::deterministic_rows(&rx, 10_000) else { continue };
             direct += 1;
+            alts += matches!(rx, Rx::Alt(_)) as usize;
             let fast = Dfa::from_rows(&rows);
             let slow = Dfa::from_nfa(&Nfa::build(&rx, &Limits::default()).unwrap(), &Limits::default()).unwrap();
             assert_eq!(fast.nullable(), slow.nullable(), "{rx:?}");
@@ -677,6 +688,6 @@ mod tests {
                 }
             }
         }
-        assert!(direct > 100, "only {direct} of 400 were deterministic");
+        assert!(direct > 300 && alts > 20, "only {direct} of 1200 were deterministic, {alts} alternations");
     }
 }
