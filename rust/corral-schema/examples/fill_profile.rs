@@ -2,7 +2,8 @@
 //! file is `{"label", "schema", "walks": [[token ids]]}` (token ids of the Llama 3 tokenizer).
 //! Prints fill percentiles and the slowest fills. For profiling cold fills with `perf`:
 //! `cargo run --release -p corral-schema --example fill_profile -- walks.jsonl`.
-//! `FP_COMPILE_ONLY=1` compiles without walking (prints each schema's compile time).
+//! `FP_COMPILE_ONLY=1` compiles without walking (prints each schema's compile time);
+//! `FP_WAIT_IDLE=1` waits for the background warm-up before each compile.
 use corral_core::{testutil::load_tiktoken, CompiledGrammar, Matcher};
 use corral_schema::{compile_schema, Options};
 use std::sync::Arc;
@@ -22,12 +23,17 @@ fn main() {
     let text = std::fs::read_to_string(&path).unwrap();
     // `FP_TRACE=us`: print (tab-separated) every fill that took at least that many microseconds.
     let trace_us: Option<u128> = std::env::var("FP_TRACE").ok().map(|v| v.parse().unwrap_or(2000));
+    // `FP_WAIT_IDLE=1`: let the background warm-up finish before each compile (no overlap).
+    let wait_idle = std::env::var("FP_WAIT_IDLE").is_ok();
     std::thread::Builder::new()
         .stack_size(64 << 20)
         .spawn(move || {
             for line in text.lines() {
                 let doc: serde_json::Value = serde_json::from_str(line).unwrap();
                 let label = doc["label"].as_str().unwrap().to_string();
+                if wait_idle {
+                    corral_core::warmup::wait_idle();
+                }
                 let t = Instant::now();
                 let Ok(c) = compile_schema(&doc["schema"], &Options::default()) else { continue };
                 let schema_ms = t.elapsed().as_secs_f64() * 1e3;
