@@ -345,8 +345,8 @@ impl Dfa {
     /// not shared.
     pub fn canonical_state(&self, state: u32, k: usize) -> u32 {
         match self.canon_table(k) {
-            Some(table) => table.rep[state as usize],
-            None => state,
+            Some(table) if !table.rep.is_empty() => table.rep[state as usize],
+            _ => state,
         }
     }
 
@@ -382,6 +382,8 @@ impl Dfa {
 
     /// Computes the canonical states for `k` (if no table exists yet) and ends a deferral,
     /// whether or not the computation got to finish (a panic inside it is propagated).
+    /// An automaton without a path longer than `k / 2` gets an empty table (every state its
+    /// own canonical state; see [`crate::kequiv::has_path_longer_than`]).
     pub fn compute_canonical(&self, k: usize) {
         struct Clear<'a>(&'a Deferral);
         impl Drop for Clear<'_> {
@@ -393,7 +395,11 @@ impl Dfa {
         self.canon.get_or_init(|| (k, self.k_equivalence(k)));
     }
 
+    /// The table for `k` (empty when no state could merge but by plain equivalence).
     fn k_equivalence(&self, k: usize) -> crate::kequiv::KEquiv {
+        if !crate::kequiv::has_path_longer_than(&self.trans, self.n_classes, DEAD, k / 2) {
+            return crate::kequiv::KEquiv::default();
+        }
         crate::kequiv::k_equivalence(&self.trans, self.n_classes, &self.accepting, DEAD, k)
     }
 

@@ -70,6 +70,97 @@ pub fn untouched_member(list: &mut Vec<u32>, class: &[u32], c: u32, stamp: &[u32
     None
 }
 
+/// Whether a path of more than `k` states runs through the automaton, counting every state
+/// of each strongly connected component it enters (an upper bound on simple paths). When
+/// none is longer than `k / 2`, states that no input of at most `k` bytes tells apart are
+/// plainly equivalent (two states' acceptance runs are told apart within the sum of their
+/// path lengths; a property test below checks it): bounded equivalence then merges nothing
+/// beyond minimization, which is worth nothing to caches keyed by state — a key set or an
+/// enum has hundreds of states, takes milliseconds to refine and merges nothing. Only long
+/// chains (length-bounded strings, counted repetitions) gain.
+pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize) -> bool {
+    let n = trans.len() / classes.max(1);
+    // Tarjan's algorithm, iteratively; components come out sinks first, so each one's
+    // longest path (its size plus the longest of its successors') is known when it closes.
+    const NONE: u32 = u32::MAX;
+    let mut index = vec![NONE; n];
+    let mut low = vec![0u32; n];
+    let mut on_stack = vec![false; n];
+    let mut comp = vec![NONE; n];
+    let mut longest: Vec<usize> = Vec::new();
+    let mut stack: Vec<u32> = Vec::new();
+    let mut calls: Vec<(u32, usize)> = Vec::new();
+    let mut next = 0u32;
+    for root in 0..n as u32 {
+        if root == dead || index[root as usize] != NONE {
+            continue;
+        }
+        calls.push((root, 0));
+        index[root as usize] = next;
+        low[root as usize] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root as usize] = true;
+        while let Some(&(v, resume)) = calls.last() {
+            let row = &trans[v as usize * classes..(v as usize + 1) * classes];
+            let mut c = resume;
+            let mut child = None;
+            while c < classes {
+                let w = row[c];
+                c += 1;
+                if w == dead {
+                    continue;
+                }
+                if index[w as usize] == NONE {
+                    child = Some(w);
+                    break;
+                } else if on_stack[w as usize] {
+                    low[v as usize] = low[v as usize].min(index[w as usize]);
+                }
+            }
+            if let Some(top) = calls.last_mut() {
+                top.1 = c;
+            }
+            if let Some(w) = child {
+                index[w as usize] = next;
+                low[w as usize] = next;
+                next += 1;
+                stack.push(w);
+                on_stack[w as usize] = true;
+                calls.push((w, 0));
+                continue;
+            }
+            calls.pop();
+            if let Some(&(u, _)) = calls.last() {
+                low[u as usize] = low[u as usize].min(low[v as usize]);
+            }
+            if low[v as usize] == index[v as usize] {
+                let id = longest.len() as u32;
+                let from = stack.iter().rposition(|&x| x == v).unwrap_or(0);
+                let members: Vec<u32> = stack.drain(from..).collect();
+                for &m in &members {
+                    on_stack[m as usize] = false;
+                    comp[m as usize] = id;
+                }
+                let mut after = 0;
+                for &m in &members {
+                    for &w in &trans[m as usize * classes..(m as usize + 1) * classes] {
+                        if w != dead && comp[w as usize] != id {
+                            after = after.max(longest[comp[w as usize] as usize]);
+                        }
+                    }
+                }
+                let len = members.len() + after;
+                if len > k {
+                    return true;
+                }
+                longest.push(len);
+            }
+        }
+    }
+    false
+}
+
 /// Bounded equivalence of a DFA's states. `trans[s * classes + c]` is the successor of `s`
 /// on byte class `c`; state `dead` is the dead state.
 pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u32, k: usize) -> KEquiv {
@@ -295,5 +386,46 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn short_automata_merge_nothing_beyond_plain_equivalence() {
+        // Without a path of more than k / 2 states, k-equivalence is plain equivalence (what
+        // lets `Dfa` skip the refinement); with one, the check says so.
+        let mut rnd = crate::testutil::xorshift(0x9e37_79b9_7f4a_7c15u64);
+        let (mut short, mut long) = (0, 0);
+        for case in 0..3000 {
+            let n = 2 + rnd(14) as usize;
+            let classes = 1 + rnd(3) as usize;
+            // Mostly forward edges (chains and trees, as key sets and enums are), some back.
+            let trans: Vec<u32> = (0..n * classes)
+                .map(|i| {
+                    let s = i / classes;
+                    match rnd(6) {
+                        _ if s == 0 => 0,
+                        0 | 1 => 0,
+                        2 => rnd(n as u64) as u32,
+                        _ => (s + 1 + rnd(2) as usize).min(n - 1) as u32,
+                    }
+                })
+                .collect();
+            let accepting: Vec<bool> = (0..n).map(|s| s != 0 && rnd(3) == 0).collect();
+            let k = 1 + rnd(12) as usize;
+            let full = naive(&trans, classes, &accepting, 0, n + 1);
+            if has_path_longer_than(&trans, classes, 0, k / 2) {
+                long += 1;
+            } else {
+                short += 1;
+                assert_eq!(naive(&trans, classes, &accepting, 0, k), full, "case {case} k {k}: {trans:?} {accepting:?}");
+            }
+        }
+        assert!(short > 500 && long > 500, "{short} short, {long} long");
+        // A chain of 301 states is long for k = 128; a cycle of 100 is long for k = 128 / 2.
+        let chain: Vec<u32> = (0..302u32).map(|s| if s == 0 || s == 301 { 0 } else { s + 1 }).collect();
+        assert!(has_path_longer_than(&chain, 1, 0, 64));
+        assert!(!has_path_longer_than(&chain, 1, 0, 301));
+        let cycle: Vec<u32> = (0..101u32).map(|s| if s == 0 { 0 } else if s == 100 { 1 } else { s + 1 }).collect();
+        assert!(has_path_longer_than(&cycle, 1, 0, 64));
+        assert!(!has_path_longer_than(&cycle, 1, 0, 100));
     }
 }
