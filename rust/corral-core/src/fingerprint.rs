@@ -52,38 +52,38 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
         }
     }
     let classes = dfa.num_classes();
-    // Reachable states (discovery order), with their class transitions.
-    let mut index: FxHashMap<u32, u32> = FxHashMap::default();
+    // Reachable states (discovery order) and their successors by class, as local numbers
+    // (`NONE`: dead).
+    let mut local = vec![NONE; dfa.num_states()];
     let mut states = vec![state];
-    index.insert(state, 0);
+    local[state as usize] = 0;
+    let mut succ_tab: Vec<u32> = Vec::with_capacity(MAX_STATES * classes);
     let mut i = 0;
     while i < states.len() {
         let s = states[i];
         for c in 0..classes {
             let t = dfa.next_class(s, c);
-            if t != DEAD && !index.contains_key(&t) {
+            if t == DEAD {
+                succ_tab.push(NONE);
+                continue;
+            }
+            if local[t as usize] == NONE {
                 if states.len() == MAX_STATES {
                     return None;
                 }
-                index.insert(t, states.len() as u32);
+                local[t as usize] = states.len() as u32;
                 states.push(t);
             }
+            succ_tab.push(local[t as usize]);
         }
         i += 1;
     }
     let n = states.len();
-    let succ = |i: usize, c: usize| -> u32 {
-        let t = dfa.next_class(states[i], c);
-        if t == DEAD {
-            NONE
-        } else {
-            index[&t]
-        }
-    };
+    let succ = |i: usize, c: usize| -> u32 { succ_tab[i * classes + c] };
     // The reachable automaton as it is: automata built by the same code for different
     // schemas (every object's "rest of the key" state) are usually isomorphic already, and
     // then the id is known without minimising.
-    let raw = serialize(&runs, 0, |i| dfa.is_accepting(states[i]), |i, c| match succ(i, c) {
+    let raw = serialize(&runs, 0, n, |i| dfa.is_accepting(states[i]), |i, c| match succ(i, c) {
         NONE => None,
         t => Some(t as usize),
     });
@@ -97,19 +97,27 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
         let mut seen: FxHashMap<Vec<u32>, usize> = FxHashMap::default();
         (0..classes).filter(|&c| seen.insert((0..n).map(|i| succ(i, c)).collect(), c).is_none()).collect()
     };
-    // Moore minimisation to a fixpoint (the sub-automaton is small).
+    // Moore minimisation to a fixpoint (the sub-automaton is small): each round's signatures
+    // side by side in one buffer, numbered by first appearance.
+    let width = columns.len() + 1;
     let mut block: Vec<u32> = (0..n).map(|i| dfa.is_accepting(states[i]) as u32).collect();
     let mut count = block.iter().copied().collect::<std::collections::BTreeSet<u32>>().len();
+    let mut sigs: Vec<u32> = vec![0; n * width];
     loop {
-        let mut ids: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
-        let next: Vec<u32> = (0..n)
-            .map(|i| {
-                let mut sig = Vec::with_capacity(columns.len() + 1);
-                sig.push(block[i]);
-                sig.extend(columns.iter().map(|&c| match succ(i, c) {
+        for i in 0..n {
+            let sig = &mut sigs[i * width..(i + 1) * width];
+            sig[0] = block[i];
+            for (x, &c) in columns.iter().enumerate() {
+                sig[x + 1] = match succ(i, c) {
                     NONE => NONE,
                     t => block[t as usize],
-                }));
+                };
+            }
+        }
+        let mut ids: FxHashMap<&[u32], u32> = FxHashMap::default();
+        let next: Vec<u32> = sigs
+            .chunks(width)
+            .map(|sig| {
                 let len = ids.len() as u32;
                 *ids.entry(sig).or_insert(len)
             })
@@ -131,7 +139,7 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
         }
         m
     };
-    let out = serialize(&runs, block[0] as usize, |b| dfa.is_accepting(states[member[b]]), |b, c| match succ(member[b], c) {
+    let out = serialize(&runs, block[0] as usize, count, |b| dfa.is_accepting(states[member[b]]), |b, c| match succ(member[b], c) {
         NONE => None,
         t => Some(block[t as usize] as usize),
     });
@@ -150,11 +158,11 @@ fn raw_table() -> &'static Mutex<IdTable<Vec<u32>>> {
 /// numbering: nodes numbered breadth first from `root` (successors in byte order); per node,
 /// whether it accepts, its number of byte ranges, and each range `lo, hi, target` (adjacent
 /// byte runs with one target merged; `NONE` for the dead state). `succ(node, class)` is the
-/// successor node, `runs` the byte runs of equal class in byte order.
-fn serialize(runs: &[(u8, u8, u8)], root: usize, accepting: impl Fn(usize) -> bool, succ: impl Fn(usize, usize) -> Option<usize>) -> Vec<u32> {
+/// successor node, `runs` the byte runs of equal class in byte order; nodes are below `nodes`.
+fn serialize(runs: &[(u8, u8, u8)], root: usize, nodes: usize, accepting: impl Fn(usize) -> bool, succ: impl Fn(usize, usize) -> Option<usize>) -> Vec<u32> {
     let mut order: Vec<usize> = vec![root];
-    let mut number: FxHashMap<usize, u32> = FxHashMap::default();
-    number.insert(root, 0);
+    let mut number: Vec<u32> = vec![NONE; nodes];
+    number[root] = 0;
     let mut out: Vec<u32> = Vec::new();
     let mut q = 0;
     while q < order.len() {
@@ -166,10 +174,13 @@ fn serialize(runs: &[(u8, u8, u8)], root: usize, accepting: impl Fn(usize) -> bo
         for &(lo, hi, c) in runs {
             let t = match succ(node, c as usize) {
                 None => NONE,
-                Some(b) => *number.entry(b).or_insert_with(|| {
-                    order.push(b);
-                    (order.len() - 1) as u32
-                }),
+                Some(b) => {
+                    if number[b] == NONE {
+                        number[b] = order.len() as u32;
+                        order.push(b);
+                    }
+                    number[b]
+                }
             };
             // Adjacent runs with one target are one range (byte classes differ per automaton).
             match &mut last {
