@@ -97,38 +97,34 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
         let mut seen: FxHashMap<Vec<u32>, usize> = FxHashMap::default();
         (0..classes).filter(|&c| seen.insert((0..n).map(|i| succ(i, c)).collect(), c).is_none()).collect()
     };
-    // Moore minimisation to a fixpoint (the sub-automaton is small): each round's signatures
-    // side by side in one buffer, numbered by first appearance.
-    let width = columns.len() + 1;
-    let mut block: Vec<u32> = (0..n).map(|i| dfa.is_accepting(states[i]) as u32).collect();
-    let mut count = block.iter().copied().collect::<std::collections::BTreeSet<u32>>().len();
-    let mut sigs: Vec<u32> = vec![0; n * width];
-    loop {
-        for i in 0..n {
-            let sig = &mut sigs[i * width..(i + 1) * width];
-            sig[0] = block[i];
-            for (x, &c) in columns.iter().enumerate() {
-                sig[x + 1] = match succ(i, c) {
-                    NONE => NONE,
-                    t => block[t as usize],
-                };
+    // Minimisation: plain equivalence is bounded equivalence for inputs as long as the
+    // automaton has states; the worklist refinement re-examines only predecessors of states
+    // that changed class (a chain of escapes and suffixes takes one round per state, and a
+    // round that re-signed every state made this the bulk of a cold fill).
+    let cols = columns.len();
+    let mut trans = vec![DEAD; (n + 1) * cols];
+    for i in 0..n {
+        for (x, &c) in columns.iter().enumerate() {
+            let t = succ(i, c);
+            if t != NONE {
+                trans[(i + 1) * cols + x] = t + 1;
             }
         }
-        let mut ids: FxHashMap<&[u32], u32> = FxHashMap::default();
-        let next: Vec<u32> = sigs
-            .chunks(width)
-            .map(|sig| {
-                let len = ids.len() as u32;
-                *ids.entry(sig).or_insert(len)
-            })
-            .collect();
-        let stable = ids.len() == count;
-        count = ids.len();
-        block = next;
-        if stable {
-            break;
-        }
     }
+    let accepting: Vec<bool> = std::iter::once(false).chain((0..n).map(|i| dfa.is_accepting(states[i]))).collect();
+    let rep = crate::kequiv::k_equivalence(&trans, cols, &accepting, DEAD, n + 1).rep;
+    let mut block_of_rep = vec![NONE; n + 1];
+    let mut count = 0usize;
+    let block: Vec<u32> = (1..=n)
+        .map(|i| {
+            let r = rep[i] as usize;
+            if block_of_rep[r] == NONE {
+                block_of_rep[r] = count as u32;
+                count += 1;
+            }
+            block_of_rep[r]
+        })
+        .collect();
     // The minimal automaton, numbered canonically: its blocks, each through one member.
     let member: Vec<usize> = {
         let mut m = vec![usize::MAX; count];
@@ -226,5 +222,47 @@ mod tests {
         // Too many reachable states: no id.
         let d = dfa("[a-z]{100}");
         assert_eq!(language_id(&d, d.start()), None);
+    }
+
+    #[test]
+    fn ids_are_equal_exactly_when_languages_are() {
+        // States of random small automata over {a, b}: same id iff the same strings of up to
+        // 12 bytes are accepted from both (enough to tell apart automata this small).
+        let mut rnd = crate::testutil::xorshift(0x5851_f42d_4c95_7f2du64);
+        let pieces = ["a", "b", "ab", "ba", "(a|b)", "a*", "b*", "(ab)*", "a?", "(a|bb)", "b{1,3}", "(a|ba)*", "(aa|b)"];
+        let mut states: Vec<(std::sync::Arc<Dfa>, u32)> = Vec::new();
+        for _ in 0..40 {
+            let mut part = |rnd: &mut dyn FnMut(u64) -> u64| (0..1 + rnd(4)).map(|_| pieces[rnd(pieces.len() as u64) as usize]).collect::<String>();
+            let rx = if rnd(3) == 0 { format!("({}|{})", part(&mut rnd), part(&mut rnd)) } else { part(&mut rnd) };
+            let d = std::sync::Arc::new(dfa(&rx));
+            for s in 1..d.num_states() as u32 {
+                if d.live_bytes(s).len() > 0 || d.is_accepting(s) {
+                    states.push((d.clone(), s));
+                }
+            }
+        }
+        let words: Vec<Vec<u8>> = (0..=12u32).flat_map(|len| (0..1u32 << len).map(move |bits| (0..len).map(|i| if bits >> i & 1 == 1 { b'b' } else { b'a' }).collect())).collect();
+        let accepts = |d: &Dfa, s: u32| -> Vec<bool> {
+            words
+                .iter()
+                .map(|w| {
+                    let mut t = s;
+                    for &b in w {
+                        t = d.next(t, b);
+                    }
+                    t != DEAD && d.is_accepting(t)
+                })
+                .collect()
+        };
+        let langs: Vec<Vec<bool>> = states.iter().map(|(d, s)| accepts(d, *s)).collect();
+        let ids: Vec<Option<u32>> = states.iter().map(|(d, s)| language_id(d, *s)).collect();
+        let mut equal = 0;
+        for _ in 0..4000 {
+            let (x, y) = (rnd(states.len() as u64) as usize, rnd(states.len() as u64) as usize);
+            let (Some(ix), Some(iy)) = (ids[x], ids[y]) else { continue };
+            assert_eq!(ix == iy, langs[x] == langs[y], "states {x} and {y}");
+            equal += (ix == iy && x != y) as usize;
+        }
+        assert!(equal > 20, "only {equal} pairs of distinct states with one language");
     }
 }
