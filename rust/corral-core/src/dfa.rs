@@ -382,8 +382,8 @@ impl Dfa {
 
     /// Computes the canonical states for `k` (if no table exists yet) and ends a deferral,
     /// whether or not the computation got to finish (a panic inside it is propagated).
-    /// An automaton without a path longer than `k / 2` gets an empty table (every state its
-    /// own canonical state; see [`crate::kequiv::has_path_longer_than`]).
+    /// An automaton without a run of more than `k / 2` alike states gets an empty table (every
+    /// state its own canonical state; see `Dfa::k_equivalence`).
     pub fn compute_canonical(&self, k: usize) {
         struct Clear<'a>(&'a Deferral);
         impl Drop for Clear<'_> {
@@ -395,9 +395,17 @@ impl Dfa {
         self.canon.get_or_init(|| (k, self.k_equivalence(k)));
     }
 
-    /// The table for `k` (empty when no state could merge but by plain equivalence).
+    /// The table for `k`, or an empty one when it would not pay: bounded equivalence merges
+    /// many states only along a long run of states that look alike (same acceptance, same
+    /// live bytes: a length-bounded string's count states). Without a run longer than `k / 2`
+    /// it is left empty — a literal key with escapes has paths of hundreds of bytes, yet
+    /// its states are told apart by their short unescaped suffixes, and refining its 100–200
+    /// states took 50–180 µs inside the fill that first met it, for no merge. (Without any
+    /// path that long, bounded equivalence is plain equivalence:
+    /// [`crate::kequiv::has_path_longer_than`].)
     fn k_equivalence(&self, k: usize) -> crate::kequiv::KEquiv {
-        if !crate::kequiv::has_path_longer_than(&self.trans, self.n_classes, DEAD, k / 2) {
+        let alike = |s: u32, t: u32| self.accepting[s as usize] == self.accepting[t as usize] && self.live_bytes[s as usize] == self.live_bytes[t as usize];
+        if !crate::kequiv::has_path_longer_than_along(&self.trans, self.n_classes, DEAD, k / 2, alike) {
             return crate::kequiv::KEquiv::default();
         }
         crate::kequiv::k_equivalence(&self.trans, self.n_classes, &self.accepting, DEAD, k)
@@ -585,6 +593,27 @@ mod tests {
         assert_eq!(tail.len(), 11);
         // Another depth: no merging done (the table was built for 10).
         assert_eq!(d.canonical_state(states[5], 11), states[5]);
+    }
+
+    #[test]
+    fn canonical_states_are_skipped_where_no_run_of_alike_states_is_long() {
+        // A 60-character literal with every character escapable (paths of 200+ bytes): its
+        // states are told apart by their short suffixes, so no table is built (each state is
+        // its own canonical state); the length-bounded string above it gets one.
+        let word: String = (0..60).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+        let lit = format!("({})", word.chars().map(|c| format!("({c}|\\\\u00{:02x})", c as u32)).collect::<String>());
+        let d = Dfa::from_rx(&crate::regex::parse_regex(&lit, &Limits::default()).unwrap(), &Limits::default()).unwrap();
+        assert!(crate::kequiv::has_path_longer_than(&d.trans, d.n_classes, DEAD, 64), "long paths through the escapes");
+        let mut s = d.start();
+        for b in word.bytes().take(30) {
+            s = d.next(s, b);
+        }
+        assert_eq!(d.canonical_state(s, 128), s);
+        assert!(d.canon.get().is_some_and(|(_, t)| t.rep.is_empty()), "an empty table");
+        let rx = crate::regex::parse_regex("[a-z]{0,300}!", &Limits::default()).unwrap();
+        let d = Dfa::from_rx(&rx, &Limits::default()).unwrap();
+        let s = d.next(d.start(), b'a');
+        assert_eq!(d.canonical_state(s, 128), d.canonical_state(d.start(), 128));
     }
 
     #[test]

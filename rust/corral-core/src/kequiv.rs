@@ -79,6 +79,11 @@ pub fn untouched_member(list: &mut Vec<u32>, class: &[u32], c: u32, stamp: &[u32
 /// enum has hundreds of states, takes milliseconds to refine and merges nothing. Only long
 /// chains (length-bounded strings, counted repetitions) gain.
 pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize) -> bool {
+    has_path_longer_than_along(trans, classes, dead, k, |_, _| true)
+}
+
+/// [`has_path_longer_than`] over the edges `s → t` that `keep(s, t)` keeps.
+pub fn has_path_longer_than_along(trans: &[u32], classes: usize, dead: u32, k: usize, keep: impl Fn(u32, u32) -> bool) -> bool {
     let n = trans.len() / classes.max(1);
     // Tarjan's algorithm, iteratively; components come out sinks first, so each one's
     // longest path (its size plus the longest of its successors') is known when it closes.
@@ -108,7 +113,7 @@ pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize) 
             while c < classes {
                 let w = row[c];
                 c += 1;
-                if w == dead {
+                if w == dead || !keep(v, w) {
                     continue;
                 }
                 if index[w as usize] == NONE {
@@ -145,7 +150,7 @@ pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize) 
                 let mut after = 0;
                 for &m in &members {
                     for &w in &trans[m as usize * classes..(m as usize + 1) * classes] {
-                        if w != dead && comp[w as usize] != id {
+                        if w != dead && keep(m, w) && comp[w as usize] != id {
                             after = after.max(longest[comp[w as usize] as usize]);
                         }
                     }
