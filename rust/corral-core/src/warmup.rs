@@ -11,9 +11,9 @@
 //! thread is computing waits for it rather than computing it twice.
 //!
 //! The same thread computes the canonical states of large automata
-//! ([`canonical_in_background`]) ahead of any warm-up: they take milliseconds (a
-//! length-bounded string, a key set with dozens of names), and until they exist fills key
-//! their caches by the states themselves, which is correct but shares nothing.
+//! ([`canonical_in_background`]) ahead of any warm-up: a length-bounded string's thousands
+//! of states take milliseconds, and until they exist fills key their caches by the states
+//! themselves (correct, but shared by nothing) instead of waiting.
 //!
 //! `CORRAL_BACKGROUND_WARMUP=0` in the environment turns it off (read once per process);
 //! then compiling computes those canonical states itself.
