@@ -63,48 +63,72 @@ pub(crate) fn deterministic_rows(rx: &Rx, max_states: usize) -> Option<Rows> {
 /// are sets of `(alternative, state)`, at most one per alternative, numbered in the order
 /// they are met; `None` past `max_states`.
 fn union(alts: &[Rows], max_states: usize) -> Option<Rows> {
+    const NONE: u32 = u32::MAX;
     let mut out = Rows::default();
     let start: Vec<(u32, u32)> = alts.iter().enumerate().map(|(i, a)| (i as u32, a.start)).collect();
+    // Sets of several states by value; one-state sets — most of them, once the alternatives'
+    // prefixes part — by alternative and state, with no hashing.
     let mut ids: rustc_hash::FxHashMap<Vec<(u32, u32)>, u32> = rustc_hash::FxHashMap::default();
-    ids.insert(start.clone(), 0);
-    let mut sets = vec![start];
+    let mut single: Vec<Vec<u32>> = alts.iter().map(|a| vec![NONE; a.rows.len()]).collect();
+    let mut sets: Vec<Vec<(u32, u32)>> = Vec::new();
+    let mut id_of = |target: &[(u32, u32)], sets: &mut Vec<Vec<(u32, u32)>>| -> u32 {
+        if let [(i, t)] = *target {
+            let slot = &mut single[i as usize][t as usize];
+            if *slot == NONE {
+                *slot = sets.len() as u32;
+                sets.push(target.to_vec());
+            }
+            return *slot;
+        }
+        if let Some(&id) = ids.get(target) {
+            return id;
+        }
+        let id = sets.len() as u32;
+        sets.push(target.to_vec());
+        ids.insert(target.to_vec(), id);
+        id
+    };
+    id_of(&start, &mut sets);
     let mut cuts: Vec<u16> = Vec::new();
     let mut k = 0;
     while k < sets.len() {
         let set = std::mem::take(&mut sets[k]);
         let accept = set.iter().any(|&(i, s)| alts[i as usize].accept[s as usize]);
-        // Elementary byte intervals: between consecutive range boundaries of the members.
-        cuts.clear();
-        for &(i, s) in &set {
-            for &(lo, hi, _) in &alts[i as usize].rows[s as usize] {
-                cuts.push(lo as u16);
-                cuts.push(hi as u16 + 1);
+        let mut row: Vec<(u8, u8, u32)> = Vec::new();
+        if let [(i, s)] = set[..] {
+            // One alternative left: its row, renumbered.
+            for &(lo, hi, t) in &alts[i as usize].rows[s as usize] {
+                row.push((lo, hi, id_of(&[(i, t)], &mut sets)));
+            }
+        } else {
+            // Elementary byte intervals: between consecutive range boundaries of the members.
+            cuts.clear();
+            for &(i, s) in &set {
+                for &(lo, hi, _) in &alts[i as usize].rows[s as usize] {
+                    cuts.push(lo as u16);
+                    cuts.push(hi as u16 + 1);
+                }
+            }
+            cuts.sort_unstable();
+            cuts.dedup();
+            for w in cuts.windows(2) {
+                let (lo, hi) = (w[0] as u8, (w[1] - 1) as u8);
+                let target: Vec<(u32, u32)> = set
+                    .iter()
+                    .filter_map(|&(i, s)| alts[i as usize].rows[s as usize].iter().find(|r| r.0 <= lo && lo <= r.1).map(|r| (i, r.2)))
+                    .collect();
+                if target.is_empty() {
+                    continue;
+                }
+                let id = id_of(&target, &mut sets);
+                match row.last_mut() {
+                    Some(last) if last.2 == id && last.1 as u16 + 1 == lo as u16 => last.1 = hi,
+                    _ => row.push((lo, hi, id)),
+                }
             }
         }
-        cuts.sort_unstable();
-        cuts.dedup();
-        let mut row: Vec<(u8, u8, u32)> = Vec::new();
-        for w in cuts.windows(2) {
-            let (lo, hi) = (w[0] as u8, (w[1] - 1) as u8);
-            let target: Vec<(u32, u32)> = set
-                .iter()
-                .filter_map(|&(i, s)| alts[i as usize].rows[s as usize].iter().find(|r| r.0 <= lo && lo <= r.1).map(|r| (i, r.2)))
-                .collect();
-            if target.is_empty() {
-                continue;
-            }
-            let next = ids.len() as u32;
-            let id = *ids.entry(target).or_insert_with_key(|t| {
-                sets.push(t.clone());
-                next
-            });
-            if sets.len() > max_states {
-                return None;
-            }
-            match row.last_mut() {
-                Some(last) if last.2 == id && last.1 as u16 + 1 == lo as u16 => last.1 = hi,
-                _ => row.push((lo, hi, id)),
-            }
+        if sets.len() > max_states {
+            return None;
         }
         out.add(row, accept);
         k += 1;
