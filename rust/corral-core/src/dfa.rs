@@ -339,10 +339,11 @@ impl Dfa {
     /// token is longer than `k`, so caches keyed by state can share one entry. This is what
     /// keeps a length-bounded string (`{0,256}`: one state per count) from needing a fresh
     /// trie walk per position. Computed once per automaton (Moore refinement, at most `k`
-    /// rounds) for the first `k` asked; other `k` get `state` itself. While the table is
-    /// being computed in the background ([`Dfa::defer_canonical`]) every state is its own
-    /// canonical state: a valid key (equal results mean equivalent states either way), only
-    /// not shared.
+    /// rounds) for the first `k` asked; other `k` get `state` itself, and so does every state
+    /// of an automaton without a long run of alike states (where the refinement would merge
+    /// nothing worth it; see `Dfa::k_equivalence`). While the table is being computed in the
+    /// background ([`Dfa::defer_canonical`]) every state is its own canonical state: a valid
+    /// key (equal results mean equivalent states either way), only not shared.
     pub fn canonical_state(&self, state: u32, k: usize) -> u32 {
         match self.canon_table(k) {
             Some(table) if !table.rep.is_empty() => table.rep[state as usize],
