@@ -36,13 +36,14 @@ fn sliced_entries_equal_whole_walks_on_llama3() {
     let char_ = r#"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})"#;
     let cases = [
         (format!("{char_}*\""), vec![0usize, 1, 3]),
-        (format!("{char_}{{0,40}}\""), vec![0, 1, 2, 5]),
-        (format!("{char_}{{0,20}}\",?"), vec![0, 1]),
+        (format!("{char_}{{0,40}}\""), vec![0, 1, 2, 5, 30]),
+        (format!("{char_}{{0,20}}\",?"), vec![0, 1, 5, 9]),
         (format!("{char_}{{3,100}}\""), vec![0, 4]),
         // Ends inside plain text (after `Hell`, below which every token is plain): no slice may be used.
         (format!("({char_}*\")|Hell"), vec![0]),
     ];
     let mut sliced = [0usize; 2]; // [whole slice, partial slice]
+    let mut lens = std::collections::BTreeSet::new(); // partial slices used
     for (pattern, prefixes) in &cases {
         let d = dfa(pattern);
         for &n in prefixes {
@@ -62,6 +63,7 @@ fn sliced_entries_equal_whole_walks_on_llama3() {
                 }
             };
             sliced[partial.is_some() as usize] += 1;
+            lens.extend(partial.map(|p| p.len));
             let a = CiEntry::build_sliced(trie, slice, partial, &l, words);
             let b = CiEntry::build_walk(trie, &[l], words);
             assert!(a.allowed.to_bits(words) == b.allowed.to_bits(words), "{pattern} after {n} chars (safe depth {safe}): token sets differ");
@@ -69,6 +71,7 @@ fn sliced_entries_equal_whole_walks_on_llama3() {
         }
     }
     assert!(sliced[0] > 0 && sliced[1] > 0, "both kinds of slice were exercised: {sliced:?}");
+    assert!(lens.contains(&8) && lens.contains(&12) && lens.contains(&16), "the short partial slices were exercised: {lens:?}");
 }
 
 #[test]
