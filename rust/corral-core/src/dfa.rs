@@ -402,11 +402,12 @@ impl Dfa {
     /// it is left empty — a literal key with escapes has paths of hundreds of bytes, yet
     /// its states are told apart by their short unescaped suffixes, and refining its 100–200
     /// states took 50–180 µs inside the fill that first met it, for no merge. (Without any
-    /// path that long, bounded equivalence is plain equivalence:
-    /// [`crate::kequiv::has_path_longer_than`].)
+    /// path that long, bounded equivalence is plain equivalence: see
+    /// [`crate::kequiv::has_path_longer_than`].) Near states then come from the fills' other
+    /// rules ([`Dfa::near_state`] has none to give).
     fn k_equivalence(&self, k: usize) -> crate::kequiv::KEquiv {
         let alike = |s: u32, t: u32| self.accepting[s as usize] == self.accepting[t as usize] && self.live_bytes[s as usize] == self.live_bytes[t as usize];
-        if !crate::kequiv::has_path_longer_than_along(&self.trans, self.n_classes, DEAD, k / 2, alike) {
+        if !crate::kequiv::has_path_longer_than(&self.trans, self.n_classes, DEAD, k / 2, alike) {
             return crate::kequiv::KEquiv::default();
         }
         crate::kequiv::k_equivalence(&self.trans, self.n_classes, &self.accepting, DEAD, k)
@@ -414,7 +415,8 @@ impl Dfa {
 
     /// For a canonical state (see [`Dfa::canonical_state`] with the same `k`): another
     /// canonical state it agrees with on every input of at most `m` bytes, and `m`. `None`
-    /// while the table is being computed in the background.
+    /// while the table is being computed in the background, and for automata left without
+    /// one (see `Dfa::k_equivalence`).
     pub fn near_state(&self, state: u32, k: usize) -> Option<(u32, usize)> {
         match self.canon_table(k)?.near.get(state as usize) {
             Some(&(t, m)) if t != u32::MAX => Some((t, m as usize)),
@@ -604,7 +606,7 @@ mod tests {
         let word: String = (0..60).map(|i| (b'a' + (i % 26) as u8) as char).collect();
         let lit = format!("({})", word.chars().map(|c| format!("({c}|\\\\u00{:02x})", c as u32)).collect::<String>());
         let d = Dfa::from_rx(&crate::regex::parse_regex(&lit, &Limits::default()).unwrap(), &Limits::default()).unwrap();
-        assert!(crate::kequiv::has_path_longer_than(&d.trans, d.n_classes, DEAD, 64), "long paths through the escapes");
+        assert!(crate::kequiv::has_path_longer_than(&d.trans, d.n_classes, DEAD, 64, |_, _| true), "long paths through the escapes");
         let mut s = d.start();
         for b in word.bytes().take(30) {
             s = d.next(s, b);

@@ -70,20 +70,16 @@ pub fn untouched_member(list: &mut Vec<u32>, class: &[u32], c: u32, stamp: &[u32
     None
 }
 
-/// Whether a path of more than `k` states runs through the automaton, counting every state
-/// of each strongly connected component it enters (an upper bound on simple paths). When
-/// none is longer than `k / 2`, states that no input of at most `k` bytes tells apart are
-/// plainly equivalent (two states' acceptance runs are told apart within the sum of their
-/// path lengths; a property test below checks it): bounded equivalence then merges nothing
-/// beyond minimization, which is worth nothing to caches keyed by state — a key set or an
-/// enum has hundreds of states, takes milliseconds to refine and merges nothing. Only long
-/// chains (length-bounded strings, counted repetitions) gain.
-pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize) -> bool {
-    has_path_longer_than_along(trans, classes, dead, k, |_, _| true)
-}
-
-/// [`has_path_longer_than`] over the edges `s → t` that `keep(s, t)` keeps.
-pub fn has_path_longer_than_along(trans: &[u32], classes: usize, dead: u32, k: usize, keep: impl Fn(u32, u32) -> bool) -> bool {
+/// Whether a path of more than `k` states runs through the automaton over the edges `s → t`
+/// that `keep(s, t)` keeps, counting every state of each strongly connected component it
+/// enters (an upper bound on simple paths). With every edge kept and no path longer than
+/// `k / 2`, states that no input of at most `k` bytes tells apart are plainly equivalent (two
+/// states' acceptance runs are told apart within the sum of their path lengths; a property
+/// test below checks it): bounded equivalence then merges nothing beyond minimization, which
+/// is worth nothing to caches keyed by state. Only long chains (length-bounded strings,
+/// counted repetitions) gain; [`crate::dfa::Dfa`] keeps only edges between states that look
+/// alike to find those.
+pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize, keep: impl Fn(u32, u32) -> bool) -> bool {
     let n = trans.len() / classes.max(1);
     // Tarjan's algorithm, iteratively; components come out sinks first, so each one's
     // longest path (its size plus the longest of its successors') is known when it closes.
@@ -417,7 +413,7 @@ mod tests {
             let accepting: Vec<bool> = (0..n).map(|s| s != 0 && rnd(3) == 0).collect();
             let k = 1 + rnd(12) as usize;
             let full = naive(&trans, classes, &accepting, 0, n + 1);
-            if has_path_longer_than(&trans, classes, 0, k / 2) {
+            if has_path_longer_than(&trans, classes, 0, k / 2, |_, _| true) {
                 long += 1;
             } else {
                 short += 1;
@@ -427,10 +423,10 @@ mod tests {
         assert!(short > 500 && long > 500, "{short} short, {long} long");
         // A chain of 301 states is long for k = 128; a cycle of 100 is long for k = 128 / 2.
         let chain: Vec<u32> = (0..302u32).map(|s| if s == 0 || s == 301 { 0 } else { s + 1 }).collect();
-        assert!(has_path_longer_than(&chain, 1, 0, 64));
-        assert!(!has_path_longer_than(&chain, 1, 0, 301));
+        assert!(has_path_longer_than(&chain, 1, 0, 64, |_, _| true));
+        assert!(!has_path_longer_than(&chain, 1, 0, 301, |_, _| true));
         let cycle: Vec<u32> = (0..101u32).map(|s| if s == 0 { 0 } else if s == 100 { 1 } else { s + 1 }).collect();
-        assert!(has_path_longer_than(&cycle, 1, 0, 64));
-        assert!(!has_path_longer_than(&cycle, 1, 0, 100));
+        assert!(has_path_longer_than(&cycle, 1, 0, 64, |_, _| true));
+        assert!(!has_path_longer_than(&cycle, 1, 0, 100, |_, _| true));
     }
 }

@@ -32,11 +32,11 @@ impl CompiledGrammar {
         let masks = MaskCache::new(DEFAULT_MASK_CACHE_BYTES, vocab.mask_words());
         let mut initial_lex = Vec::new();
         start_lexemes(cfg, &initial_parser, 0, &mut initial_lex);
-        // The canonical states of large automata (length-bounded strings, key sets) take
-        // milliseconds: computed once per automaton and process (they are shared), on the
-        // background thread when there is one (fills meanwhile key their caches by the states
-        // themselves), else here. Several at once (the 24 leap-second automata of a
-        // `date-time`) run on the thread pool.
+        // The canonical states of large automata (a long length-bounded string's; others get
+        // an empty table after a linear check) take milliseconds: computed once per automaton
+        // and process (they are shared), on the background thread when there is one (fills
+        // meanwhile key their caches by the states themselves), else here, several at once on
+        // the thread pool.
         let depth = vocab.trie().max_depth();
         let big: Vec<Arc<crate::dfa::Dfa>> = cfg.terminals.iter().map(|t| &t.dfa).filter(|d| d.num_states() >= EAGER_CANONICAL_STATES && !d.has_canonical(depth)).cloned().collect();
         let big = crate::warmup::canonical_in_background(big, depth);
