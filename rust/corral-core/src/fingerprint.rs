@@ -237,7 +237,7 @@ mod tests {
         let pieces = ["a", "b", "ab", "ba", "(a|b)", "a*", "b*", "(ab)*", "a?", "(a|bb)", "b{1,3}", "(a|ba)*", "(aa|b)"];
         let mut states: Vec<(std::sync::Arc<Dfa>, u32)> = Vec::new();
         for _ in 0..40 {
-            let mut part = |rnd: &mut dyn FnMut(u64) -> u64| (0..1 + rnd(4)).map(|_| pieces[rnd(pieces.len() as u64) as usize]).collect::<String>();
+            let part = |rnd: &mut dyn FnMut(u64) -> u64| (0..1 + rnd(4)).map(|_| pieces[rnd(pieces.len() as u64) as usize]).collect::<String>();
             let rx = if rnd(3) == 0 { format!("({}|{})", part(&mut rnd), part(&mut rnd)) } else { part(&mut rnd) };
             let d = std::sync::Arc::new(dfa(&rx));
             for s in 1..d.num_states() as u32 {
