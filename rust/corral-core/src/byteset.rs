@@ -36,6 +36,11 @@ impl ByteSet {
             self.0[i] |= o.0[i];
         }
     }
+    /// Whether every byte of the set is in `o`.
+    #[inline]
+    pub fn is_subset(&self, o: &ByteSet) -> bool {
+        (self.0[0] & !o.0[0]) | (self.0[1] & !o.0[1]) | (self.0[2] & !o.0[2]) | (self.0[3] & !o.0[3]) == 0
+    }
     /// Whether the set is empty.
     #[inline]
     pub fn is_empty(&self) -> bool {

@@ -31,6 +31,10 @@ pub const MAX_FIRST_BYTE_DIFFERENCE: usize = 4;
 /// Fresh single-lexeme walks under at least this many trie nodes try the plain-text slice.
 const SLICE_MIN_NODES: usize = 20_000;
 
+/// Most printable ASCII bytes among a lexeme's exception bytes for the plain slice with
+/// exceptions ([`CiEntry::build_excepted`]).
+const MAX_ASCII_EXCEPTIONS: usize = 8;
+
 /// Fresh walks that may visit at least this many trie nodes run on two threads.
 const PARALLEL_WALK_NODES: usize = 100_000;
 
@@ -240,6 +244,7 @@ fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, ranges: &[(usize, usize, usize)]
     let mut groups: Vec<EndGroup> = Vec::new();
     let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
     let mut states: Vec<u32> = vec![DEAD; trie.max_depth() + 1];
+    let mut loops = LoopMemo::default();
     for &(start, end, base) in ranges {
         assert!(end <= nodes.len() && s0 != DEAD);
         states[0] = s0;
@@ -250,23 +255,55 @@ fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, ranges: &[(usize, usize, usize)]
             // `dfa` (written below or `s0`), as `next_unchecked` requires.
             let node = unsafe { *nodes.get_unchecked(i) };
             let d = node.depth as usize - base;
-            let s = if d == 1 && !first.contains(node.byte) { DEAD } else { unsafe { dfa.next_unchecked(*states.get_unchecked(d - 1), node.byte) } };
+            let prev = unsafe { *states.get_unchecked(d - 1) };
+            let s = if d == 1 && !first.contains(node.byte) { DEAD } else { unsafe { dfa.next_unchecked(prev, node.byte) } };
             if s == DEAD {
                 i += node.subtree_len as usize;
                 continue;
             }
             unsafe { *states.get_unchecked_mut(d) = s };
+            if node.subtree_len > 1 {
+                if dfa.is_accepting(s) {
+                    record_end(nodes, i, 1, &mut groups, &mut group_of);
+                } else if s == prev && trie.below_bytes(i).is_subset(loops.get(dfa, s)) {
+                    // Every byte below loops back to `s` (not accepting): the whole subtree's
+                    // tokens are allowed and no lexeme ends in it.
+                    on_token(trie.subtree_tokens(i));
+                    i += node.subtree_len as usize;
+                    continue;
+                }
+            }
             if node.has_tokens {
                 on_token(trie.tokens_at(i));
-            }
-            if node.subtree_len > 1 && dfa.is_accepting(s) {
-                record_end(nodes, i, 1, &mut groups, &mut group_of);
             }
             i += 1;
         }
     }
     dedup_groups(&mut groups);
     groups
+}
+
+/// The [`Dfa::loop_bytes`] of the last few states a walk asked for (a walk through a
+/// string body or a `[\w-]+` asks for one state over and over).
+#[derive(Default)]
+struct LoopMemo {
+    slots: [(u32, ByteSet); 4],
+    filled: usize,
+    next: usize,
+}
+
+impl LoopMemo {
+    #[inline]
+    fn get(&mut self, dfa: &Dfa, s: u32) -> &ByteSet {
+        if let Some(k) = self.slots[..self.filled].iter().position(|e| e.0 == s) {
+            return &self.slots[k].1;
+        }
+        let k = self.next;
+        self.next = (k + 1) % self.slots.len();
+        self.filled = (self.filled + 1).min(self.slots.len());
+        self.slots[k] = (s, dfa.loop_bytes(s));
+        &self.slots[k].1
+    }
 }
 
 /// What [`walk_lockstep`] found.
@@ -401,7 +438,31 @@ impl CiEntry {
                 return Self::build_sliced(trie, trie.plain_slice(), partial, l, mask_words);
             }
         }
+        Self::build_unsliced(trie, lexers, mask_words)
+    }
+
+    /// [`CiEntry::build`] for lexemes no plain slice serves whole: the slice with exceptions
+    /// for a single lexeme that few plain bytes can kill or end, else a walk.
+    fn build_unsliced(trie: &TokTrie, lexers: &[Lexer], mask_words: usize) -> CiEntry {
+        if let [l] = lexers {
+            if let Some(except) = Self::exceptions_for(trie, l) {
+                return Self::build_excepted(trie, trie.plain_slice(), &except, l, mask_words);
+            }
+        }
         Self::build_walk(trie, lexers, mask_words)
+    }
+
+    /// The [`crate::slice::Exceptions`] of a fresh walk of `l` that should take the plain
+    /// slice with exceptions: a large walk, where the last bytes or a hub's first bytes hold
+    /// at most [`MAX_ASCII_EXCEPTIONS`] printable ASCII bytes (else few subtrees are free of
+    /// them, and the walk with its own subtree skips is as fast).
+    fn exceptions_for(trie: &TokTrie, l: &Lexer) -> Option<crate::slice::Exceptions> {
+        if trie.nodes_under(l.dfa.live_bytes(l.state)) < SLICE_MIN_NODES {
+            return None;
+        }
+        let except = trie.plain_slice().exceptions(l.dfa, l.state)?;
+        let few = |set: &ByteSet| (0x20..0x7Fu8).filter(|&b| set.contains(b)).count() <= MAX_ASCII_EXCEPTIONS;
+        (few(&except.last) || except.hubs.iter().any(|h| few(&h.2))).then_some(except)
     }
 
     /// The plain-text slice a fresh walk of `l` can take: `Some(None)` when its state takes
@@ -428,9 +489,36 @@ impl CiEntry {
         for (a, &b) in allowed.iter_mut().zip(partial.map_or(&slice.bits, |p| &p.bits)) {
             *a = b;
         }
-        let first = *l.dfa.live_bytes(l.state);
         let mut groups: Vec<EndGroup> = Vec::new();
         let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+        Self::walk_others(trie, slice, partial, l, &mut allowed, &mut groups, &mut group_of);
+        dedup_groups(&mut groups);
+        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+    }
+
+    /// [`CiEntry::build`] for a lexeme that all but a few plain paths leave alive and not
+    /// ending (`except`: [`crate::slice::PlainSlice::exceptions`]): the plain tokens at
+    /// once, corrected by a walk of the whole trie only where an exception byte lies below
+    /// ([`crate::slice::PlainSlice::walk_exceptions`]), plus the walk of the other tokens.
+    pub fn build_excepted(trie: &TokTrie, slice: &crate::slice::PlainSlice, except: &crate::slice::Exceptions, l: &Lexer, mask_words: usize) -> CiEntry {
+        let mut allowed = vec![0u32; mask_words];
+        for (a, &b) in allowed.iter_mut().zip(&slice.bits) {
+            *a = b;
+        }
+        let mut groups: Vec<EndGroup> = Vec::new();
+        let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+        slice.walk_exceptions(trie, l.dfa, l.state, except, &mut allowed, |i| record_end(&trie.nodes, i, 1, &mut groups, &mut group_of));
+        Self::walk_others(trie, slice, None, l, &mut allowed, &mut groups, &mut group_of);
+        dedup_groups(&mut groups);
+        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+    }
+
+    /// Walks the trie of the tokens the slice leaves out (and, with `partial`, of the longer
+    /// plain ones), adding the allowed ones to `allowed` and the lexeme ends, mapped to the
+    /// full trie's nodes (the next level walks below them there), to `groups`.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_others(trie: &TokTrie, slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, l: &Lexer, allowed: &mut [u32], groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
+        let first = *l.dfa.live_bytes(l.state);
         let mut tries = vec![(&slice.rest, &slice.rest_to_full)];
         if let Some(p) = partial {
             tries.push((&p.long, &p.long_to_full));
@@ -443,12 +531,10 @@ impl CiEntry {
             });
             for g in &sub_groups {
                 for &n in &g.nodes {
-                    record_end(&trie.nodes, to_full[n as usize] as usize, g.ending, &mut groups, &mut group_of);
+                    record_end(&trie.nodes, to_full[n as usize] as usize, g.ending, groups, group_of);
                 }
             }
         }
-        dedup_groups(&mut groups);
-        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
 
     /// [`CiEntry::build`] by one lexer-only walk of the whole trie.
@@ -702,7 +788,7 @@ impl CiCache {
             });
             Arc::new(derived.unwrap_or_else(|| match sliced {
                 Some(partial) => CiEntry::build_sliced(trie, trie.plain_slice(), partial, &l, mask_words),
-                None => CiEntry::build_walk(trie, lexers, mask_words),
+                None => CiEntry::build_unsliced(trie, lexers, mask_words),
             }))
         };
         let size = e.allowed.memory_bytes() + e.level.memory_bytes() + key.len() * 8 + 64;

@@ -465,6 +465,17 @@ impl Dfa {
         &self.live_bytes[state as usize]
     }
 
+    /// Bytes that lead from `state` back to itself (the loop of `[a-z]*` or a string body).
+    pub fn loop_bytes(&self, state: u32) -> ByteSet {
+        let mut out = ByteSet::default();
+        for b in 0..=255u8 {
+            if self.next(state, b) == state {
+                out.insert(b);
+            }
+        }
+        out
+    }
+
     /// [`Dfa::next`] without bounds checks, for the trie walks' inner loops.
     ///
     /// # Safety

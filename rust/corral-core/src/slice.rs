@@ -8,8 +8,12 @@
 //! ever being able to end ([`PlainSlice::covers`]), its token set is the slice plus a walk
 //! of the small trie of the remaining tokens — the same set, found in a tenth of the time.
 
+use crate::byteset::ByteSet;
 use crate::dfa::{Dfa, DEAD};
 use crate::toktrie::TokTrie;
+
+/// Most (DFA state, plain-prefix state) pairs [`PlainSlice::exception_bytes`] explores.
+const MAX_EXCEPTION_PAIRS: usize = 4096;
 
 /// States of the automaton of prefixes of plain strings: between characters, or inside a
 /// multi-byte character (how many continuation bytes remain, and the first one's range).
@@ -210,6 +214,163 @@ impl PlainSlice {
             frontier = next;
         }
         self.max_len
+    }
+}
+
+/// Where a lexeme state parts from "every plain token is allowed and no lexeme ends in it"
+/// ([`PlainSlice::exceptions`]): byte sets such that a trie subtree whose bytes avoid them
+/// holds no plain path on which the automaton dies or accepts.
+#[derive(Debug, Clone, Default)]
+pub struct Exceptions {
+    /// The last bytes of such paths from any reachable point: a subtree without one of them
+    /// holds none.
+    pub last: ByteSet,
+    /// Hubs: (DFA state, plain-prefix state) pairs with a loop, each with the first bytes of
+    /// the paths from it that die or accept before coming back to it. A subtree entered at a
+    /// hub without one of those bytes holds none: every step out of the hub either cannot
+    /// go wrong or comes back to the hub first.
+    pub hubs: Vec<(u32, u8, ByteSet)>,
+}
+
+/// Most hubs [`PlainSlice::exceptions`] keeps.
+const MAX_HUBS: usize = 8;
+
+impl PlainSlice {
+    /// The [`Exceptions`] of `dfa` from `state`, over the pairs (DFA state, plain-prefix
+    /// state) reachable from `(state, between characters)` along plain bytes. `None` when the
+    /// pairs are too many to explore.
+    ///
+    /// `^https://.+$` in a JSON string, after `https://a`: the last bytes are `A8` and `A9`
+    /// (of U+2028 and U+2029, which `.` does not match), and the loop's hub has the single
+    /// first byte `E2`, where a whole plain slice would not serve at all.
+    pub fn exceptions(&self, dfa: &Dfa, state: u32) -> Option<Exceptions> {
+        if state == DEAD || dfa.is_accepting(state) {
+            return None;
+        }
+        // Per plain-prefix state: its bytes grouped by (DFA class, next plain-prefix state).
+        let mut groups: [Vec<(u8, u8, ByteSet)>; STATES] = Default::default();
+        let mut slot: Vec<u16> = Vec::new();
+        for (p, g) in groups.iter_mut().enumerate() {
+            slot.clear();
+            slot.resize(256 * STATES, u16::MAX);
+            for b in 0..=255u8 {
+                if let Some(q) = step(p as u8, b) {
+                    let k = dfa.class_of(b) as usize * STATES + q as usize;
+                    if slot[k] == u16::MAX {
+                        slot[k] = g.len() as u16;
+                        g.push((b, q, ByteSet::default()));
+                    }
+                    g[slot[k] as usize].2.insert(b);
+                }
+            }
+        }
+        // The graph of pairs; an edge's target is `BAD` when the automaton dies or accepts
+        // there (an accepting pair is also explored: a walk goes on below a lexeme end).
+        const BAD: u32 = u32::MAX;
+        let mut pairs: Vec<(u32, u8)> = vec![(state, BOUNDARY)];
+        let mut index: rustc_hash::FxHashMap<(u32, u8), u32> = Default::default();
+        index.insert((state, BOUNDARY), 0);
+        let mut edges: Vec<(u32, u32, usize)> = Vec::new(); // (from, to or BAD, group index)
+        let mut out = Exceptions::default();
+        let mut k = 0;
+        while k < pairs.len() {
+            let (q, p) = pairs[k];
+            for (gi, (b, p2, bytes)) in groups[p as usize].iter().enumerate() {
+                let q2 = dfa.next(q, *b);
+                if q2 == DEAD || dfa.is_accepting(q2) {
+                    out.last.union_with(bytes);
+                    edges.push((k as u32, BAD, gi));
+                }
+                if q2 != DEAD {
+                    let n = pairs.len() as u32;
+                    let to = *index.entry((q2, *p2)).or_insert(n);
+                    if to == n {
+                        if pairs.len() >= MAX_EXCEPTION_PAIRS {
+                            return None;
+                        }
+                        pairs.push((q2, *p2));
+                    }
+                    edges.push((k as u32, to, gi));
+                }
+            }
+            k += 1;
+        }
+        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); pairs.len()];
+        for &(from, to, _) in &edges {
+            if to != BAD {
+                preds[to as usize].push(from);
+            }
+        }
+        let hubs: Vec<u32> = edges.iter().filter(|e| e.0 == e.1 && !dfa.is_accepting(pairs[e.0 as usize].0)).map(|e| e.0).collect();
+        let mut reach = vec![false; pairs.len()];
+        for h in hubs.into_iter().take(MAX_HUBS) {
+            if out.hubs.iter().any(|x| (x.0, x.1) == pairs[h as usize]) {
+                continue;
+            }
+            // Pairs that can go wrong without passing through the hub.
+            reach.iter_mut().for_each(|r| *r = false);
+            let mut todo: Vec<u32> = edges.iter().filter(|e| e.1 == BAD && e.0 != h).map(|e| e.0).collect();
+            while let Some(x) = todo.pop() {
+                if x == h || std::mem::replace(&mut reach[x as usize], true) {
+                    continue;
+                }
+                todo.extend(&preds[x as usize]);
+            }
+            let (q, p) = pairs[h as usize];
+            let mut first = ByteSet::default();
+            for &(from, to, gi) in &edges {
+                if from == h && (to == BAD || (to != h && reach[to as usize])) {
+                    first.union_with(&groups[p as usize][gi].2);
+                }
+            }
+            out.hubs.push((q, p, first));
+        }
+        Some(out)
+    }
+
+    /// Corrects [`PlainSlice::bits`] (already in `allowed`) for `dfa` from `state`: walks the
+    /// plain paths of `trie` (the whole trie this slice was built from) only where `except`
+    /// ([`PlainSlice::exceptions`]) says something may go wrong below, clears the tokens of
+    /// subtrees where the automaton dies, and reports each node with children where it accepts.
+    pub fn walk_exceptions(&self, trie: &TokTrie, dfa: &Dfa, state: u32, except: &Exceptions, allowed: &mut [u32], mut on_end: impl FnMut(usize)) {
+        let nodes = &trie.nodes;
+        let depth = trie.max_depth() + 1;
+        let mut states: Vec<u32> = vec![DEAD; depth];
+        let mut plain: Vec<u8> = vec![BOUNDARY; depth];
+        states[0] = state;
+        let mut i = 0;
+        while i < nodes.len() {
+            let node = nodes[i];
+            let d = node.depth as usize;
+            let len = node.subtree_len as usize;
+            // Non-plain bytes: only tokens of the other trie lie below.
+            let Some(p) = step(plain[d - 1], node.byte) else {
+                i += len;
+                continue;
+            };
+            let q = dfa.next(states[d - 1], node.byte);
+            if q == DEAD {
+                for &t in trie.subtree_tokens(i) {
+                    allowed[t as usize / 32] &= !(1 << (t % 32));
+                }
+                i += len;
+                continue;
+            }
+            if dfa.is_accepting(q) {
+                if len > 1 {
+                    on_end(i);
+                }
+            } else if len > 1 {
+                let below = trie.below_bytes(i);
+                if !below.intersects(&except.last) || except.hubs.iter().any(|h| h.0 == q && h.1 == p && !below.intersects(&h.2)) {
+                    i += len;
+                    continue;
+                }
+            }
+            states[d] = q;
+            plain[d] = p;
+            i += 1;
+        }
     }
 }
 

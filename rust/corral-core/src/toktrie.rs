@@ -1,6 +1,8 @@
 //! Token trie laid out flat in depth-first order: the subtree of a node is the contiguous
 //! run of nodes after it, so a dead automaton state skips a whole subtree in one jump.
 
+use crate::byteset::ByteSet;
+
 /// One trie node (one byte of one or more tokens): 8 bytes, so a walk of the whole trie
 /// streams half the memory it did with the token range inline (the range is in
 /// [`TokTrie::tok_starts`], read only at nodes where tokens end).
@@ -31,6 +33,10 @@ pub struct TokTrie {
     reach: Vec<u16>,
     /// For each first byte, the number of nodes in its subtree (a walk's cost bound).
     first_byte_nodes: Vec<u32>,
+    /// For each node, the index in `below_sets` of the bytes on the edges strictly below it.
+    below: Vec<u32>,
+    /// The distinct byte sets of `below` (index 0: the empty set of a leaf).
+    below_sets: Vec<ByteSet>,
     /// The plain-text slice ([`TokTrie::plain_slice`]).
     slice: std::sync::OnceLock<Box<crate::slice::PlainSlice>>,
 }
@@ -47,18 +53,25 @@ impl TokTrie {
         let mut open: Vec<usize> = Vec::new();
         let mut prev: &[u8] = &[];
         let mut reach: Vec<u16> = Vec::new();
+        let mut below: Vec<u32> = Vec::new();
+        let mut sets = BelowSets::default();
         // Closes the deepest open node: its subtree is complete.
-        let close = |open: &mut Vec<usize>, nodes: &mut Vec<Node>, reach: &mut Vec<u16>| {
+        let close = |open: &mut Vec<usize>, nodes: &mut Vec<Node>, reach: &mut Vec<u16>, below: &mut Vec<u32>, sets: &mut BelowSets| {
             let idx = open.pop().unwrap();
             nodes[idx].subtree_len = (nodes.len() - idx) as u32;
+            let mine = sets.open.pop().unwrap();
+            below[idx] = sets.intern(mine);
             if let Some(&up) = open.last() {
                 reach[up] = reach[up].max(reach[idx]);
+                let parent = sets.open.last_mut().unwrap();
+                parent.union_with(&mine);
+                parent.insert(nodes[idx].byte);
             }
         };
         for (bytes, id) in toks {
             let lcp = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
             while open.len() > lcp {
-                close(&mut open, &mut nodes, &mut reach);
+                close(&mut open, &mut nodes, &mut reach, &mut below, &mut sets);
             }
             for (k, &b) in bytes.iter().enumerate().skip(lcp) {
                 // Sorted input: a node's tokens come right after it is opened, before any
@@ -66,6 +79,8 @@ impl TokTrie {
                 tok_starts.push(token_ids.len() as u32);
                 nodes.push(Node { byte: b, depth: (k + 1) as u16, subtree_len: 1, has_tokens: false });
                 reach.push((k + 1) as u16);
+                below.push(0);
+                sets.open.push(ByteSet::default());
                 open.push(nodes.len() - 1);
             }
             let last = *open.last().unwrap();
@@ -75,7 +90,7 @@ impl TokTrie {
             prev = bytes;
         }
         while !open.is_empty() {
-            close(&mut open, &mut nodes, &mut reach);
+            close(&mut open, &mut nodes, &mut reach, &mut below, &mut sets);
         }
         tok_starts.push(token_ids.len() as u32);
         let max_depth = nodes.iter().map(|n| n.depth as usize).max().unwrap_or(0);
@@ -83,7 +98,23 @@ impl TokTrie {
         for n in nodes.iter().filter(|n| n.depth == 1) {
             first_byte_nodes[n.byte as usize] = n.subtree_len;
         }
-        TokTrie { nodes, token_ids, tok_starts, max_depth, reach, first_byte_nodes, slice: Default::default() }
+        let below_sets = sets.distinct;
+        TokTrie { nodes, token_ids, tok_starts, max_depth, reach, first_byte_nodes, below, below_sets, slice: Default::default() }
+    }
+
+    /// The bytes on the edges strictly below node `i` (empty for a leaf): when a state keeps
+    /// itself on every one of them, every token in the subtree is allowed without a walk.
+    #[inline(always)]
+    pub fn below_bytes(&self, i: usize) -> &ByteSet {
+        &self.below_sets[self.below[i] as usize]
+    }
+
+    /// The token ids ending anywhere in node `i`'s subtree, `i` included (contiguous: the
+    /// nodes are in depth-first order).
+    #[inline(always)]
+    pub fn subtree_tokens(&self, i: usize) -> &[u32] {
+        let end = i + self.nodes[i].subtree_len as usize;
+        &self.token_ids[self.tok_starts[i] as usize..self.tok_starts[end] as usize]
     }
 
     /// The plain-text slice of this trie's tokens ([`crate::slice`]), built on first use
@@ -150,7 +181,35 @@ impl TokTrie {
 
     /// Heap bytes used.
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + self.token_ids.len() * 4 + self.slice.get().map_or(0, |s| s.memory_bytes())
+        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4 + 4) + self.below_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.get().map_or(0, |s| s.memory_bytes())
+    }
+}
+
+/// Byte sets of the open nodes while [`TokTrie::build`] runs, and the distinct closed ones.
+#[derive(Default)]
+struct BelowSets {
+    /// One set per open node (the bytes below it seen so far).
+    open: Vec<ByteSet>,
+    /// Distinct sets, the empty one first.
+    distinct: Vec<ByteSet>,
+    index: rustc_hash::FxHashMap<ByteSet, u32>,
+}
+
+impl BelowSets {
+    /// The index of `set` in `distinct`, adding it when new.
+    fn intern(&mut self, set: ByteSet) -> u32 {
+        if self.distinct.is_empty() {
+            self.distinct.push(ByteSet::default());
+            self.index.insert(ByteSet::default(), 0);
+        }
+        if set.is_empty() {
+            return 0;
+        }
+        let distinct = &mut self.distinct;
+        *self.index.entry(set).or_insert_with(|| {
+            distinct.push(set);
+            distinct.len() as u32 - 1
+        })
     }
 }
 
@@ -180,5 +239,12 @@ mod tests {
         assert_eq!(t.find(b"ac"), None);
         assert!(t.has_extension(b"ab") && !t.has_extension(b"abc") && !t.has_extension(b"b"));
         assert_eq!((t.reach(0), t.reach(1), t.reach(2), t.reach(3)), (3, 3, 3, 1));
+        let bytes = |i: usize| (0..=255u8).filter(|&b| t.below_bytes(i).contains(b)).collect::<Vec<u8>>();
+        assert_eq!((bytes(0), bytes(1), bytes(2), bytes(3)), (b"bc".to_vec(), b"c".to_vec(), vec![], vec![]));
+        let mut sub = t.subtree_tokens(0).to_vec();
+        sub.sort();
+        assert_eq!(sub, vec![0, 1, 3, 4]);
+        assert_eq!(t.subtree_tokens(1), &[0, 3]);
+        assert_eq!(t.subtree_tokens(3), &[2]);
     }
 }

@@ -99,3 +99,79 @@ fn derived_entries_of_plain_safe_states_equal_whole_walks_on_llama3() {
         assert_eq!(groups(&e), groups(&w), "{what}: lexeme ends differ");
     }
 }
+
+/// Token set and lexeme-end nodes of one lexeme from `state`, by the plainest walk: every
+/// node under a live path, no subtree skipped.
+fn reference(trie: &corral_core::toktrie::TokTrie, d: &Dfa, state: u32, words: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut allowed = vec![0u32; words];
+    let mut ends = Vec::new();
+    let mut states = vec![corral_core::dfa::DEAD; trie.max_depth() + 1];
+    states[0] = state;
+    let mut i = 0;
+    while i < trie.nodes.len() {
+        let n = trie.nodes[i];
+        let q = d.next(states[n.depth as usize - 1], n.byte);
+        if q == corral_core::dfa::DEAD {
+            i += n.subtree_len as usize;
+            continue;
+        }
+        states[n.depth as usize] = q;
+        for &t in trie.tokens_at(i) {
+            allowed[t as usize / 32] |= 1 << (t % 32);
+        }
+        if d.is_accepting(q) && n.subtree_len > 1 {
+            ends.push(i as u32);
+        }
+        i += 1;
+    }
+    (allowed, ends)
+}
+
+#[test]
+fn excepted_slices_and_subtree_skips_equal_plain_walks_on_llama3() {
+    // Patterns whose bodies a whole plain slice cannot serve: `.` (no U+2028/U+2029, no `\n`
+    // escape), classes with a few ASCII exceptions, ASCII-only classes (whole subtrees loop),
+    // Unicode spaces, lexeme ends inside plain text (`:` then a second part), a multi-byte
+    // alternative, and a length bound.
+    let dot = r#"([^"\\\x00-\x1f\x{2028}\x{2029}]|\\["\\/bfrt]|\\u[0-9a-fA-F]{4})"#;
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (format!("https://{dot}+\""), vec!["https://", "https://ab"]),
+        (format!("{dot}*\""), vec!["", "x y"]),
+        (r#"[^"\\\x00-\x1f<>]*""#.into(), vec!["", "ab"]),
+        (r#"[A-Za-z0-9_ -]+""#.into(), vec!["", "ab"]),
+        (r#"[\w\s-]+""#.into(), vec!["ab"]),
+        (r#"[^"\\\x00-\x1f:]*:[a-z]*,?"#.into(), vec!["ab", "ab:"]),
+        // An end, then a part that may still die (`.com/`): exceptions must look past ends.
+        (r#"[^"\\\x00-\x1f.]*\.([a-z]+\.)?"#.into(), vec!["ab"]),
+        (r#"(é|[a-z ])*[.!]?""#.into(), vec!["", "é"]),
+        (r#"([a-z]+-)*[a-z]*""#.into(), vec!["ab", "ab-"]),
+        (format!("{dot}{{0,30}}\""), vec!["ab"]),
+    ];
+    let vocab = llama3();
+    let trie = vocab.trie();
+    let words = vocab.mask_words();
+    let slice = trie.plain_slice();
+    let mut excepted = 0;
+    for (pattern, prefixes) in &cases {
+        let d = dfa(pattern);
+        for prefix in prefixes {
+            let s = prefix.bytes().fold(d.start(), |q, b| d.next(q, b));
+            assert_ne!(s, corral_core::dfa::DEAD, "{pattern} after {prefix:?}");
+            let (want, mut want_ends) = reference(trie, &d, s, words);
+            want_ends.sort();
+            let l = Lexer { dfa: &d, state: s, gid: 0 };
+            let mut built = vec![("build", CiEntry::build(trie, &[l], words)), ("walk", CiEntry::build_walk(trie, &[l], words))];
+            if let Some(except) = slice.exceptions(&d, s) {
+                excepted += 1;
+                built.push(("excepted", CiEntry::build_excepted(trie, slice, &except, &l, words)));
+            }
+            for (how, e) in built {
+                assert!(e.allowed.to_bits(words) == want, "{pattern} after {prefix:?} ({how}): token sets differ");
+                let mut ends: Vec<u32> = e.level.groups.iter().flat_map(|g| g.nodes.clone()).collect();
+                ends.sort();
+                assert_eq!(ends, want_ends, "{pattern} after {prefix:?} ({how}): lexeme ends differ");
+            }
+        }
+    }
+    assert!(excepted >= 10, "the slice with exceptions was exercised: {excepted}");
+}
