@@ -5,8 +5,13 @@
 //! that recur (they dominate JSON: every array element, every object member at one depth)
 //! cost one copy. A mask whose few ids the fill listed is kept as that list (most masks
 //! outside string bodies allow a handful of tokens, and storing each as a fresh 16 KB block
-//! was the largest cost of a miss). Bounded by a byte budget; when full it starts over.
+//! was the largest cost of a miss). A mask made of a cached context-independent entry's
+//! bitmask and a few more ids (a string body and the tokens that close it) is kept as a
+//! reference to that entry and the ids: copying it was a fresh 16 KB block per miss, whose
+//! first touch (page faults, 2 MB huge pages zeroed) cost more than the fill itself.
+//! Bounded by a byte budget; when full it starts over.
 
+use crate::ci_cache::CiEntry;
 use crate::token_set::TokenSet;
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -15,10 +20,43 @@ use std::sync::{Arc, Mutex};
 /// Default byte budget per compiled grammar.
 pub const DEFAULT_MASK_CACHE_BYTES: usize = 64 << 20;
 
+/// A kept mask.
+#[derive(Debug)]
+pub enum Cached {
+    /// The whole set.
+    Set(TokenSet),
+    /// A context-independent entry's allowed tokens (shared with the vocabulary's token-set
+    /// cache, which counts its bytes) plus these ids.
+    Over(Arc<CiEntry>, Box<[u32]>),
+}
+
+impl Cached {
+    /// Overwrites the first `words` words of `out` with this mask.
+    pub fn write_to(&self, out: &mut [u32], words: usize) {
+        match self {
+            Cached::Set(s) => s.write_to(out, words),
+            Cached::Over(e, ids) => {
+                e.allowed.write_to(out, words);
+                for &t in ids.iter() {
+                    out[t as usize / 32] |= 1 << (t % 32);
+                }
+            }
+        }
+    }
+
+    /// Heap bytes this mask holds on its own.
+    pub fn memory_bytes(&self) -> usize {
+        match self {
+            Cached::Set(s) => s.memory_bytes(),
+            Cached::Over(_, ids) => ids.len() * 4 + 16,
+        }
+    }
+}
+
 /// The cache (one per compiled grammar, shared by its matchers).
 #[derive(Debug)]
 pub struct MaskCache {
-    map: Mutex<FxHashMap<u128, Arc<TokenSet>>>,
+    map: Mutex<FxHashMap<u128, Arc<Cached>>>,
     /// Bytes held by the masks.
     bytes: AtomicU64,
     budget: usize,
@@ -49,9 +87,8 @@ impl MaskCache {
         }
     }
 
-    /// Stores a finished mask (a list of its ids when the fill collected them, else its
-    /// words).
-    pub fn insert(&self, key: u128, mask: TokenSet) {
+    /// Stores a finished mask.
+    pub fn insert(&self, key: u128, mask: Cached) {
         let m = Arc::new(mask);
         let size = (m.memory_bytes() + 48) as u64;
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
@@ -73,5 +110,30 @@ impl MaskCache {
     /// Bytes held.
     pub fn memory_bytes(&self) -> usize {
         self.bytes.load(Relaxed) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ci_cache::Level;
+
+    /// A mask kept over a cached entry comes back as that entry's bits plus its own ids,
+    /// and counts only its ids against the budget.
+    #[test]
+    fn masks_over_an_entry_write_its_bits_and_their_ids() {
+        let words = 4;
+        let bits = vec![0b1011u32, 0, u32::MAX, 1 << 31];
+        let entry = Arc::new(CiEntry { allowed: TokenSet::Bits(bits.clone().into_boxed_slice()), level: Level::default() });
+        let cache = MaskCache::new(1 << 20, words);
+        cache.insert(7, Cached::Over(entry, vec![2, 40, 2].into_boxed_slice()));
+        cache.insert(8, Cached::Set(TokenSet::Ids(vec![5].into_boxed_slice())));
+        let mut out = vec![u32::MAX; words];
+        assert!(cache.get(7, &mut out));
+        assert_eq!(out, vec![0b1111, 1 << 8, u32::MAX, 1 << 31]);
+        assert!(cache.get(8, &mut out));
+        assert_eq!(out, vec![1 << 5, 0, 0, 0]);
+        assert!(!cache.get(9, &mut out));
+        assert!(cache.memory_bytes() < 200, "the entry's bitmask is not counted twice");
     }
 }

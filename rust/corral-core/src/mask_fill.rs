@@ -6,7 +6,8 @@
 //! is ORed in, and so on down. Configurations too large for a key take a plain walk.
 
 use crate::cfg::Cfg;
-use crate::ci_cache::{CiCache, Level, Lexer, MAX_KEY_LEXEMES};
+use crate::ci_cache::{CiCache, CiEntry, Level, Lexer, MAX_KEY_LEXEMES};
+use std::sync::Arc;
 use crate::earley::Parser;
 use crate::step::{start_lexemes, step, Lexeme, StepScratch};
 use crate::token_set::{TokenSet, MAX_LISTED};
@@ -25,10 +26,22 @@ pub struct Filler {
     depth: usize,
     /// Scratch for [`Filler::set_level`]: each lexeme with its key element.
     keyed: Vec<((u32, u32), Lexeme)>,
-    /// The ids the last fill set, while they are few ([`Filler::listed`]).
+    /// The ids the last fill set besides `base`, while they are few ([`Filler::kept`]).
     ids: Vec<u32>,
-    /// Whether the last fill set more than [`MAX_LISTED`] ids, or ones it did not list.
+    /// The cached level-0 entry whose bitmask the last fill started from, when it was one.
+    base: Option<Arc<CiEntry>>,
+    /// Whether the last fill set more than [`MAX_LISTED`] ids besides `base`, or ones it did
+    /// not list.
     dense: bool,
+}
+
+/// What a fill's mask is made of, for keeping it without a copy ([`Filler::kept`]).
+#[derive(Debug)]
+pub enum Kept<'a> {
+    /// Exactly these ids (possibly repeated).
+    Ids(&'a [u32]),
+    /// The bitmask of this cached entry's allowed tokens plus these ids.
+    Over(&'a Arc<CiEntry>, &'a [u32]),
 }
 
 #[inline(always)]
@@ -43,6 +56,7 @@ impl Filler {
     /// allowed after the position whose lexemes are `cur`. `parser` is restored before returning.
     pub fn fill(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, mask_words: usize, parser: &mut Parser, cur: &[Lexeme], mask: &mut [u32]) {
         self.ids.clear();
+        self.base = None;
         self.dense = false;
         if cur.is_empty() {
             mask[..mask_words].fill(0);
@@ -61,15 +75,21 @@ impl Filler {
         entry.allowed.write_to(mask, mask_words);
         match &entry.allowed {
             TokenSet::Ids(ids) => self.ids.extend_from_slice(ids),
-            TokenSet::Bits(_) => self.dense = true,
+            TokenSet::Bits(_) => self.base = Some(entry.clone()),
         }
         self.descend(cfg, ci, trie, parser, &entry.level, 0, mask);
     }
 
-    /// The ids the last [`Filler::fill`] set (possibly repeated), when it set at most
-    /// [`MAX_LISTED`] known ones: the mask then needs no 16 KB copy to be kept.
-    pub fn listed(&self) -> Option<&[u32]> {
-        (!self.dense).then_some(&self.ids[..])
+    /// What the last [`Filler::fill`] set, when it is a cached entry's bitmask and at most
+    /// [`MAX_LISTED`] more ids, or only such ids: the mask then needs no 16 KB copy to be kept.
+    pub fn kept(&self) -> Option<Kept<'_>> {
+        if self.dense {
+            return None;
+        }
+        Some(match &self.base {
+            Some(b) => Kept::Over(b, &self.ids),
+            None => Kept::Ids(&self.ids),
+        })
     }
 
     /// Stores `lex` in canonical order (and its key) as level `lvl`'s lexemes.
