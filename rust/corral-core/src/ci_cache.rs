@@ -621,7 +621,7 @@ impl CiEntry {
             }
         }
         dedup_groups(&mut groups);
-        Some(CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } })
+        Some(CiEntry { allowed: TokenSet::near(allowed, &near.allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } })
     }
 
     /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
@@ -654,7 +654,13 @@ impl CiEntry {
             groups[gi].nodes.push(node);
             groups[gi].child_bytes.push(cb);
         }
-        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        // Usually one large part ("any other key") and a few small ones (declared names):
+        // kept as the large one's bitmask and the others' ids.
+        let allowed = match parts.iter().find(|p| !matches!(p.allowed, TokenSet::Ids(_))) {
+            Some(large) => TokenSet::near(allowed, &large.allowed),
+            None => TokenSet::from_bits(allowed),
+        };
+        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
 }
 

@@ -124,7 +124,7 @@ mod tests {
     fn masks_over_an_entry_write_its_bits_and_their_ids() {
         let words = 4;
         let bits = vec![0b1011u32, 0, u32::MAX, 1 << 31];
-        let entry = Arc::new(CiEntry { allowed: TokenSet::Bits(bits.clone().into_boxed_slice()), level: Level::default() });
+        let entry = Arc::new(CiEntry { allowed: TokenSet::Bits(bits.clone().into()), level: Level::default() });
         let cache = MaskCache::new(1 << 20, words);
         cache.insert(7, Cached::Over(entry, vec![2, 40, 2].into_boxed_slice()));
         cache.insert(8, Cached::Set(TokenSet::Ids(vec![5].into_boxed_slice())));

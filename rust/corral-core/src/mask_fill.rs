@@ -75,7 +75,7 @@ impl Filler {
         entry.allowed.write_to(mask, mask_words);
         match &entry.allowed {
             TokenSet::Ids(ids) => self.ids.extend_from_slice(ids),
-            TokenSet::Bits(_) => self.base = Some(entry.clone()),
+            TokenSet::Bits(_) | TokenSet::Near { .. } => self.base = Some(entry.clone()),
         }
         self.descend(cfg, ci, trie, parser, &entry.level, 0, mask);
     }

@@ -12,14 +12,31 @@
 /// larger sets stay bitmasks.
 pub const MAX_LISTED: usize = 256;
 
+/// Sets within this many ids (added plus removed) of a cached bitmask are kept as that
+/// bitmask, shared, and the differences ([`TokenSet::near`]).
+pub const MAX_NEAR: usize = 1024;
+
 /// A set of token ids: from a bitmask ([`TokenSet::from_bits`], which lists small sets in
-/// increasing order), or from ids a mask fill collected (`Ids` directly).
+/// increasing order), from ids a mask fill collected (`Ids` directly), or as another set's
+/// bitmask with a few changes ([`TokenSet::near`]).
 #[derive(Debug, Clone)]
 pub enum TokenSet {
     /// Token ids (repeats allowed; every one below the vocabulary size).
     Ids(Box<[u32]>),
     /// Bit `t % 32` of word `t / 32` set: token `t` is in the set.
-    Bits(Box<[u32]>),
+    Bits(Arc<[u32]>),
+    /// `(base \ remove) ∪ add`: a union of one large set and a few small ones (a key
+    /// position: "any other key" and the declared names), or a state derived from a near
+    /// one. Each would otherwise be a fresh 16 KB block, and first touches of fresh memory
+    /// (2 MB huge pages zeroed) cost more than the fills that made them.
+    Near {
+        /// The shared bitmask.
+        base: Arc<[u32]>,
+        /// Ids to add.
+        add: Box<[u32]>,
+        /// Ids to remove, increasing.
+        remove: Box<[u32]>,
+    },
 }
 
 impl TokenSet {
@@ -33,7 +50,7 @@ impl TokenSet {
                 continue;
             }
             if ids.len() + word.count_ones() as usize > MAX_LISTED {
-                return TokenSet::Bits(bits.into_boxed_slice());
+                return TokenSet::Bits(bits.into());
             }
             let mut b = word;
             while b != 0 {
@@ -44,6 +61,37 @@ impl TokenSet {
         TokenSet::Ids(ids.into_boxed_slice())
     }
 
+    /// The set whose bitmask is `bits`, as `like`'s bitmask with at most [`MAX_NEAR`]
+    /// changes when `like` has one and the two are that close, else as [`TokenSet::from_bits`].
+    pub fn near(bits: Vec<u32>, like: &TokenSet) -> TokenSet {
+        let base = match like {
+            TokenSet::Bits(b) | TokenSet::Near { base: b, .. } if b.len() == bits.len() => b,
+            _ => return TokenSet::from_bits(bits),
+        };
+        let mut add = Vec::new();
+        let mut remove = Vec::new();
+        for (w, (&x, &y)) in bits.iter().zip(base.iter()).enumerate() {
+            let diff = x ^ y;
+            if diff == 0 {
+                continue;
+            }
+            if add.len() + remove.len() + diff.count_ones() as usize > MAX_NEAR {
+                return TokenSet::from_bits(bits);
+            }
+            let mut d = diff;
+            while d != 0 {
+                let t = w as u32 * 32 + d.trailing_zeros();
+                if x >> (t % 32) & 1 == 1 {
+                    add.push(t);
+                } else {
+                    remove.push(t);
+                }
+                d &= d - 1;
+            }
+        }
+        TokenSet::Near { base: base.clone(), add: add.into(), remove: remove.into() }
+    }
+
     /// Overwrites `mask` (its first `words` words; ids must be below `32 * words`) with this set.
     pub fn write_to(&self, mask: &mut [u32], words: usize) {
         match self {
@@ -51,6 +99,13 @@ impl TokenSet {
             TokenSet::Ids(ids) => {
                 mask[..words].fill(0);
                 set_ids(mask, ids);
+            }
+            TokenSet::Near { base, add, remove } => {
+                mask[..words].copy_from_slice(&base[..words]);
+                for &t in remove.iter() {
+                    mask[t as usize / 32] &= !(1 << (t % 32));
+                }
+                set_ids(mask, add);
             }
         }
     }
@@ -64,6 +119,18 @@ impl TokenSet {
                 }
             }
             TokenSet::Ids(ids) => set_ids(mask, ids),
+            TokenSet::Near { base, add, remove } => {
+                let mut r = 0;
+                for (w, (x, &y)) in mask.iter_mut().zip(base.iter()).enumerate() {
+                    let mut y = y;
+                    while r < remove.len() && remove[r] as usize / 32 == w {
+                        y &= !(1 << (remove[r] % 32));
+                        r += 1;
+                    }
+                    *x |= y;
+                }
+                set_ids(mask, add);
+            }
         }
     }
 
@@ -79,9 +146,13 @@ impl TokenSet {
         match self {
             TokenSet::Bits(b) => b.len() * 4,
             TokenSet::Ids(ids) => ids.len() * 4,
+            // The base is counted by the set it was taken from.
+            TokenSet::Near { add, remove, .. } => (add.len() + remove.len()) * 4 + 16,
         }
     }
 }
+
+use std::sync::Arc;
 
 #[inline]
 fn set_ids(mask: &mut [u32], ids: &[u32]) {
@@ -119,5 +190,45 @@ mod tests {
             union.extend([5, 6]);
             assert_eq!(acc, bits_of(&union, words));
         }
+    }
+
+    #[test]
+    fn near_sets_hold_their_base_and_changes() {
+        let words = 100;
+        let many: Vec<u32> = (0..3200).filter(|t| t % 3 == 0).collect();
+        let base = TokenSet::from_bits(bits_of(&many, words));
+        assert!(matches!(base, TokenSet::Bits(_)));
+        // Two removed (one alone in its word's changes, one beside an addition), three added.
+        let mut close: Vec<u32> = many.iter().copied().filter(|&t| t != 3 && t != 999).collect();
+        close.extend([1, 998, 3199]);
+        let near = TokenSet::near(bits_of(&close, words), &base);
+        match &near {
+            TokenSet::Near { add, remove, .. } => {
+                assert_eq!(&add[..], &[1, 998, 3199]);
+                assert_eq!(&remove[..], &[3, 999]);
+            }
+            other => panic!("not kept near its base: {other:?}"),
+        }
+        // A set near a near set shares the same base.
+        let mut closer = close.clone();
+        closer.push(2);
+        let nearer = TokenSet::near(bits_of(&closer, words), &near);
+        assert!(matches!((&near, &nearer), (TokenSet::Near { base: a, .. }, TokenSet::Near { base: b, .. }) if Arc::ptr_eq(a, b)));
+        for (s, ids) in [(&near, &close), (&nearer, &closer)] {
+            assert_eq!(s.to_bits(words), bits_of(ids, words));
+            let mut mask = vec![u32::MAX; words];
+            s.write_to(&mut mask, words);
+            assert_eq!(mask, bits_of(ids, words));
+            // OR into a mask that already holds a removed id keeps it.
+            let mut acc = bits_of(&[3, 5], words);
+            s.or_into(&mut acc);
+            let mut union: Vec<u32> = ids.to_vec();
+            union.extend([3, 5]);
+            assert_eq!(acc, bits_of(&union, words));
+        }
+        // Far sets and sets without a bitmask to share stay whole.
+        let far: Vec<u32> = (0..3200).filter(|t| t % 2 == 0).collect();
+        assert!(matches!(TokenSet::near(bits_of(&far, words), &base), TokenSet::Bits(_)));
+        assert!(matches!(TokenSet::near(bits_of(&[1, 2], words), &TokenSet::Ids(vec![1].into())), TokenSet::Ids(_)));
     }
 }
