@@ -265,7 +265,7 @@ fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, ranges: &[(usize, usize, usize)]
             if node.subtree_len > 1 {
                 if dfa.is_accepting(s) {
                     record_end(nodes, i, 1, &mut groups, &mut group_of);
-                } else if s == prev && trie.below_bytes(i).is_subset(loops.get(dfa, s)) {
+                } else if s == prev && trie.has_below_sets() && trie.below_bytes(i).is_subset(loops.get(dfa, s)) {
                     // Every byte below loops back to `s` (not accepting): the whole subtree's
                     // tokens are allowed and no lexeme ends in it.
                     on_token(trie.subtree_tokens(i));
@@ -460,7 +460,7 @@ impl CiEntry {
         if trie.nodes_under(l.dfa.live_bytes(l.state)) < SLICE_MIN_NODES {
             return None;
         }
-        let except = trie.plain_slice().exceptions(l.dfa, l.state)?;
+        let except = trie.plain_slice().exceptions(l.dfa, l.state, MAX_ASCII_EXCEPTIONS)?;
         let few = |set: &ByteSet| (0x20..0x7Fu8).filter(|&b| set.contains(b)).count() <= MAX_ASCII_EXCEPTIONS;
         (few(&except.last) || except.hubs.iter().any(|h| few(&h.2))).then_some(except)
     }

@@ -238,13 +238,24 @@ const MAX_HUBS: usize = 8;
 impl PlainSlice {
     /// The [`Exceptions`] of `dfa` from `state`, over the pairs (DFA state, plain-prefix
     /// state) reachable from `(state, between characters)` along plain bytes. `None` when the
-    /// pairs are too many to explore.
+    /// pairs are too many to explore, or when more than `max_ascii` printable ASCII bytes end
+    /// or kill the lexeme right away.
     ///
     /// `^https://.+$` in a JSON string, after `https://a`: the last bytes are `A8` and `A9`
     /// (of U+2028 and U+2029, which `.` does not match), and the loop's hub has the single
     /// first byte `E2`, where a whole plain slice would not serve at all.
-    pub fn exceptions(&self, dfa: &Dfa, state: u32) -> Option<Exceptions> {
+    pub fn exceptions(&self, dfa: &Dfa, state: u32, max_ascii: usize) -> Option<Exceptions> {
         if state == DEAD || dfa.is_accepting(state) {
+            return None;
+        }
+        // Printable ASCII bytes that end or kill the lexeme at once are last bytes, and first
+        // bytes of `state` if it is a hub: more than `max_ascii` of them, and the exceptions
+        // would be of no use (most states of a walk end here, before the work below).
+        let at_once = (0x20..0x7Fu8).filter(|&b| b != b'"' && b != b'\\').filter(|&b| {
+            let q = dfa.next(state, b);
+            q == DEAD || dfa.is_accepting(q)
+        });
+        if at_once.count() > max_ascii {
             return None;
         }
         // Per plain-prefix state: its bytes grouped by (DFA class, next plain-prefix state).
@@ -360,7 +371,7 @@ impl PlainSlice {
                 if len > 1 {
                     on_end(i);
                 }
-            } else if len > 1 {
+            } else if len > 1 && trie.has_below_sets() {
                 let below = trie.below_bytes(i);
                 if !below.intersects(&except.last) || except.hubs.iter().any(|h| h.0 == q && h.1 == p && !below.intersects(&h.2)) {
                     i += len;

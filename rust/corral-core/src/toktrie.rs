@@ -53,25 +53,18 @@ impl TokTrie {
         let mut open: Vec<usize> = Vec::new();
         let mut prev: &[u8] = &[];
         let mut reach: Vec<u16> = Vec::new();
-        let mut below: Vec<u32> = Vec::new();
-        let mut sets = BelowSets::default();
         // Closes the deepest open node: its subtree is complete.
-        let close = |open: &mut Vec<usize>, nodes: &mut Vec<Node>, reach: &mut Vec<u16>, below: &mut Vec<u32>, sets: &mut BelowSets| {
+        let close = |open: &mut Vec<usize>, nodes: &mut Vec<Node>, reach: &mut Vec<u16>| {
             let idx = open.pop().unwrap();
             nodes[idx].subtree_len = (nodes.len() - idx) as u32;
-            let mine = sets.open.pop().unwrap();
-            below[idx] = sets.intern(mine);
             if let Some(&up) = open.last() {
                 reach[up] = reach[up].max(reach[idx]);
-                let parent = sets.open.last_mut().unwrap();
-                parent.union_with(&mine);
-                parent.insert(nodes[idx].byte);
             }
         };
         for (bytes, id) in toks {
             let lcp = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
             while open.len() > lcp {
-                close(&mut open, &mut nodes, &mut reach, &mut below, &mut sets);
+                close(&mut open, &mut nodes, &mut reach);
             }
             for (k, &b) in bytes.iter().enumerate().skip(lcp) {
                 // Sorted input: a node's tokens come right after it is opened, before any
@@ -79,8 +72,6 @@ impl TokTrie {
                 tok_starts.push(token_ids.len() as u32);
                 nodes.push(Node { byte: b, depth: (k + 1) as u16, subtree_len: 1, has_tokens: false });
                 reach.push((k + 1) as u16);
-                below.push(0);
-                sets.open.push(ByteSet::default());
                 open.push(nodes.len() - 1);
             }
             let last = *open.last().unwrap();
@@ -90,7 +81,7 @@ impl TokTrie {
             prev = bytes;
         }
         while !open.is_empty() {
-            close(&mut open, &mut nodes, &mut reach, &mut below, &mut sets);
+            close(&mut open, &mut nodes, &mut reach);
         }
         tok_starts.push(token_ids.len() as u32);
         let max_depth = nodes.iter().map(|n| n.depth as usize).max().unwrap_or(0);
@@ -98,12 +89,41 @@ impl TokTrie {
         for n in nodes.iter().filter(|n| n.depth == 1) {
             first_byte_nodes[n.byte as usize] = n.subtree_len;
         }
-        let below_sets = sets.distinct;
-        TokTrie { nodes, token_ids, tok_starts, max_depth, reach, first_byte_nodes, below, below_sets, slice: Default::default() }
+        TokTrie { nodes, token_ids, tok_starts, max_depth, reach, first_byte_nodes, below: Vec::new(), below_sets: Vec::new(), slice: Default::default() }
+    }
+
+    /// Computes each node's [`TokTrie::below_bytes`] (the vocabulary's own trie has them; the
+    /// plain slice's smaller tries go without).
+    pub fn with_below_sets(mut self) -> TokTrie {
+        let n = self.nodes.len();
+        let mut sets = BelowSets::default();
+        let mut below = vec![0u32; n];
+        // Children come after their parent: from the end, every child's set is known.
+        for i in (0..n).rev() {
+            let end = i + self.nodes[i].subtree_len as usize;
+            let mut set = ByteSet::default();
+            let mut c = i + 1;
+            while c < end {
+                set.union_with(&sets.distinct_or_empty(below[c]));
+                set.insert(self.nodes[c].byte);
+                c += self.nodes[c].subtree_len as usize;
+            }
+            below[i] = sets.intern(set);
+        }
+        self.below = below;
+        self.below_sets = sets.distinct;
+        self
+    }
+
+    /// Whether [`TokTrie::below_bytes`] may be asked ([`TokTrie::with_below_sets`]).
+    #[inline(always)]
+    pub fn has_below_sets(&self) -> bool {
+        !self.below.is_empty()
     }
 
     /// The bytes on the edges strictly below node `i` (empty for a leaf): when a state keeps
     /// itself on every one of them, every token in the subtree is allowed without a walk.
+    /// Only on a trie [`TokTrie::with_below_sets`] made.
     #[inline(always)]
     pub fn below_bytes(&self, i: usize) -> &ByteSet {
         &self.below_sets[self.below[i] as usize]
@@ -181,21 +201,24 @@ impl TokTrie {
 
     /// Heap bytes used.
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4 + 4) + self.below_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.get().map_or(0, |s| s.memory_bytes())
+        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + self.below.len() * 4 + self.below_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.get().map_or(0, |s| s.memory_bytes())
     }
 }
 
-/// Byte sets of the open nodes while [`TokTrie::build`] runs, and the distinct closed ones.
+/// The distinct byte sets of [`TokTrie::with_below_sets`].
 #[derive(Default)]
 struct BelowSets {
-    /// One set per open node (the bytes below it seen so far).
-    open: Vec<ByteSet>,
     /// Distinct sets, the empty one first.
     distinct: Vec<ByteSet>,
     index: rustc_hash::FxHashMap<ByteSet, u32>,
 }
 
 impl BelowSets {
+    /// The set numbered `k` (the empty set before any was added).
+    fn distinct_or_empty(&self, k: u32) -> ByteSet {
+        self.distinct.get(k as usize).copied().unwrap_or_default()
+    }
+
     /// The index of `set` in `distinct`, adding it when new.
     fn intern(&mut self, set: ByteSet) -> u32 {
         if self.distinct.is_empty() {
@@ -220,7 +243,7 @@ mod tests {
     #[test]
     fn layout() {
         let toks: Vec<(u32, &[u8])> = vec![(0, b"ab"), (1, b"a"), (2, b"b"), (3, b"abc"), (4, b"a")];
-        let t = TokTrie::build(toks.into_iter());
+        let t = TokTrie::build(toks.into_iter()).with_below_sets();
         // a(1,4) b(0) c(3) | b(2)
         assert_eq!(t.nodes.len(), 4);
         assert_eq!(t.nodes[0].byte, b'a');

@@ -56,7 +56,7 @@ impl Vocabulary {
         let mut eos = eos;
         eos.sort_unstable();
         eos.dedup();
-        let trie = TokTrie::build(tokens.iter().enumerate().filter(|(i, _)| !is_special[*i]).map(|(i, b)| (i as u32, b.as_slice())));
+        let trie = TokTrie::build(tokens.iter().enumerate().filter(|(i, _)| !is_special[*i]).map(|(i, b)| (i as u32, b.as_slice()))).with_below_sets();
         // Part of the one-time preprocessing, so no mask fill pays for it.
         trie.plain_slice();
         // FNV-1a over everything that affects masks.

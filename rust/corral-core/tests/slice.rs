@@ -161,7 +161,7 @@ fn excepted_slices_and_subtree_skips_equal_plain_walks_on_llama3() {
             want_ends.sort();
             let l = Lexer { dfa: &d, state: s, gid: 0 };
             let mut built = vec![("build", CiEntry::build(trie, &[l], words)), ("walk", CiEntry::build_walk(trie, &[l], words))];
-            if let Some(except) = slice.exceptions(&d, s) {
+            if let Some(except) = slice.exceptions(&d, s, 256) {
                 excepted += 1;
                 built.push(("excepted", CiEntry::build_excepted(trie, slice, &except, &l, words)));
             }
