@@ -12,7 +12,7 @@
 
 use crate::byteset::ByteSet;
 use crate::dfa::{Dfa, DEAD};
-use crate::token_set::TokenSet;
+use crate::token_set::{TokenCollector, TokenSet, MAX_NEAR};
 use crate::toktrie::TokTrie;
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -541,13 +541,9 @@ impl CiEntry {
     pub fn build_walk(trie: &TokTrie, lexers: &[Lexer], mask_words: usize) -> CiEntry {
         let first = first_bytes(lexers);
         let part = |ranges: &[(usize, usize, usize)]| {
-            let mut allowed = vec![0u32; mask_words];
-            let groups = walk(trie, lexers, ranges, &first, |ids| {
-                for &t in ids {
-                    // Token ids are below the vocabulary size, so within `mask_words` words.
-                    allowed[t as usize / 32] |= 1 << (t % 32);
-                }
-            });
+            // Token ids are below the vocabulary size, so within `mask_words` words.
+            let mut allowed = TokenCollector::new(mask_words);
+            let groups = walk(trie, lexers, ranges, &first, |ids| allowed.add(ids));
             (allowed, groups)
         };
         // Large walks: two halves of the trie on two threads (this walk is the worst-case
@@ -559,9 +555,7 @@ impl CiEntry {
             let halves = whole(trie, 2);
             let (mid, rest) = halves.split_at(1);
             let ((mut a, mut ga), (b, gb)) = rayon::join(|| part(mid), || part(rest));
-            for (x, y) in a.iter_mut().zip(&b) {
-                *x |= y;
-            }
+            a.merge(b);
             for g in gb {
                 match ga.iter_mut().find(|h| h.ending == g.ending) {
                     Some(h) => {
@@ -575,7 +569,7 @@ impl CiEntry {
         } else {
             part(&whole(trie, 1))
         };
-        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
 }
 
@@ -628,10 +622,9 @@ impl CiEntry {
     /// walk (a token allowed by continuing some lexeme; a node ends lexeme `j` iff it ends it
     /// alone), without walking the trie again.
     pub fn union(parts: &[Arc<CiEntry>], mask_words: usize) -> CiEntry {
-        let mut allowed = vec![0u32; mask_words];
+        let allowed = union_sets(parts.iter().map(|p| &p.allowed), mask_words);
         let mut ends: Vec<(u32, u64, ByteSet)> = Vec::new();
         for (j, p) in parts.iter().enumerate() {
-            p.allowed.or_into(&mut allowed);
             for g in p.level.groups.iter().filter(|g| g.ending != 0) {
                 ends.extend(g.nodes.iter().zip(&g.child_bytes).map(|(&n, &cb)| (n, 1u64 << j, cb)));
             }
@@ -654,13 +647,41 @@ impl CiEntry {
             groups[gi].nodes.push(node);
             groups[gi].child_bytes.push(cb);
         }
-        // Usually one large part ("any other key") and a few small ones (declared names):
-        // kept as the large one's bitmask and the others' ids.
-        let allowed = match parts.iter().find(|p| !matches!(p.allowed, TokenSet::Ids(_))) {
-            Some(large) => TokenSet::near(allowed, &large.allowed),
-            None => TokenSet::from_bits(allowed),
-        };
         CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+    }
+}
+
+/// The union of `sets`. Usually a key position: a few small sets (the declared names), as
+/// their ids, and at most one large one ("any other key"), as its bitmask shared and the
+/// others' ids added ([`TokenSet::Near`]); neither needs a 16 KB bitmask built and scanned.
+fn union_sets<'a>(sets: impl Iterator<Item = &'a TokenSet> + Clone, mask_words: usize) -> TokenSet {
+    let mut large = sets.clone().filter(|s| !matches!(s, TokenSet::Ids(_)));
+    let (first, second) = (large.next(), large.next());
+    let small = || sets.clone().filter_map(|s| if let TokenSet::Ids(ids) = s { Some(&ids[..]) } else { None });
+    let n_small: usize = small().map(|ids| ids.len()).sum();
+    match (first, second) {
+        (None, _) => {
+            let mut c = TokenCollector::new(mask_words);
+            small().for_each(|ids| c.add(ids));
+            return c.finish();
+        }
+        (Some(TokenSet::Bits(b)), None) if n_small <= MAX_NEAR => {
+            return TokenSet::Near { base: b.clone(), add: small().flatten().copied().collect(), remove: Box::new([]) };
+        }
+        (Some(TokenSet::Near { base, add, remove }), None) if n_small + add.len() <= MAX_NEAR => {
+            // (Ids both removed and added are in the set: additions apply last.)
+            let added: Box<[u32]> = add.iter().chain(small().flatten()).copied().collect();
+            return TokenSet::Near { base: base.clone(), add: added, remove: remove.clone() };
+        }
+        _ => {}
+    }
+    let mut allowed = vec![0u32; mask_words];
+    for s in sets {
+        s.or_into(&mut allowed);
+    }
+    match first {
+        Some(large) => TokenSet::near(allowed, large),
+        None => TokenSet::from_bits(allowed),
     }
 }
 
@@ -837,5 +858,49 @@ impl CiCache {
     /// Bytes held by cached entries (all levels).
     pub fn memory_bytes(&self) -> usize {
         self.bytes.load(Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each shape of union (all small, one large bitmask or near set among small ones, two
+    /// large) holds exactly the OR of its parts.
+    #[test]
+    fn unions_of_token_sets_hold_every_part() {
+        let words = 50;
+        let bits = |ids: &[u32]| {
+            let mut b = vec![0u32; words];
+            for &t in ids {
+                b[t as usize / 32] |= 1 << (t % 32);
+            }
+            b
+        };
+        let many: Vec<u32> = (0..1600).filter(|t| t % 3 == 0).collect();
+        let large = TokenSet::from_bits(bits(&many));
+        let mut near_ids: Vec<u32> = many.iter().copied().filter(|&t| t != 3 && t != 6).collect();
+        near_ids.push(1);
+        let near = TokenSet::near(bits(&near_ids), &large);
+        assert!(matches!(near, TokenSet::Near { .. }));
+        let small_a = TokenSet::Ids(vec![3, 4].into());
+        let small_b = TokenSet::Ids(vec![1599, 4].into());
+        let other_large = TokenSet::from_bits(bits(&(0..1600).filter(|t| t % 2 == 0).collect::<Vec<_>>()));
+        let cases: Vec<Vec<&TokenSet>> = vec![
+            vec![&small_a, &small_b],
+            vec![&small_a, &large, &small_b],
+            vec![&near, &small_a],
+            vec![&small_b, &near],
+            vec![&large, &other_large, &small_a],
+            vec![&near],
+        ];
+        for (k, parts) in cases.iter().enumerate() {
+            let mut want = vec![0u32; words];
+            for p in parts {
+                p.or_into(&mut want);
+            }
+            let got = union_sets(parts.iter().copied(), words);
+            assert_eq!(got.to_bits(words), want, "case {k}");
+        }
     }
 }

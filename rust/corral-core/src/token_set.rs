@@ -154,6 +154,66 @@ impl TokenSet {
 
 use std::sync::Arc;
 
+/// Collects token ids as a list while they are few and as a bitmask past [`MAX_LISTED`]:
+/// a walk that allows a handful of tokens (a literal key) then needs neither a 16 KB
+/// bitmask nor a scan of it ([`TokenSet::from_bits`]).
+#[derive(Debug)]
+pub struct TokenCollector {
+    ids: Vec<u32>,
+    bits: Option<Vec<u32>>,
+    words: usize,
+}
+
+impl TokenCollector {
+    /// An empty collector for masks of `words` words.
+    pub fn new(words: usize) -> TokenCollector {
+        TokenCollector { ids: Vec::new(), bits: None, words }
+    }
+
+    /// Adds `ids` (each below `32 * words`).
+    #[inline]
+    pub fn add(&mut self, ids: &[u32]) {
+        match &mut self.bits {
+            Some(b) => set_ids(b, ids),
+            None if self.ids.len() + ids.len() <= MAX_LISTED => self.ids.extend_from_slice(ids),
+            None => {
+                let mut b = vec![0u32; self.words];
+                set_ids(&mut b, &self.ids);
+                set_ids(&mut b, ids);
+                self.ids = Vec::new();
+                self.bits = Some(b);
+            }
+        }
+    }
+
+    /// Adds everything `other` collected.
+    pub fn merge(&mut self, other: TokenCollector) {
+        match other.bits {
+            Some(b) => {
+                self.add(&[]);
+                let mine = self.bits.get_or_insert_with(|| {
+                    let mut m = vec![0u32; b.len()];
+                    set_ids(&mut m, &self.ids);
+                    m
+                });
+                for (x, y) in mine.iter_mut().zip(&b) {
+                    *x |= y;
+                }
+                self.ids = Vec::new();
+            }
+            None => self.add(&other.ids),
+        }
+    }
+
+    /// The collected set.
+    pub fn finish(self) -> TokenSet {
+        match self.bits {
+            Some(b) => TokenSet::Bits(b.into()),
+            None => TokenSet::Ids(self.ids.into()),
+        }
+    }
+}
+
 #[inline]
 fn set_ids(mask: &mut [u32], ids: &[u32]) {
     for &t in ids {
@@ -189,6 +249,31 @@ mod tests {
             let mut union: Vec<u32> = ids.to_vec();
             union.extend([5, 6]);
             assert_eq!(acc, bits_of(&union, words));
+        }
+    }
+
+    #[test]
+    fn collectors_list_few_ids_and_switch_to_bits() {
+        let words = 100;
+        let few: Vec<u32> = vec![7, 3, 3199];
+        let many: Vec<u32> = (0..3200).filter(|t| t % 5 == 0).collect();
+        let mut c = TokenCollector::new(words);
+        c.add(&few);
+        let small = TokenCollector::new(words);
+        c.merge(small);
+        assert!(matches!(c.finish(), TokenSet::Ids(ids) if ids[..] == few[..]));
+        for split in [0, 10, 300, many.len()] {
+            let mut a = TokenCollector::new(words);
+            let mut b = TokenCollector::new(words);
+            a.add(&few);
+            a.add(&many[..split]);
+            b.add(&many[split..]);
+            a.merge(b);
+            let mut want = few.clone();
+            want.extend(&many);
+            let set = a.finish();
+            assert!(matches!(set, TokenSet::Bits(_)));
+            assert_eq!(set.to_bits(words), bits_of(&want, words), "split at {split}");
         }
     }
 
