@@ -176,15 +176,24 @@ impl PlainSlice {
         if state == DEAD || dfa.is_accepting(state) {
             return 0;
         }
+        // Most states no slice serves fail on the first byte already (a key among declared
+        // names): found before the table below is built.
+        for b in 0x20..0x7Fu8 {
+            let q = dfa.next(state, b);
+            if b != b'"' && b != b'\\' && (q == DEAD || dfa.is_accepting(q)) {
+                return 0;
+            }
+        }
         // Per plain-prefix state, one byte per DFA class with the state it leads to.
         let mut moves: [Vec<(u8, u8)>; STATES] = Default::default();
+        let mut seen = vec![false; 256 * STATES];
         for (p, m) in moves.iter_mut().enumerate() {
-            let mut have: Vec<(u8, u8)> = Vec::new();
+            seen.iter_mut().for_each(|x| *x = false);
             for b in 0..=255u8 {
                 if let Some(q) = step(p as u8, b) {
-                    let key = (dfa.class_of(b), q);
-                    if !have.contains(&key) {
-                        have.push(key);
+                    let k = dfa.class_of(b) as usize * STATES + q as usize;
+                    if !seen[k] {
+                        seen[k] = true;
                         m.push((b, q));
                     }
                 }

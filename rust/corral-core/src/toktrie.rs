@@ -146,7 +146,15 @@ impl TokTrie {
     /// Nodes under the first bytes in `bytes`: what a walk from a state whose live bytes
     /// these are may visit at most.
     pub fn nodes_under(&self, bytes: &crate::byteset::ByteSet) -> usize {
-        (0..=255u8).filter(|&b| bytes.contains(b)).map(|b| self.first_byte_nodes[b as usize] as usize).sum()
+        let mut total = 0;
+        for (w, &word) in bytes.0.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                total += self.first_byte_nodes[w * 64 + bits.trailing_zeros() as usize] as usize;
+                bits &= bits - 1;
+            }
+        }
+        total
     }
 
     /// The greatest depth in node `i`'s subtree (its own depth for a leaf).
