@@ -88,11 +88,9 @@ impl Lexer<'_> {
 pub struct EndGroup {
     /// Bit `i` set: key lexeme `i` is in an accepting state at these nodes.
     pub ending: u64,
-    /// Trie node indices (each has children).
+    /// Trie node indices (each has children; [`TokTrie::child_bytes`] tells which bytes
+    /// follow, so nodes none of whose children can start the next terminals are skipped).
     pub nodes: Vec<u32>,
-    /// For each node, the bytes on its child edges, so nodes none of whose children can
-    /// start the next terminals are skipped.
-    pub child_bytes: Vec<ByteSet>,
 }
 
 /// One level of the walk for one key.
@@ -107,7 +105,7 @@ pub struct Level {
 
 impl Level {
     fn memory_bytes(&self) -> usize {
-        self.tokens.len() * 4 + self.groups.iter().map(|g| g.nodes.len() * 36 + 64).sum::<usize>() + 64
+        self.tokens.len() * 4 + self.groups.iter().map(|g| g.nodes.len() * 4 + 48).sum::<usize>() + 64
     }
 
     /// The cached next level below group `g` for `key`, if present.
@@ -123,20 +121,12 @@ impl Level {
 }
 
 /// Records trie node `i` (which has children) in the group of lexemes `ending`.
-fn record_end(nodes: &[crate::toktrie::Node], i: usize, ending: u64, groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
+fn record_end(i: usize, ending: u64, groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
     let gi = *group_of.entry(ending).or_insert_with(|| {
-        groups.push(EndGroup { ending, nodes: Vec::new(), child_bytes: Vec::new() });
+        groups.push(EndGroup { ending, nodes: Vec::new() });
         groups.len() - 1
     });
-    let node = nodes[i];
-    let mut cb = ByteSet::default();
-    let mut j = i + 1;
-    while j < i + node.subtree_len as usize {
-        cb.insert(nodes[j].byte);
-        j += nodes[j].subtree_len as usize;
-    }
     groups[gi].nodes.push(i as u32);
-    groups[gi].child_bytes.push(cb);
 }
 
 /// Sorts each group's nodes and drops duplicates: a node reached below several roots
@@ -148,11 +138,8 @@ fn dedup_groups(groups: &mut [EndGroup]) {
         if g.nodes.windows(2).all(|w| w[0] < w[1]) {
             continue;
         }
-        let mut pairs: Vec<(u32, ByteSet)> = g.nodes.iter().copied().zip(g.child_bytes.iter().copied()).collect();
-        pairs.sort_unstable_by_key(|p| p.0);
-        pairs.dedup_by_key(|p| p.0);
-        g.nodes = pairs.iter().map(|p| p.0).collect();
-        g.child_bytes = pairs.iter().map(|p| p.1).collect();
+        g.nodes.sort_unstable();
+        g.nodes.dedup();
     }
 }
 
@@ -234,7 +221,7 @@ fn walk(trie: &TokTrie, lexers: &[Lexer], ranges: &[(usize, usize, usize)], firs
                 on_token(trie.tokens_at(i));
             }
             if ending != 0 && node.subtree_len > 1 {
-                record_end(nodes, i, ending, &mut groups, &mut group_of);
+                record_end(i, ending, &mut groups, &mut group_of);
             }
             i += 1;
         }
@@ -269,7 +256,7 @@ fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, ranges: &[(usize, usize, usize)]
             unsafe { *states.get_unchecked_mut(d) = s };
             if node.subtree_len > 1 {
                 if dfa.is_accepting(s) {
-                    record_end(nodes, i, 1, &mut groups, &mut group_of);
+                    record_end(i, 1, &mut groups, &mut group_of);
                 } else if s == prev && trie.has_below_sets() && trie.below_bytes(i).is_subset(loops.get(dfa, s)) {
                     // Every byte below loops back to `s` (not accepting): the whole subtree's
                     // tokens are allowed and no lexeme ends in it.
@@ -440,7 +427,7 @@ impl CiEntry {
     pub fn build(trie: &TokTrie, lexers: &[Lexer], mask_words: usize) -> CiEntry {
         if let [l] = lexers {
             if let Some(partial) = Self::slice_for(trie, l) {
-                return Self::build_sliced(trie, trie.plain_slice(), partial, l, mask_words);
+                return Self::build_sliced(trie.plain_slice(), partial, l, mask_words);
             }
         }
         Self::build_unsliced(trie, lexers, mask_words)
@@ -489,14 +476,14 @@ impl CiEntry {
     /// `partial.len` bytes when given): those tokens at once, plus walks of the trie of the
     /// other tokens (and of the longer plain ones), whose lexeme ends are mapped to the full
     /// trie's nodes (the next level walks below them there).
-    pub fn build_sliced(trie: &TokTrie, slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, l: &Lexer, mask_words: usize) -> CiEntry {
+    pub fn build_sliced(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, l: &Lexer, mask_words: usize) -> CiEntry {
         let mut allowed = vec![0u32; mask_words];
         for (a, &b) in allowed.iter_mut().zip(partial.map_or(&slice.bits, |p| &p.bits)) {
             *a = b;
         }
         let mut groups: Vec<EndGroup> = Vec::new();
         let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
-        Self::walk_others(trie, slice, partial, l, &mut allowed, &mut groups, &mut group_of);
+        Self::walk_others(slice, partial, l, &mut allowed, &mut groups, &mut group_of);
         dedup_groups(&mut groups);
         CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
@@ -512,8 +499,8 @@ impl CiEntry {
         }
         let mut groups: Vec<EndGroup> = Vec::new();
         let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
-        slice.walk_exceptions(trie, l.dfa, l.state, except, &mut allowed, |i| record_end(&trie.nodes, i, 1, &mut groups, &mut group_of));
-        Self::walk_others(trie, slice, None, l, &mut allowed, &mut groups, &mut group_of);
+        slice.walk_exceptions(trie, l.dfa, l.state, except, &mut allowed, |i| record_end(i, 1, &mut groups, &mut group_of));
+        Self::walk_others(slice, None, l, &mut allowed, &mut groups, &mut group_of);
         dedup_groups(&mut groups);
         CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
@@ -522,7 +509,7 @@ impl CiEntry {
     /// plain ones), adding the allowed ones to `allowed` and the lexeme ends, mapped to the
     /// full trie's nodes (the next level walks below them there), to `groups`.
     #[allow(clippy::too_many_arguments)]
-    fn walk_others(trie: &TokTrie, slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, l: &Lexer, allowed: &mut [u32], groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
+    fn walk_others(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, l: &Lexer, allowed: &mut [u32], groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
         let first = *l.dfa.live_bytes(l.state);
         let mut tries = vec![(&slice.rest, &slice.rest_to_full)];
         if let Some(p) = partial {
@@ -536,7 +523,7 @@ impl CiEntry {
             });
             for g in &sub_groups {
                 for &n in &g.nodes {
-                    record_end(&trie.nodes, to_full[n as usize] as usize, g.ending, groups, group_of);
+                    record_end(to_full[n as usize] as usize, g.ending, groups, group_of);
                 }
             }
         }
@@ -565,7 +552,6 @@ impl CiEntry {
                 match ga.iter_mut().find(|h| h.ending == g.ending) {
                     Some(h) => {
                         h.nodes.extend(g.nodes);
-                        h.child_bytes.extend(g.child_bytes);
                     }
                     None => ga.push(g),
                 }
@@ -592,32 +578,29 @@ impl CiEntry {
         let mut allowed = near.allowed.to_bits(mask_words);
         let walk = walk_lockstep(trie, s, g, dfa, m, &mut allowed, budget)?;
         // The near state's ends inside the ranges where the two agree, then this state's own.
-        let mut nodes: Vec<(u32, ByteSet)> = Vec::new();
+        let mut nodes: Vec<u32> = Vec::new();
         for grp in &near.level.groups {
             debug_assert_eq!(grp.ending, 1, "a single lexeme's entry has one group");
             let mut r = 0;
-            for (&n, &cb) in grp.nodes.iter().zip(&grp.child_bytes) {
+            for &n in &grp.nodes {
                 while r < walk.same.len() && walk.same[r].1 <= n {
                     r += 1;
                 }
                 if r < walk.same.len() && walk.same[r].0 <= n {
-                    nodes.push((n, cb));
+                    nodes.push(n);
                 }
             }
         }
         let mut groups: Vec<EndGroup> = Vec::new();
         let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
         for i in walk.ends {
-            record_end(&trie.nodes, i, 1, &mut groups, &mut group_of);
+            record_end(i, 1, &mut groups, &mut group_of);
         }
         if !nodes.is_empty() {
             if groups.is_empty() {
-                groups.push(EndGroup { ending: 1, nodes: Vec::new(), child_bytes: Vec::new() });
+                groups.push(EndGroup { ending: 1, nodes: Vec::new() });
             }
-            for (n, cb) in nodes {
-                groups[0].nodes.push(n);
-                groups[0].child_bytes.push(cb);
-            }
+            groups[0].nodes.extend(nodes);
         }
         dedup_groups(&mut groups);
         Some(CiEntry { allowed: TokenSet::near(allowed, &near.allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } })
@@ -628,10 +611,10 @@ impl CiEntry {
     /// alone), without walking the trie again.
     pub fn union(parts: &[Arc<CiEntry>], mask_words: usize) -> CiEntry {
         let allowed = union_sets(parts.iter().map(|p| &p.allowed), mask_words);
-        let mut ends: Vec<(u32, u64, ByteSet)> = Vec::new();
+        let mut ends: Vec<(u32, u64)> = Vec::new();
         for (j, p) in parts.iter().enumerate() {
             for g in p.level.groups.iter().filter(|g| g.ending != 0) {
-                ends.extend(g.nodes.iter().zip(&g.child_bytes).map(|(&n, &cb)| (n, 1u64 << j, cb)));
+                ends.extend(g.nodes.iter().map(|&n| (n, 1u64 << j)));
             }
         }
         ends.sort_unstable_by_key(|e| e.0);
@@ -639,18 +622,17 @@ impl CiEntry {
         let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
         let mut i = 0;
         while i < ends.len() {
-            let (node, mut bits, cb) = ends[i];
+            let (node, mut bits) = ends[i];
             i += 1;
             while i < ends.len() && ends[i].0 == node {
                 bits |= ends[i].1;
                 i += 1;
             }
             let gi = *group_of.entry(bits).or_insert_with(|| {
-                groups.push(EndGroup { ending: bits, nodes: Vec::new(), child_bytes: Vec::new() });
+                groups.push(EndGroup { ending: bits, nodes: Vec::new() });
                 groups.len() - 1
             });
             groups[gi].nodes.push(node);
-            groups[gi].child_bytes.push(cb);
         }
         CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
@@ -693,7 +675,7 @@ fn union_sets<'a>(sets: impl Iterator<Item = &'a TokenSet> + Clone, mask_words: 
 /// Builds the level below `parent`'s group for `lexers`.
 pub fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level {
     let first = first_bytes(lexers);
-    let roots: Vec<u32> = parent.nodes.iter().zip(&parent.child_bytes).filter(|(_, cb)| cb.intersects(&first)).map(|(&n, _)| n).collect();
+    let roots: Vec<u32> = parent.nodes.iter().copied().filter(|&n| trie.child_bytes(n as usize).intersects(&first)).collect();
     let mut tokens = Vec::new();
     let groups = walk(trie, lexers, &below(trie, &roots), &first, |ids| tokens.extend_from_slice(ids));
     Level { tokens, groups, children: Default::default() }
@@ -819,7 +801,7 @@ impl CiCache {
                 CiEntry::derive(trie, &entry, s, t, l.dfa, m, mask_words, budget)
             });
             Arc::new(derived.unwrap_or_else(|| match sliced {
-                Some(partial) => CiEntry::build_sliced(trie, trie.plain_slice(), partial, &l, mask_words),
+                Some(partial) => CiEntry::build_sliced(trie.plain_slice(), partial, &l, mask_words),
                 None => CiEntry::build_unsliced(trie, lexers, mask_words),
             }))
         };

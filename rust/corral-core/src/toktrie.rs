@@ -35,6 +35,8 @@ pub struct TokTrie {
     first_byte_nodes: Vec<u32>,
     /// For each node, the index in `below_sets` of the bytes on the edges strictly below it.
     below: Vec<u32>,
+    /// For each node, the index in `below_sets` of the bytes on its child edges.
+    children: Vec<u32>,
     /// The distinct byte sets of `below` (index 0: the empty set of a leaf).
     below_sets: Vec<ByteSet>,
     /// The plain-text slice ([`TokTrie::plain_slice`]).
@@ -89,30 +91,52 @@ impl TokTrie {
         for n in nodes.iter().filter(|n| n.depth == 1) {
             first_byte_nodes[n.byte as usize] = n.subtree_len;
         }
-        TokTrie { nodes, token_ids, tok_starts, max_depth, reach, first_byte_nodes, below: Vec::new(), below_sets: Vec::new(), slice: Default::default() }
+        TokTrie { nodes, token_ids, tok_starts, max_depth, reach, first_byte_nodes, below: Vec::new(), children: Vec::new(), below_sets: Vec::new(), slice: Default::default() }
     }
 
-    /// Computes each node's [`TokTrie::below_bytes`] (the vocabulary's own trie has them; the
-    /// plain slice's smaller tries go without).
+    /// Computes each node's [`TokTrie::below_bytes`] and [`TokTrie::child_bytes`] (the
+    /// vocabulary's own trie has them; the plain slice's smaller tries go without).
     pub fn with_below_sets(mut self) -> TokTrie {
         let n = self.nodes.len();
         let mut sets = BelowSets::default();
         let mut below = vec![0u32; n];
+        let mut children = vec![0u32; n];
         // Children come after their parent: from the end, every child's set is known.
         for i in (0..n).rev() {
             let end = i + self.nodes[i].subtree_len as usize;
             let mut set = ByteSet::default();
+            let mut direct = ByteSet::default();
             let mut c = i + 1;
             while c < end {
                 set.union_with(&sets.distinct_or_empty(below[c]));
-                set.insert(self.nodes[c].byte);
+                direct.insert(self.nodes[c].byte);
                 c += self.nodes[c].subtree_len as usize;
             }
+            set.union_with(&direct);
             below[i] = sets.intern(set);
+            children[i] = sets.intern(direct);
         }
         self.below = below;
+        self.children = children;
         self.below_sets = sets.distinct;
         self
+    }
+
+    /// The bytes on node `i`'s child edges (the first bytes that may follow a lexeme ending
+    /// there).
+    #[inline]
+    pub fn child_bytes(&self, i: usize) -> ByteSet {
+        if let Some(&k) = self.children.get(i) {
+            return self.below_sets[k as usize];
+        }
+        let mut out = ByteSet::default();
+        let end = i + self.nodes[i].subtree_len as usize;
+        let mut c = i + 1;
+        while c < end {
+            out.insert(self.nodes[c].byte);
+            c += self.nodes[c].subtree_len as usize;
+        }
+        out
     }
 
     /// Whether [`TokTrie::below_bytes`] may be asked ([`TokTrie::with_below_sets`]).
@@ -209,7 +233,7 @@ impl TokTrie {
 
     /// Heap bytes used.
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + self.below.len() * 4 + self.below_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.get().map_or(0, |s| s.memory_bytes())
+        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + (self.below.len() + self.children.len()) * 4 + self.below_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.get().map_or(0, |s| s.memory_bytes())
     }
 }
 
@@ -272,6 +296,14 @@ mod tests {
         assert_eq!((t.reach(0), t.reach(1), t.reach(2), t.reach(3)), (3, 3, 3, 1));
         let bytes = |i: usize| (0..=255u8).filter(|&b| t.below_bytes(i).contains(b)).collect::<Vec<u8>>();
         assert_eq!((bytes(0), bytes(1), bytes(2), bytes(3)), (b"bc".to_vec(), b"c".to_vec(), vec![], vec![]));
+        let only = |b: u8| {
+            let mut s = ByteSet::default();
+            s.insert(b);
+            s
+        };
+        assert_eq!((t.child_bytes(0), t.child_bytes(1), t.child_bytes(2)), (only(b'b'), only(b'c'), ByteSet::default()));
+        let plain = TokTrie::build(vec![(0u32, &b"ab"[..]), (1, b"ac"), (2, b"a")].into_iter());
+        assert!(plain.child_bytes(0).contains(b'b') && plain.child_bytes(0).contains(b'c') && plain.child_bytes(0).len() == 2, "computed without the sets");
         let mut sub = t.subtree_tokens(0).to_vec();
         sub.sort();
         assert_eq!(sub, vec![0, 1, 3, 4]);
