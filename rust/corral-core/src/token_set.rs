@@ -141,6 +141,15 @@ impl TokenSet {
         out
     }
 
+    /// Heap bytes this set keeps alive, a shared base included (what a holder that may
+    /// outlive the base's other holders must budget for).
+    pub fn retained_bytes(&self) -> usize {
+        match self {
+            TokenSet::Near { base, .. } => base.len() * 4 + self.memory_bytes(),
+            _ => self.memory_bytes(),
+        }
+    }
+
     /// Heap bytes held.
     pub fn memory_bytes(&self) -> usize {
         match self {
