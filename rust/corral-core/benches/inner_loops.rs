@@ -1,6 +1,7 @@
 //! Criterion benches for the hot paths, so a regression shows without the whole comparison
 //! harness: token-trie walk (cold cache entry), warm mask fills at typical JSON positions, the
-//! byte step, and the logits masking kernel. Uses the Llama 3 vocabulary from `../shared/data`
+//! byte step, cold entries inside pattern bodies (subtree skips, the plain slice with
+//! exceptions), and the logits masking kernel. Uses the Llama 3 vocabulary from `../shared/data`
 //! (falls back to a synthetic 128k vocabulary when the data is absent).
 
 use corral_core::ci_cache::{CiEntry, Lexer};
@@ -49,6 +50,18 @@ fn benches(c: &mut Criterion) {
     let s = dfa.next(dfa.start(), b'"');
     if s != corral_core::dfa::DEAD {
         c.bench_function("trie_walk/cold_entry", |b| b.iter(|| black_box(CiEntry::build(v.trie(), &[Lexer { dfa, state: s, gid: 0 }], v.mask_words()))));
+    }
+    // Cold entries inside pattern bodies no whole plain slice serves: a class whose subtrees
+    // the walk takes at once (every byte below loops back), and `.` without line terminators
+    // (the plain slice with exceptions: only subtrees holding the last byte of U+2028/U+2029
+    // or the hub's first byte E2 are walked).
+    let dot = r#"([^"\\\x00-\x1f\x{2028}\x{2029}]|\\["\\/bfrt]|\\u[0-9a-fA-F]{4})"#;
+    for (name, pattern, prefix) in [("trie_walk/cold_pattern_subtree_skip", r#"[A-Za-z0-9_.:-]+""#.to_string(), "ab"), ("trie_walk/cold_pattern_excepted", format!("https://{dot}+\""), "https://ab")] {
+        let rx = corral_core::regex::parse_regex(&pattern, &Limits::default()).unwrap();
+        let dfa = corral_core::dfa::Dfa::from_rx(&rx, &Limits::default()).unwrap();
+        let s = prefix.bytes().fold(dfa.start(), |q, b| dfa.next(q, b));
+        assert_ne!(s, corral_core::dfa::DEAD, "{pattern} after {prefix}");
+        c.bench_function(name, |b| b.iter(|| black_box(CiEntry::build(v.trie(), &[Lexer { dfa: &dfa, state: s, gid: 0 }], v.mask_words()))));
     }
     // Byte steps: accepting a 200-byte JSON document byte by byte.
     let doc = br#"{"name": "corral", "tags": ["fast", "exact"], "n": [1, 2.5e3, -7], "ok": true, "nested": {"a": null, "b": "\u00e9\n"}}"#;
