@@ -655,7 +655,7 @@ fn union_sets<'a>(sets: impl Iterator<Item = &'a TokenSet> + Clone, mask_words: 
         (Some(TokenSet::Bits(b)), None) if n_small <= MAX_NEAR => {
             return TokenSet::Near { base: b.clone(), add: small().flatten().copied().collect(), remove: Box::new([]) };
         }
-        (Some(TokenSet::Near { base, add, remove }), None) if n_small + add.len() <= MAX_NEAR => {
+        (Some(TokenSet::Near { base, add, remove }), None) if n_small + add.len() + remove.len() <= MAX_NEAR => {
             // (Ids both removed and added are in the set: additions apply last.)
             let added: Box<[u32]> = add.iter().chain(small().flatten()).copied().collect();
             return TokenSet::Near { base: base.clone(), add: added, remove: remove.clone() };

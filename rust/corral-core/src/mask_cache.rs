@@ -27,7 +27,7 @@ pub enum Cached {
     /// The whole set.
     Set(TokenSet),
     /// A context-independent entry's allowed tokens (shared with the vocabulary's token-set
-    /// cache, which counts its bytes) plus these ids.
+    /// cache, and counted here too: see [`Cached::memory_bytes`]) plus these ids.
     Over(Arc<CiEntry>, Box<[u32]>),
 }
 
@@ -45,9 +45,9 @@ impl Cached {
         }
     }
 
-    /// Heap bytes this mask keeps alive: the entry's set is counted too, since the
-    /// token-set cache may drop the entry while this mask still holds it (so the budget
-    /// bounds what the cache really keeps).
+    /// Heap bytes this mask keeps alive: the entry's token set is counted too, since the
+    /// token-set cache may drop the entry while this mask still holds it (the entry's end
+    /// groups and deeper levels, a few KB, are not).
     pub fn memory_bytes(&self) -> usize {
         match self {
             Cached::Set(s) => s.memory_bytes(),

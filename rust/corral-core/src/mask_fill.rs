@@ -7,11 +7,11 @@
 
 use crate::cfg::Cfg;
 use crate::ci_cache::{CiCache, CiEntry, Level, Lexer, MAX_KEY_LEXEMES};
-use std::sync::Arc;
 use crate::earley::Parser;
 use crate::step::{start_lexemes, step, Lexeme, StepScratch};
 use crate::token_set::{TokenSet, MAX_LISTED};
 use crate::toktrie::TokTrie;
+use std::sync::Arc;
 
 /// Reusable scratch space for mask filling (one per matcher).
 #[derive(Debug, Clone, Default)]

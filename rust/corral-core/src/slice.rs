@@ -12,8 +12,11 @@ use crate::byteset::ByteSet;
 use crate::dfa::{Dfa, DEAD};
 use crate::toktrie::TokTrie;
 
-/// Most (DFA state, plain-prefix state) pairs [`PlainSlice::exception_bytes`] explores.
-const MAX_EXCEPTION_PAIRS: usize = 4096;
+/// Most (DFA state, plain-prefix state) pairs [`PlainSlice::exceptions`] explores: a
+/// pattern's body has a few dozen (its states times the few inside a UTF-8 character); a
+/// set of declared key names or a length-bounded string has hundreds or thousands, and no
+/// use for exceptions.
+const MAX_EXCEPTION_PAIRS: usize = 256;
 
 /// States of the automaton of prefixes of plain strings: between characters, or inside a
 /// multi-byte character (how many continuation bytes remain, and the first one's range).

@@ -155,7 +155,7 @@ impl TokenSet {
         match self {
             TokenSet::Bits(b) => b.len() * 4,
             TokenSet::Ids(ids) => ids.len() * 4,
-            // The base is counted by the set it was taken from.
+            // The base is shared: the cached set it was taken from counts it.
             TokenSet::Near { add, remove, .. } => (add.len() + remove.len()) * 4 + 16,
         }
     }
