@@ -445,16 +445,14 @@ impl CiEntry {
     }
 
     /// The [`crate::slice::Exceptions`] of a fresh walk of `l` that should take the plain
-    /// slice with exceptions: a large walk, where the last bytes or a hub's first bytes hold
-    /// at most [`MAX_ASCII_EXCEPTIONS`] printable ASCII bytes (else few subtrees are free of
-    /// them, and the walk with its own subtree skips is as fast).
+    /// slice with exceptions: a large walk, with at most [`MAX_ASCII_EXCEPTIONS`] printable
+    /// ASCII bytes to look for (else few subtrees are free of them, and the walk with its own
+    /// subtree skips is as fast).
     fn exceptions_for(trie: &TokTrie, l: &Lexer) -> Option<crate::slice::Exceptions> {
         if trie.nodes_under(l.dfa.live_bytes(l.state)) < SLICE_MIN_NODES {
             return None;
         }
-        let except = trie.plain_slice().exceptions(l.dfa, l.state, MAX_ASCII_EXCEPTIONS)?;
-        let few = |set: &ByteSet| (0x20..0x7Fu8).filter(|&b| set.contains(b)).count() <= MAX_ASCII_EXCEPTIONS;
-        (few(&except.last) || except.hubs.iter().any(|h| few(&h.2))).then_some(except)
+        trie.plain_slice().exceptions(l.dfa, l.state, MAX_ASCII_EXCEPTIONS)
     }
 
     /// The plain-text slice a fresh walk of `l` can take: `Some(None)` when its state takes
@@ -477,15 +475,7 @@ impl CiEntry {
     /// other tokens (and of the longer plain ones), whose lexeme ends are mapped to the full
     /// trie's nodes (the next level walks below them there).
     pub fn build_sliced(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, l: &Lexer, mask_words: usize) -> CiEntry {
-        let mut allowed = vec![0u32; mask_words];
-        for (a, &b) in allowed.iter_mut().zip(partial.map_or(&slice.bits, |p| &p.bits)) {
-            *a = b;
-        }
-        let mut groups: Vec<EndGroup> = Vec::new();
-        let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
-        Self::walk_others(slice, partial, l, &mut allowed, &mut groups, &mut group_of);
-        dedup_groups(&mut groups);
-        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        Self::from_slice(slice, partial, None, l, mask_words)
     }
 
     /// [`CiEntry::build`] for a lexeme that all but a few plain paths leave alive and not
@@ -493,14 +483,23 @@ impl CiEntry {
     /// once, corrected by a walk of the whole trie only where an exception byte lies below
     /// ([`crate::slice::PlainSlice::walk_exceptions`]), plus the walk of the other tokens.
     pub fn build_excepted(trie: &TokTrie, slice: &crate::slice::PlainSlice, except: &crate::slice::Exceptions, l: &Lexer, mask_words: usize) -> CiEntry {
+        Self::from_slice(slice, None, Some((trie, except)), l, mask_words)
+    }
+
+    /// The plain tokens (of at most `partial.len` bytes), corrected where `except` says so,
+    /// plus the walks of the other tokens.
+    fn from_slice(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, except: Option<(&TokTrie, &crate::slice::Exceptions)>, l: &Lexer, mask_words: usize) -> CiEntry {
         let mut allowed = vec![0u32; mask_words];
-        for (a, &b) in allowed.iter_mut().zip(&slice.bits) {
+        for (a, &b) in allowed.iter_mut().zip(partial.map_or(&slice.bits, |p| &p.bits)) {
             *a = b;
         }
         let mut groups: Vec<EndGroup> = Vec::new();
         let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
-        slice.walk_exceptions(trie, l.dfa, l.state, except, &mut allowed, |i| record_end(i, 1, &mut groups, &mut group_of));
-        Self::walk_others(slice, None, l, &mut allowed, &mut groups, &mut group_of);
+        if let Some((trie, except)) = except {
+            // First: it clears whole subtrees, the other tokens' walk sets theirs again.
+            slice.walk_exceptions(trie, l.dfa, l.state, except, &mut allowed, |i| record_end(i, 1, &mut groups, &mut group_of));
+        }
+        Self::walk_others(slice, partial, l, &mut allowed, &mut groups, &mut group_of);
         dedup_groups(&mut groups);
         CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
@@ -508,7 +507,6 @@ impl CiEntry {
     /// Walks the trie of the tokens the slice leaves out (and, with `partial`, of the longer
     /// plain ones), adding the allowed ones to `allowed` and the lexeme ends, mapped to the
     /// full trie's nodes (the next level walks below them there), to `groups`.
-    #[allow(clippy::too_many_arguments)]
     fn walk_others(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, l: &Lexer, allowed: &mut [u32], groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
         let first = *l.dfa.live_bytes(l.state);
         let mut tries = vec![(&slice.rest, &slice.rest_to_full)];
@@ -652,13 +650,14 @@ fn union_sets<'a>(sets: impl Iterator<Item = &'a TokenSet> + Clone, mask_words: 
             small().for_each(|ids| c.add(ids));
             return c.finish();
         }
-        (Some(TokenSet::Bits(b)), None) if n_small <= MAX_NEAR => {
-            return TokenSet::Near { base: b.clone(), add: small().flatten().copied().collect(), remove: Box::new([]) };
-        }
-        (Some(TokenSet::Near { base, add, remove }), None) if n_small + add.len() + remove.len() <= MAX_NEAR => {
-            // (Ids both removed and added are in the set: additions apply last.)
-            let added: Box<[u32]> = add.iter().chain(small().flatten()).copied().collect();
-            return TokenSet::Near { base: base.clone(), add: added, remove: remove.clone() };
+        (Some(large), None) => {
+            let changes = match large {
+                TokenSet::Near { add, remove, .. } => add.len() + remove.len(),
+                _ => 0,
+            };
+            if n_small + changes <= MAX_NEAR {
+                return large.with_ids(&small().flatten().copied().collect::<Vec<u32>>());
+            }
         }
         _ => {}
     }

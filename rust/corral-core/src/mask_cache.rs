@@ -6,13 +6,12 @@
 //! cost one copy. A mask whose few ids the fill listed is kept as that list (most masks
 //! outside string bodies allow a handful of tokens, and storing each as a fresh 16 KB block
 //! was the largest cost of a miss). A mask made of a cached context-independent entry's
-//! bitmask and a few more ids (a string body and the tokens that close it) is kept as a
-//! reference to that entry and the ids: copying it was a fresh 16 KB block per miss, whose
-//! first touch (page faults, 2 MB huge pages zeroed) cost more than the fill itself. The
-//! budget still counts the entry's bitmask (the token-set cache may drop the entry first).
-//! Bounded by a byte budget; when full it starts over.
+//! bitmask and a few more ids (a string body and the tokens that close it) is kept as that
+//! bitmask, shared ([`TokenSet::with_ids`]), and the ids: copying it was a fresh 16 KB block
+//! per miss, whose first touch (page faults, 2 MB huge pages zeroed) cost more than the fill
+//! itself. Bounded by a byte budget that counts shared bitmasks too (the token-set cache may
+//! drop their entries first); when full it starts over.
 
-use crate::ci_cache::CiEntry;
 use crate::token_set::TokenSet;
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -21,45 +20,10 @@ use std::sync::{Arc, Mutex};
 /// Default byte budget per compiled grammar.
 pub const DEFAULT_MASK_CACHE_BYTES: usize = 64 << 20;
 
-/// A kept mask.
-#[derive(Debug)]
-pub enum Cached {
-    /// The whole set.
-    Set(TokenSet),
-    /// A context-independent entry's allowed tokens (shared with the vocabulary's token-set
-    /// cache, and counted here too: see [`Cached::memory_bytes`]) plus these ids.
-    Over(Arc<CiEntry>, Box<[u32]>),
-}
-
-impl Cached {
-    /// Overwrites the first `words` words of `out` with this mask.
-    pub fn write_to(&self, out: &mut [u32], words: usize) {
-        match self {
-            Cached::Set(s) => s.write_to(out, words),
-            Cached::Over(e, ids) => {
-                e.allowed.write_to(out, words);
-                for &t in ids.iter() {
-                    out[t as usize / 32] |= 1 << (t % 32);
-                }
-            }
-        }
-    }
-
-    /// Heap bytes this mask keeps alive: the entry's token set is counted too, since the
-    /// token-set cache may drop the entry while this mask still holds it (the entry's end
-    /// groups and deeper levels, a few KB, are not).
-    pub fn memory_bytes(&self) -> usize {
-        match self {
-            Cached::Set(s) => s.memory_bytes(),
-            Cached::Over(e, ids) => e.allowed.retained_bytes() + ids.len() * 4 + 16,
-        }
-    }
-}
-
 /// The cache (one per compiled grammar, shared by its matchers).
 #[derive(Debug)]
 pub struct MaskCache {
-    map: Mutex<FxHashMap<u128, Arc<Cached>>>,
+    map: Mutex<FxHashMap<u128, Arc<TokenSet>>>,
     /// Bytes held by the masks.
     bytes: AtomicU64,
     budget: usize,
@@ -91,16 +55,16 @@ impl MaskCache {
     }
 
     /// Stores a finished mask.
-    pub fn insert(&self, key: u128, mask: Cached) {
+    pub fn insert(&self, key: u128, mask: TokenSet) {
         let m = Arc::new(mask);
-        let size = (m.memory_bytes() + 48) as u64;
+        let size = (m.retained_bytes() + 48) as u64;
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if self.bytes.load(Relaxed) + size > self.budget as u64 {
             map.clear();
             self.bytes.store(0, Relaxed);
         }
         if let Some(old) = map.insert(key, m) {
-            self.bytes.fetch_sub((old.memory_bytes() + 48) as u64, Relaxed);
+            self.bytes.fetch_sub((old.retained_bytes() + 48) as u64, Relaxed);
         }
         self.bytes.fetch_add(size, Relaxed);
     }
@@ -119,18 +83,16 @@ impl MaskCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ci_cache::Level;
 
-    /// A mask kept over a cached entry comes back as that entry's bits plus its own ids,
-    /// and counts the entry's bitmask against the budget (it may be the one holding it).
+    /// A mask kept as a shared bitmask plus ids comes back as both, and the budget counts
+    /// the bitmask (the cache may be the last to hold it).
     #[test]
-    fn masks_over_an_entry_write_its_bits_and_their_ids() {
+    fn masks_over_a_shared_bitmask_write_it_and_their_ids() {
         let words = 4;
-        let bits = vec![0b1011u32, 0, u32::MAX, 1 << 31];
-        let entry = Arc::new(CiEntry { allowed: TokenSet::Bits(bits.clone().into()), level: Level::default() });
+        let bits = TokenSet::Bits(vec![0b1011u32, 0, u32::MAX, 1 << 31].into());
         let cache = MaskCache::new(1 << 20, words);
-        cache.insert(7, Cached::Over(entry, vec![2, 40, 2].into_boxed_slice()));
-        cache.insert(8, Cached::Set(TokenSet::Ids(vec![5].into_boxed_slice())));
+        cache.insert(7, bits.with_ids(&[2, 40, 2]));
+        cache.insert(8, TokenSet::Ids(vec![5].into_boxed_slice()));
         let mut out = vec![u32::MAX; words];
         assert!(cache.get(7, &mut out));
         assert_eq!(out, vec![0b1111, 1 << 8, u32::MAX, 1 << 31]);
@@ -138,6 +100,6 @@ mod tests {
         assert_eq!(out, vec![1 << 5, 0, 0, 0]);
         assert!(!cache.get(9, &mut out));
         let counted = cache.memory_bytes();
-        assert!((16..16 + 200).contains(&counted), "the entry's bitmask counted once: {counted}");
+        assert!((16..16 + 200).contains(&counted), "the shared bitmask counted once: {counted}");
     }
 }

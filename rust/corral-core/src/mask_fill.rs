@@ -9,7 +9,7 @@ use crate::cfg::Cfg;
 use crate::ci_cache::{CiCache, CiEntry, Level, Lexer, MAX_KEY_LEXEMES};
 use crate::earley::Parser;
 use crate::step::{start_lexemes, step, Lexeme, StepScratch};
-use crate::token_set::{TokenSet, MAX_LISTED};
+use crate::token_set::{set_ids, TokenSet, MAX_LISTED};
 use crate::toktrie::TokTrie;
 use std::sync::Arc;
 
@@ -40,15 +40,8 @@ pub struct Filler {
 pub enum Kept<'a> {
     /// Exactly these ids (possibly repeated).
     Ids(&'a [u32]),
-    /// The bitmask of this cached entry's allowed tokens plus these ids.
-    Over(&'a Arc<CiEntry>, &'a [u32]),
-}
-
-#[inline(always)]
-fn set_bits(mask: &mut [u32], ids: &[u32]) {
-    for &t in ids {
-        mask[t as usize / 32] |= 1 << (t % 32);
-    }
+    /// This cached set (a bitmask, shared) plus these ids.
+    Over(&'a TokenSet, &'a [u32]),
 }
 
 impl Filler {
@@ -87,7 +80,7 @@ impl Filler {
             return None;
         }
         Some(match &self.base {
-            Some(b) => Kept::Over(b, &self.ids),
+            Some(b) => Kept::Over(&b.allowed, &self.ids),
             None => Kept::Ids(&self.ids),
         })
     }
@@ -155,7 +148,7 @@ impl Filler {
                         ci.level(trie, level, g as u32, &self.lex[lvl + 1].1, &lexers)
                     }
                 };
-                set_bits(mask, &child.tokens);
+                set_ids(mask, &child.tokens);
                 if !self.dense {
                     if self.ids.len() + child.tokens.len() > MAX_LISTED {
                         self.dense = true;
@@ -210,7 +203,7 @@ impl Filler {
                     i += node.subtree_len as usize;
                     continue;
                 }
-                set_bits(mask, trie.tokens_at(i));
+                set_ids(mask, trie.tokens_at(i));
                 self.frames.push((at as u32, work.len() as u32, parser.num_rows() as u32));
                 i += 1;
             }

@@ -2,7 +2,7 @@
 
 use crate::mask_fill::Filler;
 use crate::earley::{hash_step, Parser};
-use crate::mask_cache::{Cached, MaskCache, DEFAULT_MASK_CACHE_BYTES};
+use crate::mask_cache::{MaskCache, DEFAULT_MASK_CACHE_BYTES};
 use crate::mask_fill::Kept;
 use crate::error::{Error, Result};
 use crate::grammar::Grammar;
@@ -264,20 +264,16 @@ impl Matcher {
                         mask[e as usize / 32] |= 1 << (e % 32);
                     }
                 }
-                // Kept as the ids the fill collected, on top of the cached entry it started
-                // from when it did (no 16 KB copy); else as the words.
+                // Kept as the ids the fill collected, on top of the cached bitmask it started
+                // from when it did (shared: no 16 KB copy); else as the words.
                 let eos: &[u32] = if accepting { vocab.eos_token_ids() } else { &[] };
                 let with_eos = |ids: &[u32]| -> Box<[u32]> { ids.iter().chain(eos).copied().collect() };
                 let kept = match self.filler.kept() {
-                    Some(Kept::Ids(ids)) => Cached::Set(TokenSet::Ids(with_eos(ids))),
-                    Some(Kept::Over(base, ids)) => Cached::Over(base.clone(), with_eos(ids)),
-                    None => Cached::Set(TokenSet::Bits(mask[..words].into())),
+                    Some(Kept::Ids(ids)) => TokenSet::Ids(with_eos(ids)),
+                    Some(Kept::Over(base, ids)) => base.with_ids(&with_eos(ids)),
+                    None => TokenSet::Bits(mask[..words].into()),
                 };
-                debug_assert!({
-                    let mut check = vec![0u32; words];
-                    kept.write_to(&mut check, words);
-                    check[..] == mask[..words]
-                }, "the kept mask is not the fill's mask");
+                debug_assert!(kept.to_bits(words)[..] == mask[..words], "the kept mask is not the fill's mask");
                 self.g.masks.insert(key, kept);
             }
             return Ok(());

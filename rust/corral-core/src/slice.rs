@@ -56,6 +56,40 @@ fn step(p: u8, b: u8) -> Option<u8> {
     }
 }
 
+/// Per plain-prefix state, its bytes grouped by (class of `dfa`, next plain-prefix state):
+/// one representative byte, the next state and every byte of the group.
+fn plain_moves(dfa: &Dfa) -> [Vec<(u8, u8, ByteSet)>; STATES] {
+    let mut groups: [Vec<(u8, u8, ByteSet)>; STATES] = Default::default();
+    let mut slot = vec![u16::MAX; 256 * STATES];
+    for (p, g) in groups.iter_mut().enumerate() {
+        slot.iter_mut().for_each(|x| *x = u16::MAX);
+        for b in 0..=255u8 {
+            if let Some(q) = step(p as u8, b) {
+                let k = dfa.class_of(b) as usize * STATES + q as usize;
+                if slot[k] == u16::MAX {
+                    slot[k] = g.len() as u16;
+                    g.push((b, q, ByteSet::default()));
+                }
+                g[slot[k] as usize].2.insert(b);
+            }
+        }
+    }
+    groups
+}
+
+/// How many printable ASCII bytes a plain string may start with (all but `"` and `\`) end or
+/// kill the lexeme of `dfa` in `state` at once: most states no slice serves have some (a key
+/// among declared names), found before any table is built.
+fn ascii_stops(dfa: &Dfa, state: u32) -> usize {
+    (0x20..0x7Fu8)
+        .filter(|&b| b != b'"' && b != b'\\')
+        .filter(|&b| {
+            let q = dfa.next(state, b);
+            q == DEAD || dfa.is_accepting(q)
+        })
+        .count()
+}
+
 /// For each node of `sub` (a trie of some of `full`'s tokens), the node of `full` with the
 /// same bytes (both tries list nodes in the same depth-first byte order).
 fn map_nodes(full: &TokTrie, sub: &TokTrie) -> Vec<u32> {
@@ -179,29 +213,10 @@ impl PlainSlice {
         if state == DEAD || dfa.is_accepting(state) {
             return 0;
         }
-        // Most states no slice serves fail on the first byte already (a key among declared
-        // names): found before the table below is built.
-        for b in 0x20..0x7Fu8 {
-            let q = dfa.next(state, b);
-            if b != b'"' && b != b'\\' && (q == DEAD || dfa.is_accepting(q)) {
-                return 0;
-            }
+        if ascii_stops(dfa, state) > 0 {
+            return 0;
         }
-        // Per plain-prefix state, one byte per DFA class with the state it leads to.
-        let mut moves: [Vec<(u8, u8)>; STATES] = Default::default();
-        let mut seen = vec![false; 256 * STATES];
-        for (p, m) in moves.iter_mut().enumerate() {
-            seen.iter_mut().for_each(|x| *x = false);
-            for b in 0..=255u8 {
-                if let Some(q) = step(p as u8, b) {
-                    let k = dfa.class_of(b) as usize * STATES + q as usize;
-                    if !seen[k] {
-                        seen[k] = true;
-                        m.push((b, q));
-                    }
-                }
-            }
-        }
+        let moves = plain_moves(dfa);
         // Breadth first over (DFA state, plain state) up to max_len bytes; a pair seen at a
         // smaller depth covers every later visit.
         let mut seen: rustc_hash::FxHashSet<(u32, u8)> = Default::default();
@@ -210,7 +225,7 @@ impl PlainSlice {
         for depth in 0..self.max_len {
             let mut next = Vec::new();
             for &(q, p) in &frontier {
-                for &(b, p2) in &moves[p as usize] {
+                for &(b, p2, _) in &moves[p as usize] {
                     let q2 = dfa.next(q, b);
                     if q2 == DEAD || dfa.is_accepting(q2) {
                         return depth;
@@ -250,8 +265,9 @@ const MAX_HUBS: usize = 8;
 impl PlainSlice {
     /// The [`Exceptions`] of `dfa` from `state`, over the pairs (DFA state, plain-prefix
     /// state) reachable from `(state, between characters)` along plain bytes. `None` when the
-    /// pairs are too many to explore, or when more than `max_ascii` printable ASCII bytes end
-    /// or kill the lexeme right away.
+    /// pairs are too many to explore, or when neither the last bytes nor any hub's first bytes
+    /// hold at most `max_ascii` printable ASCII bytes (a walk would find few subtrees free of
+    /// them).
     ///
     /// `^https://.+$` in a JSON string, after `https://a`: the last bytes are `A8` and `A9`
     /// (of U+2028 and U+2029, which `.` does not match), and the loop's hub has the single
@@ -263,30 +279,10 @@ impl PlainSlice {
         // Printable ASCII bytes that end or kill the lexeme at once are last bytes, and first
         // bytes of `state` if it is a hub: more than `max_ascii` of them, and the exceptions
         // would be of no use (most states of a walk end here, before the work below).
-        let at_once = (0x20..0x7Fu8).filter(|&b| b != b'"' && b != b'\\').filter(|&b| {
-            let q = dfa.next(state, b);
-            q == DEAD || dfa.is_accepting(q)
-        });
-        if at_once.count() > max_ascii {
+        if ascii_stops(dfa, state) > max_ascii {
             return None;
         }
-        // Per plain-prefix state: its bytes grouped by (DFA class, next plain-prefix state).
-        let mut groups: [Vec<(u8, u8, ByteSet)>; STATES] = Default::default();
-        let mut slot: Vec<u16> = Vec::new();
-        for (p, g) in groups.iter_mut().enumerate() {
-            slot.clear();
-            slot.resize(256 * STATES, u16::MAX);
-            for b in 0..=255u8 {
-                if let Some(q) = step(p as u8, b) {
-                    let k = dfa.class_of(b) as usize * STATES + q as usize;
-                    if slot[k] == u16::MAX {
-                        slot[k] = g.len() as u16;
-                        g.push((b, q, ByteSet::default()));
-                    }
-                    g[slot[k] as usize].2.insert(b);
-                }
-            }
-        }
+        let groups = plain_moves(dfa);
         // The graph of pairs; an edge's target is `BAD` when the automaton dies or accepts
         // there (an accepting pair is also explored: a walk goes on below a lexeme end).
         const BAD: u32 = u32::MAX;
@@ -324,12 +320,11 @@ impl PlainSlice {
                 preds[to as usize].push(from);
             }
         }
-        let hubs: Vec<u32> = edges.iter().filter(|e| e.0 == e.1 && !dfa.is_accepting(pairs[e.0 as usize].0)).map(|e| e.0).collect();
+        let mut hubs: Vec<u32> = edges.iter().filter(|e| e.0 == e.1 && !dfa.is_accepting(pairs[e.0 as usize].0)).map(|e| e.0).collect();
+        hubs.sort_unstable();
+        hubs.dedup();
         let mut reach = vec![false; pairs.len()];
         for h in hubs.into_iter().take(MAX_HUBS) {
-            if out.hubs.iter().any(|x| (x.0, x.1) == pairs[h as usize]) {
-                continue;
-            }
             // Pairs that can go wrong without passing through the hub.
             reach.iter_mut().for_each(|r| *r = false);
             let mut todo: Vec<u32> = edges.iter().filter(|e| e.1 == BAD && e.0 != h).map(|e| e.0).collect();
@@ -348,7 +343,8 @@ impl PlainSlice {
             }
             out.hubs.push((q, p, first));
         }
-        Some(out)
+        let few = |set: &ByteSet| (0x20..0x7Fu8).filter(|&b| set.contains(b)).count() <= max_ascii;
+        (few(&out.last) || out.hubs.iter().any(|h| few(&h.2))).then_some(out)
     }
 
     /// Corrects [`PlainSlice::bits`] (already in `allowed`) for `dfa` from `state`: walks the

@@ -6,6 +6,8 @@
 //! read half a megabyte; as lists they cost a few hundred bytes and a union touches only
 //! their ids.
 
+use std::sync::Arc;
+
 /// Sets of at most this many ids are kept as a list (4 bytes each; a bitmask over 128k
 /// tokens is 16 KB). Writing a list costs a 16 KB clear plus one bit per id: at a JSON key
 /// position (~1,000 ids) that was twice a 16 KB copy (1.1 vs 0.6 µs per cached fill), so
@@ -92,6 +94,17 @@ impl TokenSet {
         TokenSet::Near { base: base.clone(), add: add.into(), remove: remove.into() }
     }
 
+    /// This set with `ids` added, sharing its bitmask when it has one (the ids join the
+    /// additions of [`TokenSet::Near`]; additions apply after removals, so an id both removed
+    /// and added is in the set).
+    pub fn with_ids(&self, ids: &[u32]) -> TokenSet {
+        match self {
+            TokenSet::Ids(own) => TokenSet::Ids(own.iter().chain(ids).copied().collect()),
+            TokenSet::Bits(b) => TokenSet::Near { base: b.clone(), add: ids.into(), remove: Box::new([]) },
+            TokenSet::Near { base, add, remove } => TokenSet::Near { base: base.clone(), add: add.iter().chain(ids).copied().collect(), remove: remove.clone() },
+        }
+    }
+
     /// Overwrites `mask` (its first `words` words; ids must be below `32 * words`) with this set.
     pub fn write_to(&self, mask: &mut [u32], words: usize) {
         match self {
@@ -142,7 +155,7 @@ impl TokenSet {
     }
 
     /// Heap bytes this set keeps alive, a shared base included (what a holder that may
-    /// outlive the base's other holders must budget for).
+    /// outlive the base's other holders, such as the whole-mask cache, budgets for).
     pub fn retained_bytes(&self) -> usize {
         match self {
             TokenSet::Near { base, .. } => base.len() * 4 + self.memory_bytes(),
@@ -160,8 +173,6 @@ impl TokenSet {
         }
     }
 }
-
-use std::sync::Arc;
 
 /// Collects token ids as a list while they are few and as a bitmask past [`MAX_LISTED`]:
 /// a walk that allows a handful of tokens (a literal key) then needs neither a 16 KB
@@ -199,7 +210,6 @@ impl TokenCollector {
     pub fn merge(&mut self, other: TokenCollector) {
         match other.bits {
             Some(b) => {
-                self.add(&[]);
                 let mine = self.bits.get_or_insert_with(|| {
                     let mut m = vec![0u32; b.len()];
                     set_ids(&mut m, &self.ids);
@@ -223,8 +233,9 @@ impl TokenCollector {
     }
 }
 
+/// Sets the bits of `ids` in `mask`.
 #[inline]
-fn set_ids(mask: &mut [u32], ids: &[u32]) {
+pub(crate) fn set_ids(mask: &mut [u32], ids: &[u32]) {
     for &t in ids {
         mask[t as usize / 32] |= 1 << (t % 32);
     }
@@ -319,6 +330,14 @@ mod tests {
             let mut union: Vec<u32> = ids.to_vec();
             union.extend([3, 5]);
             assert_eq!(acc, bits_of(&union, words));
+        }
+        // Ids added on top, sharing the base (a removed id added again is in the set).
+        for (s, ids) in [(&base, &many), (&near, &close), (&TokenSet::Ids(vec![9].into()), &vec![9])] {
+            let plus = s.with_ids(&[3, 3199, 2]);
+            let mut want = ids.to_vec();
+            want.extend([3, 3199, 2]);
+            assert_eq!(plus.to_bits(words), bits_of(&want, words));
+            assert_eq!(matches!(plus, TokenSet::Ids(_)), matches!(s, TokenSet::Ids(_)));
         }
         // Far sets and sets without a bitmask to share stay whole.
         let far: Vec<u32> = (0..3200).filter(|t| t % 2 == 0).collect();

@@ -33,12 +33,12 @@ pub struct TokTrie {
     reach: Vec<u16>,
     /// For each first byte, the number of nodes in its subtree (a walk's cost bound).
     first_byte_nodes: Vec<u32>,
-    /// For each node, the index in `below_sets` of the bytes on the edges strictly below it.
+    /// For each node, the index in `byte_sets` of the bytes on the edges strictly below it.
     below: Vec<u32>,
-    /// For each node, the index in `below_sets` of the bytes on its child edges.
+    /// For each node, the index in `byte_sets` of the bytes on its child edges.
     children: Vec<u32>,
-    /// The distinct byte sets of `below` (index 0: the empty set of a leaf).
-    below_sets: Vec<ByteSet>,
+    /// The distinct byte sets of `below` and `children` (index 0: the empty set of a leaf).
+    byte_sets: Vec<ByteSet>,
     /// The plain-text slice ([`TokTrie::plain_slice`]).
     slice: std::sync::OnceLock<Box<crate::slice::PlainSlice>>,
 }
@@ -91,14 +91,14 @@ impl TokTrie {
         for n in nodes.iter().filter(|n| n.depth == 1) {
             first_byte_nodes[n.byte as usize] = n.subtree_len;
         }
-        TokTrie { nodes, token_ids, tok_starts, max_depth, reach, first_byte_nodes, below: Vec::new(), children: Vec::new(), below_sets: Vec::new(), slice: Default::default() }
+        TokTrie { nodes, token_ids, tok_starts, max_depth, reach, first_byte_nodes, below: Vec::new(), children: Vec::new(), byte_sets: Vec::new(), slice: Default::default() }
     }
 
     /// Computes each node's [`TokTrie::below_bytes`] and [`TokTrie::child_bytes`] (the
     /// vocabulary's own trie has them; the plain slice's smaller tries go without).
     pub fn with_below_sets(mut self) -> TokTrie {
         let n = self.nodes.len();
-        let mut sets = BelowSets::default();
+        let mut sets = ByteSetTable::default();
         let mut below = vec![0u32; n];
         let mut children = vec![0u32; n];
         // Children come after their parent: from the end, every child's set is known.
@@ -118,7 +118,7 @@ impl TokTrie {
         }
         self.below = below;
         self.children = children;
-        self.below_sets = sets.distinct;
+        self.byte_sets = sets.distinct;
         self
     }
 
@@ -127,7 +127,7 @@ impl TokTrie {
     #[inline]
     pub fn child_bytes(&self, i: usize) -> ByteSet {
         if let Some(&k) = self.children.get(i) {
-            return self.below_sets[k as usize];
+            return self.byte_sets[k as usize];
         }
         let mut out = ByteSet::default();
         let end = i + self.nodes[i].subtree_len as usize;
@@ -150,7 +150,7 @@ impl TokTrie {
     /// Only on a trie [`TokTrie::with_below_sets`] made.
     #[inline(always)]
     pub fn below_bytes(&self, i: usize) -> &ByteSet {
-        &self.below_sets[self.below[i] as usize]
+        &self.byte_sets[self.below[i] as usize]
     }
 
     /// The token ids ending anywhere in node `i`'s subtree, `i` included (contiguous: the
@@ -233,19 +233,19 @@ impl TokTrie {
 
     /// Heap bytes used.
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + (self.below.len() + self.children.len()) * 4 + self.below_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.get().map_or(0, |s| s.memory_bytes())
+        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + (self.below.len() + self.children.len()) * 4 + self.byte_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.get().map_or(0, |s| s.memory_bytes())
     }
 }
 
-/// The distinct byte sets of [`TokTrie::with_below_sets`].
+/// The distinct byte sets of [`TokTrie::with_below_sets`], numbered as they come.
 #[derive(Default)]
-struct BelowSets {
+struct ByteSetTable {
     /// Distinct sets, the empty one first.
     distinct: Vec<ByteSet>,
     index: rustc_hash::FxHashMap<ByteSet, u32>,
 }
 
-impl BelowSets {
+impl ByteSetTable {
     /// The set numbered `k` (the empty set before any was added).
     fn distinct_or_empty(&self, k: u32) -> ByteSet {
         self.distinct.get(k as usize).copied().unwrap_or_default()
