@@ -43,7 +43,7 @@ fn main() {
                     eprintln!("COMPILE {:8.2} ms {label} (grammar {schema_ms:.2} ms)", t.elapsed().as_secs_f64() * 1e3);
                     continue;
                 }
-                for walk in doc["walks"].as_array().unwrap() {
+                for (wi, walk) in doc["walks"].as_array().unwrap().iter().enumerate() {
                     let mut m = Matcher::new(cg.clone());
                     let mut mask = vec![0u32; words];
                     for (step, id) in walk.as_array().unwrap().iter().enumerate() {
@@ -52,7 +52,7 @@ fn main() {
                         fills.push((t.elapsed().as_secs_f64() * 1e6, label.clone(), step));
                         if let Some(us) = trace_us {
                             if t.elapsed().as_micros() >= us {
-                                eprintln!("FILL\t{label}\t{step}\t{}", t.elapsed().as_micros());
+                                eprintln!("FILL\t{label}\t{step}\t{}\t{wi}", t.elapsed().as_micros());
                             }
                         }
                         assert!(m.accept_token(id.as_u64().unwrap() as u32).unwrap(), "{label} step {step}");
