@@ -35,6 +35,18 @@ pub struct Dfa {
     /// Per state, its memoized [`crate::fingerprint::language_id`] (`LANG_UNKNOWN` until
     /// computed, `LANG_NONE` when it has none).
     lang: LangMemo,
+    /// The automaton's moves along plain-string bytes ([`crate::slice`]), built on first use.
+    plain: PlainMemo,
+}
+
+/// Memo of [`crate::slice::PlainMoves`] (a clone starts empty).
+#[derive(Debug, Default)]
+struct PlainMemo(std::sync::OnceLock<Box<crate::slice::PlainMoves>>);
+
+impl Clone for PlainMemo {
+    fn clone(&self) -> Self {
+        PlainMemo::default()
+    }
 }
 
 /// Memo of language ids (a clone starts empty).
@@ -142,7 +154,7 @@ impl Dfa {
             }
         }
         let start = if live[start as usize] { start } else { DEAD };
-        Dfa { classes, n_classes, trans, accepting, start, nullable, live_bytes, canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default() }
+        Dfa { classes, n_classes, trans, accepting, start, nullable, live_bytes, canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() }
     }
 
     fn from_nfa(nfa: &Nfa, limits: &Limits) -> Result<Dfa> {
@@ -277,7 +289,7 @@ impl Dfa {
 
     /// Trims a freshly built table and records each state's live bytes.
     fn finish(classes: [u8; 256], n_classes: usize, trans: Vec<u32>, accepting: Vec<bool>, start: u32, nullable: bool) -> Dfa {
-        let mut dfa = Dfa { classes, n_classes, trans, accepting, start, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default() };
+        let mut dfa = Dfa { classes, n_classes, trans, accepting, start, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() };
         dfa.trim();
         let mut class_bytes = vec![ByteSet::default(); n_classes];
         for b in 0..=255u8 {
@@ -457,6 +469,11 @@ impl Dfa {
             LANG_NONE => None,
             id => Some(id),
         }
+    }
+
+    /// The memoized [`crate::slice::PlainMoves`] of this automaton (`build` runs once).
+    pub(crate) fn plain_moves(&self, build: impl FnOnce(&Dfa) -> crate::slice::PlainMoves) -> &crate::slice::PlainMoves {
+        self.plain.0.get_or_init(|| Box::new(build(self)))
     }
 
     /// Bytes that lead from `state` to a live state.
