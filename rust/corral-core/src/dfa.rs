@@ -418,6 +418,21 @@ impl Dfa {
     /// [`crate::kequiv::has_path_longer_than`].) Near states then come from the fills' other
     /// rules ([`Dfa::near_state`] has none to give).
     fn k_equivalence(&self, k: usize) -> crate::kequiv::KEquiv {
+        // Alike states share (acceptance, live bytes), so a run of more than `k / 2` of them
+        // needs that many states with one signature: counting them first spares the search
+        // for the automata without (a key among declared names: each state's live bytes are
+        // the next characters of the names still possible, few states alike; the search over
+        // its hundreds of states was most of the first fill at the key position).
+        let mut count: FxHashMap<(bool, &ByteSet), usize> = FxHashMap::default();
+        let mut largest = 0;
+        for (s, live) in self.live_bytes.iter().enumerate().skip(1) {
+            let c = count.entry((self.accepting[s], live)).or_insert(0);
+            *c += 1;
+            largest = largest.max(*c);
+        }
+        if largest <= k / 2 {
+            return crate::kequiv::KEquiv::default();
+        }
         let alike = |s: u32, t: u32| self.accepting[s as usize] == self.accepting[t as usize] && self.live_bytes[s as usize] == self.live_bytes[t as usize];
         if !crate::kequiv::has_path_longer_than(&self.trans, self.n_classes, DEAD, k / 2, alike) {
             return crate::kequiv::KEquiv::default();

@@ -138,13 +138,13 @@ pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize, 
             if low[v as usize] == index[v as usize] {
                 let id = longest.len() as u32;
                 let from = stack.iter().rposition(|&x| x == v).unwrap_or(0);
-                let members: Vec<u32> = stack.drain(from..).collect();
-                for &m in &members {
+                let members = &stack[from..];
+                for &m in members {
                     on_stack[m as usize] = false;
                     comp[m as usize] = id;
                 }
                 let mut after = 0;
-                for &m in &members {
+                for &m in members {
                     for &w in &trans[m as usize * classes..(m as usize + 1) * classes] {
                         if w != dead && keep(m, w) && comp[w as usize] != id {
                             after = after.max(longest[comp[w as usize] as usize]);
@@ -152,6 +152,7 @@ pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize, 
                     }
                 }
                 let len = members.len() + after;
+                stack.truncate(from);
                 if len > k {
                     return true;
                 }
