@@ -59,9 +59,9 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
     let classes = dfa.num_classes();
     // Reachable states (discovery order) and their successors by class, as local numbers
     // (`NONE`: dead).
-    let mut local = vec![NONE; dfa.num_states()];
+    let mut local = LocalIds::default();
     let mut states = vec![state];
-    local[state as usize] = 0;
+    local.insert(state, 0);
     let mut succ_tab: Vec<u32> = Vec::with_capacity(MAX_STATES * classes);
     let mut i = 0;
     while i < states.len() {
@@ -72,14 +72,19 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
                 succ_tab.push(NONE);
                 continue;
             }
-            if local[t as usize] == NONE {
-                if states.len() == MAX_STATES {
-                    return None;
+            let id = match local.get(t) {
+                Some(id) => id,
+                None => {
+                    if states.len() == MAX_STATES {
+                        return None;
+                    }
+                    let id = states.len() as u32;
+                    local.insert(t, id);
+                    states.push(t);
+                    id
                 }
-                local[t as usize] = states.len() as u32;
-                states.push(t);
-            }
-            succ_tab.push(local[t as usize]);
+            };
+            succ_tab.push(id);
         }
         i += 1;
     }
@@ -149,6 +154,41 @@ pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
     Some(id)
 }
 
+/// The local numbers of at most [`MAX_STATES`] automaton states: a small open-addressing
+/// table (an array indexed by state would be allocated and cleared at the size of the whole
+/// automaton, thousands of states for a key among many declared names, at every call).
+struct LocalIds([(u32, u32); LOCAL_SLOTS]);
+
+/// Slots of [`LocalIds`]: a power of two, at least four times [`MAX_STATES`].
+const LOCAL_SLOTS: usize = 128;
+const _: () = assert!(LOCAL_SLOTS.is_power_of_two() && LOCAL_SLOTS >= 4 * MAX_STATES && LOCAL_SLOTS == 1 << (32 - 25));
+
+impl Default for LocalIds {
+    fn default() -> Self {
+        LocalIds([(NONE, 0); LOCAL_SLOTS])
+    }
+}
+
+impl LocalIds {
+    fn slot(&self, state: u32) -> usize {
+        let mut i = (state.wrapping_mul(0x9E37_79B9) >> 25) as usize;
+        while self.0[i].0 != NONE && self.0[i].0 != state {
+            i = (i + 1) % LOCAL_SLOTS;
+        }
+        i
+    }
+
+    fn get(&self, state: u32) -> Option<u32> {
+        let e = self.0[self.slot(state)];
+        (e.0 == state).then_some(e.1)
+    }
+
+    fn insert(&mut self, state: u32, id: u32) {
+        let i = self.slot(state);
+        self.0[i] = (state, id);
+    }
+}
+
 /// Serialized automata as they were met (not minimised) and their language ids.
 fn raw_table() -> &'static Mutex<IdTable<Vec<u32>>> {
     static T: OnceLock<Mutex<IdTable<Vec<u32>>>> = OnceLock::new();
@@ -164,7 +204,7 @@ fn serialize(runs: &[(u8, u8, u8)], root: usize, nodes: usize, accepting: impl F
     let mut order: Vec<usize> = vec![root];
     let mut number: Vec<u32> = vec![NONE; nodes];
     number[root] = 0;
-    let mut out: Vec<u32> = Vec::new();
+    let mut out: Vec<u32> = Vec::with_capacity(nodes * (2 + 3 * runs.len().min(8)));
     let mut q = 0;
     while q < order.len() {
         let node = order[q];
