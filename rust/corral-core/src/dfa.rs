@@ -423,18 +423,27 @@ impl Dfa {
         // for the automata without (a key among declared names: each state's live bytes are
         // the next characters of the names still possible, few states alike; the search over
         // its hundreds of states was most of the first fill at the key position).
-        let mut count: FxHashMap<(bool, &ByteSet), usize> = FxHashMap::default();
-        let mut largest = 0;
-        for (s, live) in self.live_bytes.iter().enumerate().skip(1) {
-            let c = count.entry((self.accepting[s], live)).or_insert(0);
-            *c += 1;
-            largest = largest.max(*c);
-        }
-        if largest <= k / 2 {
+        // The search then follows only edges inside a signature with that many states.
+        let mut ids: FxHashMap<(bool, &ByteSet), u32> = FxHashMap::default();
+        let mut count: Vec<usize> = Vec::new();
+        let sig: Vec<u32> = (0..self.accepting.len())
+            .map(|s| {
+                let next = ids.len() as u32;
+                let id = *ids.entry((self.accepting[s], &self.live_bytes[s])).or_insert(next);
+                if id as usize == count.len() {
+                    count.push(0);
+                }
+                count[id as usize] += 1;
+                id
+            })
+            .collect();
+        let big: Vec<bool> = count.iter().map(|&c| c > k / 2).collect();
+        if !big.iter().any(|&b| b) {
             return crate::kequiv::KEquiv::default();
         }
-        let alike = |s: u32, t: u32| self.accepting[s as usize] == self.accepting[t as usize] && self.live_bytes[s as usize] == self.live_bytes[t as usize];
-        if !crate::kequiv::has_path_longer_than(&self.trans, self.n_classes, DEAD, k / 2, alike) {
+        let alike = |s: u32, t: u32| sig[s as usize] == sig[t as usize] && big[sig[s as usize] as usize];
+        let roots = (0..sig.len() as u32).filter(|&s| big[sig[s as usize] as usize]);
+        if !crate::kequiv::has_path_longer_than_from(&self.trans, self.n_classes, DEAD, k / 2, roots, alike) {
             return crate::kequiv::KEquiv::default();
         }
         crate::kequiv::k_equivalence(&self.trans, self.n_classes, &self.accepting, DEAD, k)
