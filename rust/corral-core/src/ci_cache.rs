@@ -789,24 +789,42 @@ impl CiCache {
             // entry is cached already, and only while the lockstep walk stays well under the
             // slice's own walk (a key that must avoid a few declared names, next to "the rest
             // of any string": a few hundred nodes instead of the ~12k of the slice's walk).
-            let sliced = CiEntry::slice_for(trie, &l);
-            let ns = if sliced.is_some() && nested { None } else { near_state(trie, l.dfa, s, depth, nested) };
-            let derived = ns.and_then(|(t, m)| {
-                let near = Lexer { state: t, ..l };
-                let near_key = [near.key(depth)];
-                let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(&near_key[..]).cloned();
-                let entry = match hit {
-                    Some(e) => e,
-                    None if sliced.is_some() => return None,
-                    // A near state whose own entry is not cached must be walked first: only
-                    // worth it when that walk is no bigger than this state's own (it is then
-                    // shared).
-                    None if trie.nodes_under(l.dfa.live_bytes(t)) > 2 * trie.nodes_under(l.dfa.live_bytes(s)) => return None,
-                    None => self.insert_built(trie, &near_key, &[near], mask_words, true),
-                };
-                let budget = if sliced.is_some() { trie.plain_slice().rest.nodes.len() / 4 } else { trie.nodes.len() / 8 };
-                CiEntry::derive(trie, &entry, s, t, l.dfa, m, mask_words, budget)
+            let sliced_budget = trie.plain_slice().rest.nodes.len() / 4;
+            let walk_budget = trie.nodes.len() / 8;
+            let cached = |t: u32| self.map.read().unwrap_or_else(|p| p.into_inner()).get(&[Lexer { state: t, ..l }.key(depth)][..]).cloned();
+            // First a derivation from a cached near state within the smaller budget: when it
+            // succeeds, whether the slice serves this state does not matter (it only chose
+            // the budget), and the search for that (over the pairs the state reaches along
+            // plain bytes: a whole key automaton at a key's first byte) is skipped.
+            let early = if nested { None } else { near_state(trie, l.dfa, s, depth, false) };
+            let mut tried = 0;
+            let mut derived = early.and_then(|(t, m)| {
+                let entry = cached(t)?;
+                tried = sliced_budget.min(walk_budget);
+                CiEntry::derive(trie, &entry, s, t, l.dfa, m, mask_words, tried)
             });
+            let sliced = if derived.is_some() { None } else { CiEntry::slice_for(trie, &l) };
+            if derived.is_none() {
+                let ns = if sliced.is_some() && nested { None } else if nested { near_state(trie, l.dfa, s, depth, true) } else { early };
+                derived = ns.and_then(|(t, m)| {
+                    let near = Lexer { state: t, ..l };
+                    let near_key = [near.key(depth)];
+                    let entry = match cached(t) {
+                        Some(e) => e,
+                        None if sliced.is_some() => return None,
+                        // A near state whose own entry is not cached must be walked first:
+                        // only worth it when that walk is no bigger than this state's own (it
+                        // is then shared).
+                        None if trie.nodes_under(l.dfa.live_bytes(t)) > 2 * trie.nodes_under(l.dfa.live_bytes(s)) => return None,
+                        None => self.insert_built(trie, &near_key, &[near], mask_words, true),
+                    };
+                    let budget = if sliced.is_some() { sliced_budget } else { walk_budget };
+                    if budget <= tried {
+                        return None; // failed within this budget already
+                    }
+                    CiEntry::derive(trie, &entry, s, t, l.dfa, m, mask_words, budget)
+                });
+            }
             Arc::new(derived.unwrap_or_else(|| match sliced {
                 Some(partial) => CiEntry::build_sliced(trie.plain_slice(), partial, &l, mask_words),
                 None => CiEntry::build_unsliced(trie, lexers, mask_words),
