@@ -480,13 +480,22 @@ impl Dfa {
 
     /// The process-wide id of the language `state` accepts, if it has one (see
     /// [`crate::fingerprint`]); computed once per state.
+    ///
+    /// Only a state that loops on itself for at least half of its live bytes has one: the
+    /// languages worth sharing across automata are those of loops ("the rest of any string",
+    /// a pattern's repeated class). A key's state partway through the declared names goes
+    /// elsewhere on every byte (the names' next characters, or the rest of any string) and
+    /// its language is that object's alone; computing its id was a sixth of the cold fills
+    /// inside keys, for nothing shared.
     pub fn language_id(&self, state: u32) -> Option<u32> {
         use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
         let memo = self.lang.0.get_or_init(|| (0..self.accepting.len()).map(|_| AtomicU32::new(LANG_UNKNOWN)).collect());
         let slot = &memo[state as usize];
         match slot.load(Relaxed) {
             LANG_UNKNOWN => {
-                let id = crate::fingerprint::language_id(self, state);
+                let live = self.live_bytes(state);
+                let loops = (0..=255u8).filter(|&b| live.contains(b) && self.next(state, b) == state).count();
+                let id = if 2 * loops >= live.len() && loops > 0 { crate::fingerprint::language_id(self, state) } else { None };
                 slot.store(id.unwrap_or(LANG_NONE), Relaxed);
                 id
             }
