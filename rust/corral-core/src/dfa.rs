@@ -481,27 +481,55 @@ impl Dfa {
     /// The process-wide id of the language `state` accepts, if it has one (see
     /// [`crate::fingerprint`]); computed once per state.
     ///
-    /// Only a state that loops on itself for at least half of its live bytes has one: the
-    /// languages worth sharing across automata are those of loops ("the rest of any string",
-    /// a pattern's repeated class). A key's state partway through the declared names goes
-    /// elsewhere on every byte (the names' next characters, or the rest of any string) and
-    /// its language is that object's alone; computing its id was a sixth of the cold fills
-    /// inside keys, for nothing shared.
+    /// Only a loop state has one (see `Dfa::loop_like`): the languages worth sharing across
+    /// automata are those of loops ("the rest of any string", a pattern's repeated class). A
+    /// key's state partway through the declared names goes elsewhere on every byte (the
+    /// names' next characters, or the rest of any string) and its language is that object's
+    /// alone; computing its id was a sixth of the cold fills inside keys, for nothing shared.
     pub fn language_id(&self, state: u32) -> Option<u32> {
         use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
         let memo = self.lang.0.get_or_init(|| (0..self.accepting.len()).map(|_| AtomicU32::new(LANG_UNKNOWN)).collect());
         let slot = &memo[state as usize];
         match slot.load(Relaxed) {
             LANG_UNKNOWN => {
-                let live = self.live_bytes(state);
-                let loops = (0..=255u8).filter(|&b| live.contains(b) && self.next(state, b) == state).count();
-                let id = if 2 * loops >= live.len() && loops > 0 { crate::fingerprint::language_id(self, state) } else { None };
+                let id = match self.loop_like(state) {
+                    Some(t) if t == state => crate::fingerprint::language_id(self, state),
+                    Some(t) => self.language_id(t),
+                    None => None,
+                };
                 slot.store(id.unwrap_or(LANG_NONE), Relaxed);
                 id
             }
             LANG_NONE => None,
             id => Some(id),
         }
+    }
+
+    /// `state` itself when it loops on at least half of its live bytes; else the state most
+    /// of its bytes lead to, when that one loops so and `state` behaves exactly like it (same
+    /// acceptance, same successor on every byte: the first state of a repeated class in an
+    /// automaton that was not minimised); else `None`.
+    fn loop_like(&self, state: u32) -> Option<u32> {
+        let loops = |s: u32| {
+            let live = self.live_bytes(s);
+            let n = (0..=255u8).filter(|&b| live.contains(b) && self.next(s, b) == s).count();
+            n > 0 && 2 * n >= live.len()
+        };
+        if loops(state) {
+            return Some(state);
+        }
+        let mut succ: Vec<(u32, usize)> = Vec::new();
+        for b in (0..=255u8).filter(|&b| self.live_bytes(state).contains(b)) {
+            let t = self.next(state, b);
+            match succ.iter_mut().find(|e| e.0 == t) {
+                Some(e) => e.1 += 1,
+                None => succ.push((t, 1)),
+            }
+        }
+        let &(t, _) = succ.iter().max_by_key(|e| e.1)?;
+        let row = |s: u32| &self.trans[s as usize * self.n_classes..(s as usize + 1) * self.n_classes];
+        let same = t != state && self.accepting[t as usize] == self.accepting[state as usize] && row(t) == row(state);
+        (same && loops(t)).then_some(t)
     }
 
     /// The memoized [`crate::slice::PlainMoves`] of this automaton (`build` runs once).
@@ -637,6 +665,24 @@ mod tests {
         assert!(!d.matches(b"\""));
         assert!(!d.matches(&[0xED, 0xA0, 0x80])); // surrogate
         assert_eq!(d.next(d.start(), 0xFF), DEAD);
+    }
+
+    /// Language ids for loop states only: a key that must avoid the name `kind` has none at
+    /// its first byte or partway through the name, and the one of a plain string body once
+    /// past it.
+    #[test]
+    fn language_ids_only_for_loops() {
+        let d = |rx: &str| Dfa::from_rx(&crate::regex::parse_regex(rx, &Limits::default()).unwrap(), &Limits::default()).unwrap();
+        let key = d(r#""([^k"][^"]*|k([^i"][^"]*|i([^n"][^"]*|n([^d"][^"]*|d[^"]+)?)?)?)?""#);
+        let body = d(r#"[^"]*""#);
+        let open = key.next(key.start(), b'"');
+        let ki = key.next(key.next(open, b'k'), b'i');
+        let rest = key.next(open, b'x');
+        assert_eq!(key.language_id(open), None, "the first byte leads to the name or the rest");
+        assert_eq!(key.language_id(ki), None, "partway through the name");
+        assert!(key.language_id(rest).is_some());
+        assert_eq!(key.language_id(rest), body.language_id(body.start()), "past the name: any string's body");
+        assert_eq!(key.language_id(key.next(ki, b'x')), key.language_id(rest));
     }
 
     #[test]
