@@ -1,6 +1,7 @@
 //! Cold cache entries of string patterns with the Llama 3 vocabulary: how long one fresh
 //! lexer walk takes inside a pattern's body. `cargo run --release -p corral-schema --example
-//! cold_pattern -- '^[\w\s-]+$' abc` (pattern, then the body bytes before the position).
+//! cold_pattern -- '^[\w\s-]+$' abc` (pattern, then the body bytes before the position;
+//! `CP_FORMAT=uri` to time a format's states instead of the pattern's).
 use corral_core::ci_cache::{CiEntry, Lexer};
 use corral_core::testutil::load_tiktoken;
 use corral_schema::{compile_schema, Options};
@@ -11,7 +12,11 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let pattern = args.get(1).cloned().unwrap_or_else(|| r"^[\w\s-]+$".into());
     let body = args.get(2).cloned().unwrap_or_else(|| "ab".into());
-    let schema = serde_json::json!({"type": "string", "pattern": pattern});
+    // `CP_FORMAT=uri` (or any format): a string of that format instead of the pattern.
+    let schema = match std::env::var("CP_FORMAT") {
+        Ok(f) => serde_json::json!({"type": "string", "format": f}),
+        Err(_) => serde_json::json!({"type": "string", "pattern": pattern}),
+    };
     let c = compile_schema(&schema, &Options::default()).unwrap();
     let cfg = c.grammar.cfg();
     let text = format!("\"{body}");
