@@ -50,6 +50,19 @@ impl ByteSet {
     pub fn len(&self) -> usize {
         self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
+    /// The bytes of the set, in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u8> + '_ {
+        (0..4).flat_map(move |w| {
+            let mut bits = self.0[w];
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    (w as u32 * 64 + b) as u8
+                })
+            })
+        })
+    }
     /// The bytes in exactly one of the two sets.
     pub fn symmetric_difference(&self, o: &ByteSet) -> ByteSet {
         ByteSet(std::array::from_fn(|i| self.0[i] ^ o.0[i]))
@@ -70,6 +83,9 @@ mod tests {
                 b.insert(x);
             }
             assert_eq!(a, b, "{lo}..={hi}");
+            let listed: Vec<u8> = a.iter().collect();
+            assert_eq!(listed, (lo..=hi).collect::<Vec<u8>>(), "iter of {lo}..={hi}");
         }
+        assert_eq!(ByteSet::default().iter().count(), 0);
     }
 }

@@ -69,6 +69,26 @@ impl Clone for Deferral {
     }
 }
 
+/// This process's id, read again every 256 calls per thread: `std::process::id` is a system
+/// call, and a walk asks once per trie node while an automaton's canonical states are being
+/// computed in the background (a tenth of the first fills at key positions). A forked child
+/// notices within 256 calls; until then it only keys its caches by raw states.
+fn current_pid() -> u32 {
+    thread_local! {
+        static PID: std::cell::Cell<(u32, u32)> = const { std::cell::Cell::new((0, 0)) };
+    }
+    PID.with(|c| {
+        let (pid, n) = c.get();
+        if pid != 0 && n < 256 {
+            c.set((pid, n + 1));
+            return pid;
+        }
+        let pid = std::process::id();
+        c.set((pid, 0));
+        pid
+    })
+}
+
 const LANG_UNKNOWN: u32 = u32::MAX;
 const LANG_NONE: u32 = u32::MAX - 1;
 
@@ -377,7 +397,7 @@ impl Dfa {
     /// Whether this process's background thread is computing the canonical states.
     fn deferred_here(&self) -> bool {
         let pid = self.canon_deferred.0.load(std::sync::atomic::Ordering::Acquire);
-        pid != 0 && pid == std::process::id()
+        pid != 0 && pid == current_pid()
     }
 
     /// Whether the canonical states for inputs of at most `k` bytes are computed already.
@@ -424,7 +444,7 @@ impl Dfa {
         // the next characters of the names still possible, few states alike; the search over
         // its hundreds of states was most of the first fill at the key position).
         // The search then follows only edges inside a signature with that many states.
-        let mut ids: FxHashMap<(bool, &ByteSet), u32> = FxHashMap::default();
+        let mut ids: FxHashMap<(bool, &ByteSet), u32> = FxHashMap::with_capacity_and_hasher(64, Default::default());
         let mut count: Vec<usize> = Vec::new();
         let sig: Vec<u32> = (0..self.accepting.len())
             .map(|s| {
@@ -441,8 +461,26 @@ impl Dfa {
         if !big.iter().any(|&b| b) {
             return crate::kequiv::KEquiv::default();
         }
+        // A run of more than k / 2 alike states has that many states with an edge to or from
+        // an alike state: counting them over each state's live bytes only (a key's states
+        // continue with one or two bytes; scanning every byte class of hundreds of states
+        // was the cost left) rejects most automata before the search.
+        let in_big = |s: usize| big[sig[s] as usize];
+        let mut linked = vec![false; sig.len()];
+        for s in (1..sig.len()).filter(|&s| in_big(s)) {
+            for b in self.live_bytes[s].iter() {
+                let t = self.next(s as u32, b) as usize;
+                if t != DEAD as usize && sig[t] == sig[s] {
+                    linked[s] = true;
+                    linked[t] = true;
+                }
+            }
+        }
+        if linked.iter().filter(|&&l| l).count() <= k / 2 {
+            return crate::kequiv::KEquiv::default();
+        }
         let alike = |s: u32, t: u32| sig[s as usize] == sig[t as usize] && big[sig[s as usize] as usize];
-        let roots = (0..sig.len() as u32).filter(|&s| big[sig[s as usize] as usize]);
+        let roots = (0..sig.len() as u32).filter(|&s| linked[s as usize]);
         if !crate::kequiv::has_path_longer_than_from(&self.trans, self.n_classes, DEAD, k / 2, roots, alike) {
             return crate::kequiv::KEquiv::default();
         }
@@ -683,6 +721,13 @@ mod tests {
         assert!(key.language_id(rest).is_some());
         assert_eq!(key.language_id(rest), body.language_id(body.start()), "past the name: any string's body");
         assert_eq!(key.language_id(key.next(ki, b'x')), key.language_id(rest));
+    }
+
+    #[test]
+    fn cached_pid_is_the_process_id() {
+        for _ in 0..600 {
+            assert_eq!(current_pid(), std::process::id());
+        }
     }
 
     #[test]
