@@ -444,6 +444,9 @@ impl Dfa {
         // the next characters of the names still possible, few states alike; the search over
         // its hundreds of states was most of the first fill at the key position).
         // The search then follows only edges inside a signature with that many states.
+        if self.accepting.len() <= k / 2 + 1 {
+            return crate::kequiv::KEquiv::default(); // too few states for such a run
+        }
         let mut ids: FxHashMap<(bool, &ByteSet), u32> = FxHashMap::with_capacity_and_hasher(64, Default::default());
         let mut count: Vec<usize> = Vec::new();
         let sig: Vec<u32> = (0..self.accepting.len())
@@ -479,9 +482,33 @@ impl Dfa {
         if linked.iter().filter(|&&l| l).count() <= k / 2 {
             return crate::kequiv::KEquiv::default();
         }
-        let alike = |s: u32, t: u32| sig[s as usize] == sig[t as usize] && big[sig[s as usize] as usize];
-        let roots = (0..sig.len() as u32).filter(|&s| linked[s as usize]);
-        if !crate::kequiv::has_path_longer_than_from(&self.trans, self.n_classes, DEAD, k / 2, roots, alike) {
+        // The search runs on the graph of those edges alone (linked states renumbered from 1,
+        // 0 dead, one column per edge), not on every byte class of the automaton.
+        let mut local = vec![0u32; sig.len()];
+        let mut order: Vec<usize> = Vec::new();
+        for s in (0..sig.len()).filter(|&s| linked[s]) {
+            order.push(s);
+            local[s] = order.len() as u32;
+        }
+        let succ: Vec<Vec<u32>> = order
+            .iter()
+            .map(|&s| {
+                let mut v: Vec<u32> = Vec::new();
+                for b in self.live_bytes[s].iter() {
+                    let t = self.next(s as u32, b) as usize;
+                    if t != DEAD as usize && sig[t] == sig[s] && !v.contains(&local[t]) {
+                        v.push(local[t]);
+                    }
+                }
+                v
+            })
+            .collect();
+        let width = succ.iter().map(|v| v.len()).max().unwrap_or(0).max(1);
+        let mut graph = vec![0u32; (order.len() + 1) * width];
+        for (i, v) in succ.iter().enumerate() {
+            graph[(i + 1) * width..(i + 1) * width + v.len()].copy_from_slice(v);
+        }
+        if !crate::kequiv::has_path_longer_than(&graph, width, 0, k / 2, |_, _| true) {
             return crate::kequiv::KEquiv::default();
         }
         crate::kequiv::k_equivalence(&self.trans, self.n_classes, &self.accepting, DEAD, k)

@@ -80,12 +80,6 @@ pub fn untouched_member(list: &mut Vec<u32>, class: &[u32], c: u32, stamp: &[u32
 /// counted repetitions) gain; [`crate::dfa::Dfa`] keeps only edges between states that look
 /// alike to find those.
 pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize, keep: impl Fn(u32, u32) -> bool) -> bool {
-    has_path_longer_than_from(trans, classes, dead, k, 0..(trans.len() / classes.max(1)) as u32, keep)
-}
-
-/// [`has_path_longer_than`] over the paths that start at one of `roots` (every state a kept
-/// path could start at: the others are never entered unless a kept edge leads there).
-pub fn has_path_longer_than_from(trans: &[u32], classes: usize, dead: u32, k: usize, roots: impl IntoIterator<Item = u32>, keep: impl Fn(u32, u32) -> bool) -> bool {
     let n = trans.len() / classes.max(1);
     // Tarjan's algorithm, iteratively; components come out sinks first, so each one's
     // longest path (its size plus the longest of its successors') is known when it closes.
@@ -98,7 +92,7 @@ pub fn has_path_longer_than_from(trans: &[u32], classes: usize, dead: u32, k: us
     let mut stack: Vec<u32> = Vec::new();
     let mut calls: Vec<(u32, usize)> = Vec::new();
     let mut next = 0u32;
-    for root in roots {
+    for root in 0..n as u32 {
         if root == dead || index[root as usize] != NONE {
             continue;
         }
