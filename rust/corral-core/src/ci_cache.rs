@@ -697,6 +697,12 @@ pub fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level
 /// `nested` (choosing for a near state's own entry): only the first kind, a state split off
 /// earlier in the refinement, so derivations cannot cycle.
 fn near_state(trie: &TokTrie, dfa: &Dfa, s: u32, depth: usize, nested: bool) -> Option<(u32, usize)> {
+    if dfa.live_bytes(s).len() <= 2 {
+        // A literal's state (a declared name one byte in): its walk follows one or two paths,
+        // cheaper than looking for a state to derive it from (dozens of these at a key
+        // position).
+        return None;
+    }
     let own = trie.nodes_under(dfa.live_bytes(s));
     let cheap = |t: u32| trie.nodes_under(&dfa.live_bytes(s).symmetric_difference(dfa.live_bytes(t))) * 2 < own;
     let close = |t: u32| dfa.live_bytes(s).symmetric_difference(dfa.live_bytes(t)).len() <= MAX_FIRST_BYTE_DIFFERENCE && cheap(t);
@@ -710,15 +716,21 @@ fn near_state(trie: &TokTrie, dfa: &Dfa, s: u32, depth: usize, nested: bool) -> 
         return None;
     }
     let mut weight: Vec<(u32, u32)> = Vec::new();
-    for b in 0..=255u8 {
+    let mut last = usize::MAX; // the entry of the previous byte's successor (runs of bytes share one)
+    for b in dfa.live_bytes(s).iter() {
         let t = dfa.next(s, b);
-        if t == DEAD {
+        if last < weight.len() && weight[last].0 == t {
+            weight[last].1 += 1;
             continue;
         }
-        match weight.iter_mut().find(|w| w.0 == t) {
-            Some(w) => w.1 += 1,
-            None => weight.push((t, 1)),
-        }
+        last = match weight.iter().position(|w| w.0 == t) {
+            Some(i) => i,
+            None => {
+                weight.push((t, 0));
+                weight.len() - 1
+            }
+        };
+        weight[last].1 += 1;
     }
     if let Some(&(t, _)) = weight.iter().max_by_key(|w| (w.1, std::cmp::Reverse(w.0))) {
         let t = dfa.canonical_state(t, depth);

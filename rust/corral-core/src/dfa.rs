@@ -577,14 +577,14 @@ impl Dfa {
     fn loop_like(&self, state: u32) -> Option<u32> {
         let loops = |s: u32| {
             let live = self.live_bytes(s);
-            let n = (0..=255u8).filter(|&b| live.contains(b) && self.next(s, b) == s).count();
+            let n = live.iter().filter(|&b| self.next(s, b) == s).count();
             n > 0 && 2 * n >= live.len()
         };
         if loops(state) {
             return Some(state);
         }
         let mut succ: Vec<(u32, usize)> = Vec::new();
-        for b in (0..=255u8).filter(|&b| self.live_bytes(state).contains(b)) {
+        for b in self.live_bytes(state).iter() {
             let t = self.next(state, b);
             match succ.iter_mut().find(|e| e.0 == t) {
                 Some(e) => e.1 += 1,
