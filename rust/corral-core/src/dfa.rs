@@ -447,11 +447,19 @@ impl Dfa {
         if self.accepting.len() <= k / 2 + 1 {
             return crate::kequiv::KEquiv::default(); // too few states for such a run
         }
+        // States continued by one or two bytes only (a literal's characters, the digits of a
+        // `\uXXXX` escape of one character) are left out of runs: a walk from them follows
+        // one or two paths, and merging them would save nothing — while a key among dozens of
+        // declared names has thousands of them, whose grouping cost more than the fills saved.
         let mut ids: FxHashMap<(bool, &ByteSet), u32> = FxHashMap::with_capacity_and_hasher(64, Default::default());
-        let mut count: Vec<usize> = Vec::new();
+        let mut count: Vec<usize> = vec![0];
         let sig: Vec<u32> = (0..self.accepting.len())
             .map(|s| {
-                let next = ids.len() as u32;
+                if self.live_bytes[s].len() < 3 {
+                    count[0] += 1;
+                    return 0; // signature 0: never a run
+                }
+                let next = ids.len() as u32 + 1;
                 let id = *ids.entry((self.accepting[s], &self.live_bytes[s])).or_insert(next);
                 if id as usize == count.len() {
                     count.push(0);
@@ -460,7 +468,7 @@ impl Dfa {
                 id
             })
             .collect();
-        let big: Vec<bool> = count.iter().map(|&c| c > k / 2).collect();
+        let big: Vec<bool> = count.iter().enumerate().map(|(i, &c)| i > 0 && c > k / 2).collect();
         if !big.iter().any(|&b| b) {
             return crate::kequiv::KEquiv::default();
         }
