@@ -803,17 +803,22 @@ impl CiCache {
             // of any string": a few hundred nodes instead of the ~12k of the slice's walk).
             let sliced_budget = trie.plain_slice().rest.nodes.len() / 4;
             let walk_budget = trie.nodes.len() / 8;
-            let cached = |t: u32| self.map.read().unwrap_or_else(|p| p.into_inner()).get(&[Lexer { state: t, ..l }.key(depth)][..]).cloned();
+            // (The key first: computing it may take a while, and must not hold the lock.)
+            let cached = |t: u32| {
+                let key = [Lexer { state: t, ..l }.key(depth)];
+                self.map.read().unwrap_or_else(|p| p.into_inner()).get(&key[..]).cloned()
+            };
             // First a derivation from a cached near state within the smaller budget: when it
             // succeeds, whether the slice serves this state does not matter (it only chose
             // the budget), and the search for that (over the pairs the state reaches along
             // plain bytes: a whole key automaton at a key's first byte) is skipped.
             let early = if nested { None } else { near_state(trie, l.dfa, s, depth, false) };
-            let mut tried = 0;
+            let mut tried: Option<usize> = None;
             let mut derived = early.and_then(|(t, m)| {
                 let entry = cached(t)?;
-                tried = sliced_budget.min(walk_budget);
-                CiEntry::derive(trie, &entry, s, t, l.dfa, m, mask_words, tried)
+                let budget = sliced_budget.min(walk_budget);
+                tried = Some(budget);
+                CiEntry::derive(trie, &entry, s, t, l.dfa, m, mask_words, budget)
             });
             let sliced = if derived.is_some() { None } else { CiEntry::slice_for(trie, &l) };
             if derived.is_none() {
@@ -831,7 +836,7 @@ impl CiCache {
                         None => self.insert_built(trie, &near_key, &[near], mask_words, true),
                     };
                     let budget = if sliced.is_some() { sliced_budget } else { walk_budget };
-                    if budget <= tried {
+                    if tried.is_some_and(|t| budget <= t) {
                         return None; // failed within this budget already
                     }
                     CiEntry::derive(trie, &entry, s, t, l.dfa, m, mask_words, budget)

@@ -451,6 +451,8 @@ impl Dfa {
         // `\uXXXX` escape of one character) are left out of runs: a walk from them follows
         // one or two paths, and merging them would save nothing — while a key among dozens of
         // declared names has thousands of them, whose grouping cost more than the fills saved.
+        // (So a bounded string over one or two bytes, `[01]{0,256}`, gets no table: each count
+        // state is keyed alone, and each of its walks is small.)
         let mut ids: FxHashMap<(bool, &ByteSet), u32> = FxHashMap::with_capacity_and_hasher(64, Default::default());
         let mut count: Vec<usize> = vec![0];
         let sig: Vec<u32> = (0..self.accepting.len())
@@ -756,6 +758,46 @@ mod tests {
         assert!(key.language_id(rest).is_some());
         assert_eq!(key.language_id(rest), body.language_id(body.start()), "past the name: any string's body");
         assert_eq!(key.language_id(key.next(ki, b'x')), key.language_id(rest));
+    }
+
+    /// A state that behaves exactly like the loop its bytes lead to (the first letter's state
+    /// of `x[a-z]*`, kept apart from the loop by the construction) shares the loop's id.
+    #[test]
+    fn a_state_like_its_loop_shares_the_loop_id() {
+        let d = Dfa::from_rx(&crate::regex::parse_regex("x[a-z]*", &Limits::default()).unwrap(), &Limits::default()).unwrap();
+        let s = d.next(d.start(), b'x');
+        let t = d.next(s, b'a');
+        assert_ne!(s, t, "the construction keeps the loop apart (else this test shows nothing)");
+        assert_eq!(d.next(t, b'b'), t, "t loops");
+        assert_eq!(d.loop_like(s), Some(t));
+        assert_eq!(d.loop_like(t), Some(t));
+        assert!(d.language_id(s).is_some());
+        assert_eq!(d.language_id(s), d.language_id(t));
+        assert_eq!(d.loop_like(d.start()), None, "the start goes to the loop only on `x`: another language");
+    }
+
+    /// The pre-filters of `Dfa::k_equivalence` (signatures without states of at most two live
+    /// bytes, linked states, the compact graph) decide exactly as the search over the whole
+    /// automaton with the same notion of alike states, on automata with and without long runs.
+    #[test]
+    fn canonical_prefilters_decide_as_the_full_search() {
+        let patterns = ["[a-c]{0,40}!", "(ab|cd){0,30}", "[a-z]{25}x", "[01]{0,60}", "(abc){0,20}", "[a-z]+(q[a-z]{0,12})?", "(a|bc|def){0,15}z", "[a-f0-9]{8}-[a-f0-9]{4}", "x{0,50}", "([a-d][0-9]){0,18}"];
+        let mut checked = (0, 0);
+        for p in patterns {
+            let d = Dfa::from_rx(&crate::regex::parse_regex(p, &Limits::default()).unwrap(), &Limits::default()).unwrap();
+            for k in [4usize, 8, 12, 20, 40, 64] {
+                let alike = |s: u32, t: u32| d.accepting[s as usize] == d.accepting[t as usize] && d.live_bytes[s as usize] == d.live_bytes[t as usize] && d.live_bytes[s as usize].len() >= 3;
+                let full = d.accepting.len() > k / 2 + 1 && crate::kequiv::has_path_longer_than(&d.trans, d.n_classes, DEAD, k / 2, alike);
+                let fast = !d.k_equivalence(k).rep.is_empty();
+                assert_eq!(fast, full, "{p} with k = {k}");
+                if full {
+                    checked.0 += 1;
+                } else {
+                    checked.1 += 1;
+                }
+            }
+        }
+        assert!(checked.0 >= 5 && checked.1 >= 5, "both outcomes exercised: {checked:?}");
     }
 
     #[test]

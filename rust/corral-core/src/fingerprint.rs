@@ -252,6 +252,23 @@ mod tests {
         Dfa::from_rx(&crate::regex::parse_regex(rx, &Limits::default()).unwrap(), &Limits::default()).unwrap()
     }
 
+    /// States that all hash to one slot are still told apart (linear probing), and absent
+    /// states are not found.
+    #[test]
+    fn local_ids_survive_colliding_states() {
+        let slot0: Vec<u32> = (1..u32::MAX).filter(|s| s.wrapping_mul(0x9E37_79B9) >> 25 == 0).take(MAX_STATES + 1).collect();
+        let mut ids = LocalIds::default();
+        for (i, &s) in slot0[..MAX_STATES].iter().enumerate() {
+            assert_eq!(ids.get(s), None);
+            ids.insert(s, i as u32);
+        }
+        for (i, &s) in slot0[..MAX_STATES].iter().enumerate() {
+            assert_eq!(ids.get(s), Some(i as u32));
+        }
+        assert_eq!(ids.get(slot0[MAX_STATES]), None);
+        assert_eq!(ids.get(12345), None);
+    }
+
     #[test]
     fn equal_languages_share_an_id_across_automata() {
         // The state after "k" of a key automaton and the start of a plain string body.

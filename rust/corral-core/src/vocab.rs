@@ -120,6 +120,14 @@ impl Vocabulary {
         &self.trie
     }
 
+    /// This vocabulary with a token-set cache of at most `bytes` (default
+    /// [`DEFAULT_CACHE_BUDGET`]); when full the cache starts over. For memory-tight processes,
+    /// and for tests that make the cache clear often.
+    pub fn with_cache_budget(mut self, bytes: usize) -> Vocabulary {
+        self.cache = CiCache::new(bytes);
+        self
+    }
+
     /// The shared cache of token sets per lexer configuration.
     pub fn cache(&self) -> &CiCache {
         &self.cache

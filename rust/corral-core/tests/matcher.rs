@@ -47,6 +47,42 @@ fn json_masks_match_reference_on_walks() {
     }
 }
 
+/// A token-set cache small enough to start over every few entries (its entries and levels
+/// dropped while matchers still hold levels of entries built before) gives the same masks,
+/// with several grammars sharing the vocabulary.
+#[test]
+fn masks_match_reference_with_a_tiny_cache() {
+    let mut toks: Vec<Vec<u8>> = toks().iter().map(|t| t.as_bytes().to_vec()).collect();
+    for extra in ["\"na", "me\"", "\"name\":", "id", "\"id\":\"", "ab\",", "\":{\""] {
+        toks.push(extra.as_bytes().to_vec());
+    }
+    toks.push(Vec::new());
+    let eos = (toks.len() - 1) as u32;
+    let v = Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap().with_cache_budget(4 << 10));
+    let keys = r#"root ::= "{" ws pair ("," ws pair)* ws "}"
+pair ::= ("\"name\"" | "\"id\"" | "\"" [a-z]{1,6} "\"") ws ":" ws value
+value ::= "\"" [a-z]{0,5} "\"" | [0-9]+ | root
+ws ::= [ ]?
+"#;
+    let grammars = [(JSON, vec![r#"{"a": [1, 2.5e+3, true, null], "é😀": {"x": "\ud83d\ude00\n"}}"#, r#"[{}, [], "", -0.5, 12]"#]), (keys, vec![r#"{"name": "ab", "id": 12, "zz": {"id": "abcde"}}"#, r#"{ "ab":"", "name":7}"#])];
+    for round in 0..2 {
+        for (src, inputs) in &grammars {
+            let g = Grammar::from_ebnf(src, "root", &Limits::default()).unwrap();
+            let cg = Arc::new(CompiledGrammar::new(&g, v.clone()));
+            for input in inputs {
+                let mut m = Matcher::new(cg.clone());
+                let bytes = input.as_bytes();
+                for i in 0..bytes.len() {
+                    assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "round {round}, at byte {i} of {input}");
+                    assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i} of {input}");
+                }
+                assert!(m.is_accepting(), "{input}");
+            }
+        }
+    }
+    assert!(v.cache().memory_bytes() <= 4 << 10);
+}
+
 #[test]
 fn rejects_invalid_json() {
     let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
