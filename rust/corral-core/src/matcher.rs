@@ -38,9 +38,16 @@ impl CompiledGrammar {
         // and process (they are shared), on the background thread when there is one (fills
         // meanwhile key their caches by the states themselves), else here, several at once on
         // the thread pool.
+        // With a background thread, the smaller automata go to it as well: the decision whether
+        // one has canonical states at all (nearly always not: a key among declared names)
+        // took tens of microseconds in the first fill that met it, and until it is made the
+        // fills key by the states themselves — which for those automata is the same key.
         let depth = vocab.trie().max_depth();
-        let big: Vec<Arc<crate::dfa::Dfa>> = cfg.terminals.iter().map(|t| &t.dfa).filter(|d| d.num_states() >= EAGER_CANONICAL_STATES && !d.has_canonical(depth)).cloned().collect();
+        let (big, small): (Vec<Arc<crate::dfa::Dfa>>, Vec<Arc<crate::dfa::Dfa>>) =
+            cfg.terminals.iter().map(|t| &t.dfa).filter(|d| !d.has_canonical(depth)).cloned().partition(|d| d.num_states() >= EAGER_CANONICAL_STATES);
         let big = crate::warmup::canonical_in_background(big, depth);
+        // Without one, the fills decide for the small ones when they first meet them.
+        drop(crate::warmup::canonical_in_background(small, depth));
         match big.as_slice() {
             [] => {}
             [d] => d.compute_canonical(depth),
