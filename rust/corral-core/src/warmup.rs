@@ -10,10 +10,11 @@
 //! and entries are cached by key, so only who pays changes, and a fill that needs a table the
 //! thread is computing waits for it rather than computing it twice.
 //!
-//! The same thread computes the canonical states of large automata
+//! The same thread computes the canonical states of every automaton
 //! ([`canonical_in_background`]) ahead of any warm-up: a length-bounded string's thousands
-//! of states take milliseconds, and until they exist fills key their caches by the states
-//! themselves (correct, but shared by nothing) instead of waiting.
+//! of states take milliseconds, a key automaton's decision that it needs no table tens of
+//! microseconds, and until they exist fills key their caches by the states themselves
+//! (correct, but shared by nothing) instead of waiting.
 //!
 //! `CORRAL_BACKGROUND_WARMUP=0` in the environment turns it off (read once per process);
 //! then compiling computes those canonical states itself.
