@@ -715,24 +715,7 @@ fn near_state(trie: &TokTrie, dfa: &Dfa, s: u32, depth: usize, nested: bool) -> 
     if nested {
         return None;
     }
-    let mut weight: Vec<(u32, u32)> = Vec::new();
-    let mut last = usize::MAX; // the entry of the previous byte's successor (runs of bytes share one)
-    for b in dfa.live_bytes(s).iter() {
-        let t = dfa.next(s, b);
-        if last < weight.len() && weight[last].0 == t {
-            weight[last].1 += 1;
-            continue;
-        }
-        last = match weight.iter().position(|w| w.0 == t) {
-            Some(i) => i,
-            None => {
-                weight.push((t, 0));
-                weight.len() - 1
-            }
-        };
-        weight[last].1 += 1;
-    }
-    if let Some(&(t, _)) = weight.iter().max_by_key(|w| (w.1, std::cmp::Reverse(w.0))) {
+    if let Some(t) = dfa.main_successor(s) {
         let t = dfa.canonical_state(t, depth);
         if t != s && close(t) && dfa.language_id(t).is_some() {
             return Some((t, 0));
@@ -803,30 +786,34 @@ impl CiCache {
             // of any string": a few hundred nodes instead of the ~12k of the slice's walk).
             let sliced_budget = trie.plain_slice().rest.nodes.len() / 4;
             let walk_budget = trie.nodes.len() / 8;
-            // (The key first: computing it may take a while, and must not hold the lock.)
-            let cached = |t: u32| {
-                let key = [Lexer { state: t, ..l }.key(depth)];
-                self.map.read().unwrap_or_else(|p| p.into_inner()).get(&key[..]).cloned()
+            // A near state's lexer and key (computed before the lock is taken: it may take a
+            // while), and its cached entry.
+            let near_of = |t: u32| {
+                let near = Lexer { state: t, ..l };
+                (near, [near.key(depth)])
             };
+            let cached = |key: &[(u32, u32)]| self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).cloned();
             // First a derivation from a cached near state within the smaller budget: when it
             // succeeds, whether the slice serves this state does not matter (it only chose
             // the budget), and the search for that (over the pairs the state reaches along
             // plain bytes: a whole key automaton at a key's first byte) is skipped.
-            let early = if nested { None } else { near_state(trie, l.dfa, s, depth, false) };
+            let early = if nested { None } else { near_state(trie, l.dfa, s, depth, false).map(|(t, m)| (t, m, near_of(t))) };
             let mut tried: Option<usize> = None;
-            let mut derived = early.and_then(|(t, m)| {
-                let entry = cached(t)?;
+            let mut derived = early.and_then(|(t, m, (_, near_key))| {
+                let entry = cached(&near_key)?;
                 let budget = sliced_budget.min(walk_budget);
                 tried = Some(budget);
                 CiEntry::derive(trie, &entry, s, t, l.dfa, m, mask_words, budget)
             });
             let sliced = if derived.is_some() { None } else { CiEntry::slice_for(trie, &l) };
             if derived.is_none() {
-                let ns = if sliced.is_some() && nested { None } else if nested { near_state(trie, l.dfa, s, depth, true) } else { early };
-                derived = ns.and_then(|(t, m)| {
-                    let near = Lexer { state: t, ..l };
-                    let near_key = [near.key(depth)];
-                    let entry = match cached(t) {
+                let ns = match early {
+                    Some(e) => Some(e),
+                    None if nested && sliced.is_none() => near_state(trie, l.dfa, s, depth, true).map(|(t, m)| (t, m, near_of(t))),
+                    None => None,
+                };
+                derived = ns.and_then(|(t, m, (near, near_key))| {
+                    let entry = match cached(&near_key) {
                         Some(e) => e,
                         None if sliced.is_some() => return None,
                         // A near state whose own entry is not cached must be walked first:

@@ -475,19 +475,26 @@ impl Dfa {
             return crate::kequiv::KEquiv::default();
         }
         // A run of more than k / 2 alike states has that many states with an edge to or from
-        // an alike state: counting them over each state's live bytes only (a key's states
-        // continue with one or two bytes; scanning every byte class of hundreds of states
-        // was the cost left) rejects most automata before the search.
-        let in_big = |s: usize| big[sig[s] as usize];
-        let mut linked = vec![false; sig.len()];
-        for s in (1..sig.len()).filter(|&s| in_big(s)) {
-            for b in self.live_bytes[s].iter() {
-                let t = self.next(s as u32, b) as usize;
-                if t != DEAD as usize && sig[t] == sig[s] {
-                    linked[s] = true;
-                    linked[t] = true;
+        // an alike state: each such state's alike successors, over its live bytes only (a
+        // key's states continue with one or two bytes; scanning every byte class of hundreds
+        // of states was the cost left), reject most automata before the search.
+        let alike_succ: Vec<(usize, Vec<usize>)> = (1..sig.len())
+            .filter(|&s| big[sig[s] as usize])
+            .filter_map(|s| {
+                let mut v: Vec<usize> = Vec::new();
+                for b in self.live_bytes[s].iter() {
+                    let t = self.next(s as u32, b) as usize;
+                    if t != DEAD as usize && sig[t] == sig[s] && !v.contains(&t) {
+                        v.push(t);
+                    }
                 }
-            }
+                (!v.is_empty()).then_some((s, v))
+            })
+            .collect();
+        let mut linked = vec![false; sig.len()];
+        for (s, v) in &alike_succ {
+            linked[*s] = true;
+            v.iter().for_each(|&t| linked[t] = true);
         }
         if linked.iter().filter(|&&l| l).count() <= k / 2 {
             return crate::kequiv::KEquiv::default();
@@ -495,28 +502,18 @@ impl Dfa {
         // The search runs on the graph of those edges alone (linked states renumbered from 1,
         // 0 dead, one column per edge), not on every byte class of the automaton.
         let mut local = vec![0u32; sig.len()];
-        let mut order: Vec<usize> = Vec::new();
+        let mut n = 0;
         for s in (0..sig.len()).filter(|&s| linked[s]) {
-            order.push(s);
-            local[s] = order.len() as u32;
+            n += 1;
+            local[s] = n;
         }
-        let succ: Vec<Vec<u32>> = order
-            .iter()
-            .map(|&s| {
-                let mut v: Vec<u32> = Vec::new();
-                for b in self.live_bytes[s].iter() {
-                    let t = self.next(s as u32, b) as usize;
-                    if t != DEAD as usize && sig[t] == sig[s] && !v.contains(&local[t]) {
-                        v.push(local[t]);
-                    }
-                }
-                v
-            })
-            .collect();
-        let width = succ.iter().map(|v| v.len()).max().unwrap_or(0).max(1);
-        let mut graph = vec![0u32; (order.len() + 1) * width];
-        for (i, v) in succ.iter().enumerate() {
-            graph[(i + 1) * width..(i + 1) * width + v.len()].copy_from_slice(v);
+        let width = alike_succ.iter().map(|(_, v)| v.len()).max().unwrap_or(1);
+        let mut graph = vec![0u32; (n as usize + 1) * width];
+        for (s, v) in &alike_succ {
+            let row = local[*s] as usize * width;
+            for (j, &t) in v.iter().enumerate() {
+                graph[row + j] = local[t];
+            }
         }
         if !crate::kequiv::has_path_longer_than(&graph, width, 0, k / 2, |_, _| true) {
             return crate::kequiv::KEquiv::default();
@@ -593,18 +590,28 @@ impl Dfa {
         if loops(state) {
             return Some(state);
         }
-        let mut succ: Vec<(u32, usize)> = Vec::new();
-        for b in self.live_bytes(state).iter() {
-            let t = self.next(state, b);
-            match succ.iter_mut().find(|e| e.0 == t) {
-                Some(e) => e.1 += 1,
-                None => succ.push((t, 1)),
-            }
-        }
-        let &(t, _) = succ.iter().max_by_key(|e| e.1)?;
+        let t = self.main_successor(state)?;
         let row = |s: u32| &self.trans[s as usize * self.n_classes..(s as usize + 1) * self.n_classes];
         let same = t != state && self.accepting[t as usize] == self.accepting[state as usize] && row(t) == row(state);
         (same && loops(t)).then_some(t)
+    }
+
+    /// The state most of `state`'s live bytes lead to (the smallest of those tied), or `None`
+    /// when no byte continues it.
+    pub fn main_successor(&self, state: u32) -> Option<u32> {
+        let mut weight: Vec<(u32, u32)> = Vec::new();
+        let mut last = usize::MAX; // the previous byte's entry (runs of bytes share a successor)
+        for b in self.live_bytes(state).iter() {
+            let t = self.next(state, b);
+            if last >= weight.len() || weight[last].0 != t {
+                last = weight.iter().position(|w| w.0 == t).unwrap_or_else(|| {
+                    weight.push((t, 0));
+                    weight.len() - 1
+                });
+            }
+            weight[last].1 += 1;
+        }
+        weight.iter().max_by_key(|w| (w.1, std::cmp::Reverse(w.0))).map(|w| w.0)
     }
 
     /// The memoized [`crate::slice::PlainMoves`] of this automaton (`build` runs once).

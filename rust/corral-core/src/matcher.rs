@@ -33,21 +33,18 @@ impl CompiledGrammar {
         let masks = MaskCache::new(DEFAULT_MASK_CACHE_BYTES, vocab.mask_words());
         let mut initial_lex = Vec::new();
         start_lexemes(cfg, &initial_parser, 0, &mut initial_lex);
-        // The canonical states of large automata (a long length-bounded string's; others get
-        // an empty table after a linear check) take milliseconds: computed once per automaton
-        // and process (they are shared), on the background thread when there is one (fills
-        // meanwhile key their caches by the states themselves), else here, several at once on
-        // the thread pool.
-        // With a background thread, the smaller automata go to it as well: the decision whether
-        // one has canonical states at all (nearly always not: a key among declared names)
-        // took tens of microseconds in the first fill that met it, and until it is made the
-        // fills key by the states themselves — which for those automata is the same key.
+        // Canonical states are computed once per automaton and process (they are shared). With
+        // a background thread, every automaton's go to it — a long length-bounded string's
+        // table takes milliseconds, and even the decision that an automaton needs none (a key
+        // among declared names) took tens of microseconds in the first fill that met it —
+        // and the fills meanwhile key their caches by the states themselves. Without one,
+        // the large automata's are computed here, several at once on the thread pool, and the
+        // small ones' are left to the fills that meet them.
         let depth = vocab.trie().max_depth();
         let (big, small): (Vec<Arc<crate::dfa::Dfa>>, Vec<Arc<crate::dfa::Dfa>>) =
             cfg.terminals.iter().map(|t| &t.dfa).filter(|d| !d.has_canonical(depth)).cloned().partition(|d| d.num_states() >= EAGER_CANONICAL_STATES);
         let big = crate::warmup::canonical_in_background(big, depth);
-        // Without one, the fills decide for the small ones when they first meet them.
-        drop(crate::warmup::canonical_in_background(small, depth));
+        let _left_to_fills = crate::warmup::canonical_in_background(small, depth);
         match big.as_slice() {
             [] => {}
             [d] => d.compute_canonical(depth),

@@ -17,7 +17,8 @@
 //! (correct, but shared by nothing) instead of waiting.
 //!
 //! `CORRAL_BACKGROUND_WARMUP=0` in the environment turns it off (read once per process);
-//! then compiling computes those canonical states itself.
+//! then compiling computes the large automata's canonical states itself, and the fills the
+//! others' when they first meet them.
 
 use crate::ci_cache::Lexer;
 use crate::dfa::{Dfa, DEAD};

@@ -22,6 +22,17 @@ fn toks() -> Vec<&'static str> {
     ]
 }
 
+/// Feeds `input` byte by byte, checking before each byte that the mask holds exactly the
+/// tokens the matcher accepts; ends in an accepting state.
+fn walk_checking_masks(m: &mut Matcher, input: &str) {
+    let bytes = input.as_bytes();
+    for i in 0..bytes.len() {
+        assert_eq!(mask_tokens(m), accepted_tokens(m), "at byte {i} of {input}");
+        assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i} of {input}");
+    }
+    assert!(m.is_accepting(), "{input}");
+}
+
 #[test]
 fn json_masks_match_reference_on_walks() {
     let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
@@ -34,12 +45,7 @@ fn json_masks_match_reference_on_walks() {
     ];
     for input in inputs {
         let mut m = Matcher::new(cg.clone());
-        let bytes = input.as_bytes();
-        for i in 0..bytes.len() {
-            assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "at byte {i} of {input}");
-            assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i} of {input}");
-        }
-        assert!(m.is_accepting(), "{input}");
+        walk_checking_masks(&mut m, input);
         let eos = (v.num_tokens() - 1) as u32;
         assert!(mask_tokens(&mut m).contains(&eos));
         assert!(m.accept_token(eos).unwrap());
@@ -65,18 +71,12 @@ value ::= "\"" [a-z]{0,5} "\"" | [0-9]+ | root
 ws ::= [ ]?
 "#;
     let grammars = [(JSON, vec![r#"{"a": [1, 2.5e+3, true, null], "é😀": {"x": "\ud83d\ude00\n"}}"#, r#"[{}, [], "", -0.5, 12]"#]), (keys, vec![r#"{"name": "ab", "id": 12, "zz": {"id": "abcde"}}"#, r#"{ "ab":"", "name":7}"#])];
-    for round in 0..2 {
+    for _round in 0..2 {
         for (src, inputs) in &grammars {
             let g = Grammar::from_ebnf(src, "root", &Limits::default()).unwrap();
             let cg = Arc::new(CompiledGrammar::new(&g, v.clone()));
             for input in inputs {
-                let mut m = Matcher::new(cg.clone());
-                let bytes = input.as_bytes();
-                for i in 0..bytes.len() {
-                    assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "round {round}, at byte {i} of {input}");
-                    assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i} of {input}");
-                }
-                assert!(m.is_accepting(), "{input}");
+                walk_checking_masks(&mut Matcher::new(cg.clone()), input);
             }
         }
     }
