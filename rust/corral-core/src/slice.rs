@@ -66,8 +66,7 @@ fn plain_moves(dfa: &Dfa) -> &PlainMoves {
     dfa.plain_moves(build_plain_moves)
 }
 
-/// Per plain-prefix state, its bytes grouped by (class of `dfa`, next plain-prefix state):
-/// one representative byte, the next state and every byte of the group.
+/// Builds the [`PlainMoves`] of `dfa`.
 fn build_plain_moves(dfa: &Dfa) -> PlainMoves {
     let mut groups: [Vec<(u8, u8, ByteSet)>; STATES] = Default::default();
     let mut slot = vec![u16::MAX; 256 * STATES];

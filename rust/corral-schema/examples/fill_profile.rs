@@ -21,7 +21,8 @@ fn main() {
     let mut fills: Vec<(f64, String, usize)> = Vec::new();
     let mut compiles: Vec<f64> = Vec::new();
     let text = std::fs::read_to_string(&path).unwrap();
-    // `FP_TRACE=us`: print (tab-separated) every fill that took at least that many microseconds.
+    // `FP_TRACE=us`: print every fill that took at least that many microseconds, as
+    // `FILL<TAB>label<TAB>step<TAB>µs<TAB>walk index`.
     let trace_us: Option<u128> = std::env::var("FP_TRACE").ok().map(|v| v.parse().unwrap_or(2000));
     // `FP_WAIT_IDLE=1`: let the background warm-up finish before each compile (no overlap).
     let wait_idle = std::env::var("FP_WAIT_IDLE").is_ok();
