@@ -102,19 +102,6 @@ struct PyGrammar {
     schema: Option<(Vec<String>, Vec<(String, String, String)>)>,
 }
 
-/// Stack for one schema compile (mapped lazily: only touched pages cost memory).
-const COMPILE_STACK: usize = 64 << 20;
-
-/// Runs grammar compilation on a large stack: compilers recurse over the grammar's
-/// structure, and a deep (but legal) schema must not overflow the caller's stack — an
-/// overflow aborts the process, which no error handling can catch.
-fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
-    // On the calling thread, on a fresh stack segment: a compile thread per call made every
-    // compile start from a new thread's empty allocator heap (fresh pages), which cost as
-    // much as the compile itself on small schemas.
-    stacker::grow(COMPILE_STACK, f)
-}
-
 /// Limits from a `{name: value}` dict (unknown names are an error listing the valid ones).
 fn limits_arg(py: Python<'_>, limits: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<core::Limits> {
     let mut l = core::Limits::default();
@@ -236,11 +223,13 @@ impl PyGrammar {
                 property_order: order,
                 ..Default::default()
             };
-            let compiled = py.detach(|| on_big_stack(move || corral_schema::compile_schema(&value, &opts))).map_err(|e| errors::schema_to_py(py, e))?;
-            let warn = py.import("warnings")?;
-            let category = py.import("corral.errors")?.getattr("SchemaWarning")?;
-            for w in &compiled.warnings {
-                warn.call_method1("warn", (format!("{}: '{}' not enforced exactly: {}", if w.pointer.is_empty() { "/" } else { &w.pointer }, w.keyword, w.message), &category, 2))?;
+            let compiled = py.detach(|| corral_schema::big_stack::on_big_stack(move || corral_schema::compile_schema(&value, &opts))).map_err(|e| errors::schema_to_py(py, e))?;
+            if !compiled.warnings.is_empty() {
+                let warn = py.import("warnings")?;
+                let category = py.import("corral.errors")?.getattr("SchemaWarning")?;
+                for w in &compiled.warnings {
+                    warn.call_method1("warn", (format!("{}: '{}' not enforced exactly: {}", if w.pointer.is_empty() { "/" } else { &w.pointer }, w.keyword, w.message), &category, 2))?;
+                }
             }
             let keywords = compiled.keywords_used.iter().cloned().collect();
             let warnings = compiled.warnings.iter().map(|w| (w.pointer.clone(), w.keyword.clone(), w.message.clone())).collect();
@@ -315,7 +304,7 @@ impl PyCompiledGrammar {
         guard(py, || {
             let g = grammar.get().inner.clone();
             let v = native_vocab(&vocab)?;
-            let inner = Arc::new(py.detach(|| core::CompiledGrammar::new(&g, v)));
+            let inner = py.detach(|| core::CompiledGrammar::prepared(&g, v));
             Ok(PyCompiledGrammar { inner, vocab: vocab.unbind(), grammar })
         })
     }

@@ -64,6 +64,7 @@
 //!   (the core cannot express an empty language: `Invalid`).
 //! * Unknown keywords are annotations (ignored, listed in [`Compiled::keywords_used`]).
 
+pub mod big_stack;
 pub mod cdfa;
 mod compile;
 pub mod encode;
