@@ -267,6 +267,47 @@ impl Cfg {
         Ok(())
     }
 
+    /// Terminal indices in breadth-first order from the start symbol (a rule's symbols are
+    /// one step further than the rule): the terminals a generation meets first come first.
+    /// Terminals unreachable from the start are left out.
+    pub fn terminals_by_distance(&self) -> Vec<u32> {
+        let n = self.nt_names.len();
+        let mut seen_nt = vec![false; n];
+        let mut seen_t = vec![false; self.terminals.len()];
+        let mut queue = std::collections::VecDeque::from([self.start]);
+        seen_nt[self.start as usize] = true;
+        let mut out = Vec::new();
+        let mut visit = |nt: u32, queue: &mut std::collections::VecDeque<u32>| {
+            if !seen_nt[nt as usize] {
+                seen_nt[nt as usize] = true;
+                queue.push_back(nt);
+            }
+        };
+        while let Some(nt) = queue.pop_front() {
+            for &first in &self.prod_starts_of[nt as usize] {
+                let mut d = first as usize;
+                while self.dots[d].next != Sym::END {
+                    let sym = self.dots[d].next;
+                    if let Some(t) = sym.as_terminal() {
+                        if !seen_t[t as usize] {
+                            seen_t[t as usize] = true;
+                            out.push(t);
+                        }
+                    } else if let Some(x) = sym.as_nonterminal() {
+                        visit(x, &mut queue);
+                    } else if let Some(k) = sym.as_perm() {
+                        let p = &self.perms[k as usize];
+                        for &x in p.first.iter().chain(&p.next).chain(p.extra.iter().flat_map(|e| [&e.0, &e.1])) {
+                            visit(x, &mut queue);
+                        }
+                    }
+                    d += 1;
+                }
+            }
+        }
+        out
+    }
+
     /// Heap bytes used by the grammar tables and automata.
     pub fn memory_bytes(&self) -> usize {
         self.terminals.iter().map(|t| t.dfa.memory_bytes()).sum::<usize>()

@@ -15,6 +15,10 @@ use std::sync::Arc;
 /// (in the background when warm-up is on); smaller ones at their first lookup.
 const EAGER_CANONICAL_STATES: usize = 256;
 
+/// Terminals nearest the start (see [`crate::cfg::Cfg::terminals_by_distance`]) warmed up
+/// ahead of everything else after compiling: enough for a root object's keys.
+const FIRST_WARMED: usize = 48;
+
 /// A grammar paired with a vocabulary: immutable, `Send + Sync`, shared by many matchers.
 #[derive(Debug)]
 pub struct CompiledGrammar {
@@ -53,7 +57,10 @@ impl CompiledGrammar {
                 big.par_iter().for_each(|d| d.compute_canonical(depth));
             }
         }
-        // What the first fills would do per terminal, on the background thread ([`crate::warmup`]).
+        // What the first fills would do per terminal, on the background thread ([`crate::warmup`]):
+        // the terminals nearest the start first, ahead of the canonical states, then all.
+        let first: Vec<(Arc<crate::dfa::Dfa>, u32)> = cfg.terminals_by_distance().into_iter().take(FIRST_WARMED).map(|t| (cfg.terminals[t as usize].dfa.clone(), cfg.terminals[t as usize].gid)).collect();
+        crate::warmup::submit_first(first, vocab.clone());
         crate::warmup::submit(cfg.terminals.iter().map(|t| (t.dfa.clone(), t.gid)).collect(), vocab.clone());
         CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks }
     }

@@ -109,6 +109,26 @@ pub fn submit(dfas: Vec<(Arc<Dfa>, u32)>, vocab: Arc<Vocabulary>) {
     }
 }
 
+/// Queues the warm-up of the terminals `dfas` ahead of every job already queued (canonical
+/// states included): the terminals a generation meets first, whose entries the first fills
+/// after compiling need (a JSON object's keys after its opening brace) — queued behind the
+/// canonical states of every automaton, they were ready only milliseconds later. Until an
+/// automaton's canonical states exist, fills and this warm-up key its entries by the states
+/// themselves, so the two meet in the cache. Does nothing when warm-up is off.
+pub fn submit_first(dfas: Vec<(Arc<Dfa>, u32)>, vocab: Arc<Vocabulary>) {
+    let Some(w) = worker() else { return };
+    if dfas.is_empty() {
+        return;
+    }
+    w.pending.fetch_add(2, Ordering::AcqRel);
+    w.urgent.lock().unwrap_or_else(|p| p.into_inner()).push_front(Box::new(move || warm_terminals(&dfas, &vocab, MAX_WARMUP, false)));
+    // A no-op on the channel wakes the thread to run it.
+    if w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(|| {})).is_err() {
+        drain(&w.urgent, &w.pending);
+        w.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Hands the canonical states of `dfas` (for tokens of at most `k` bytes) to the background
 /// thread, ahead of every warm-up, and returns at once with the automata it did not take —
 /// all of them when warm-up is off (the caller then computes them). Automata whose table
@@ -152,12 +172,17 @@ pub fn wait_idle() {
 /// (after a string's opening quote) — which computes their language ids on the way. Stops
 /// after `budget`.
 pub fn warm(dfas: &[(Arc<Dfa>, u32)], vocab: &Vocabulary, budget: Duration) {
+    warm_terminals(dfas, vocab, budget, true)
+}
+
+/// [`warm`], running the queued urgent jobs between terminals when `yield_to_urgent`.
+fn warm_terminals(dfas: &[(Arc<Dfa>, u32)], vocab: &Vocabulary, budget: Duration, yield_to_urgent: bool) {
     let t0 = Instant::now();
     let trie = vocab.trie();
     let depth = trie.max_depth();
     let words = vocab.mask_words();
     let cache = vocab.cache();
-    let urgent = worker();
+    let urgent = worker().filter(|_| yield_to_urgent);
     for (dfa, gid) in dfas {
         if let Some(w) = urgent {
             drain(&w.urgent, &w.pending);
