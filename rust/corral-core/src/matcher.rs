@@ -262,7 +262,71 @@ impl Matcher {
     /// (token `i` allowed iff bit `i % 32` of word `i / 32` is set). `mask` needs at least
     /// `vocab.mask_words()` words; extra words are cleared.
     pub fn fill_next_token_bitmask(&mut self, mask: &mut [u32]) -> Result<()> {
+        if !self.fill_from_cache(mask)? {
+            self.fill_uncached(mask)?;
+        }
+        Ok(())
+    }
+
+    /// [`Matcher::fill_next_token_bitmask`] when it needs no fill: the current position's mask
+    /// is in the whole-mask cache (or the matcher has terminated). Returns false, with `mask`
+    /// unspecified, otherwise; [`Matcher::fill_uncached`] then fills it. A caller that
+    /// releases a lock around fills (the Python binding, the GIL) can skip that for hits.
+    pub fn fill_from_cache(&mut self, mask: &mut [u32]) -> Result<bool> {
+        let words = self.check_width(mask)?;
+        mask[words..].fill(0);
+        let s = self.top();
+        if s.terminated {
+            mask[..words].fill(0);
+            if self.is_accepting() {
+                for &e in self.g.vocab.eos_token_ids() {
+                    mask[e as usize / 32] |= 1 << (e % 32);
+                }
+            }
+            return Ok(true);
+        }
+        let key = self.state_key(s);
+        Ok(self.g.masks.get(key, mask))
+    }
+
+    /// Fills `mask` for a non-terminated matcher without looking in the whole-mask cache
+    /// first (after [`Matcher::fill_from_cache`] missed), and caches the result.
+    pub fn fill_uncached(&mut self, mask: &mut [u32]) -> Result<()> {
+        let words = self.check_width(mask)?;
+        mask[words..].fill(0);
+        let s = self.top();
+        if s.terminated {
+            self.fill_from_cache(mask)?;
+            return Ok(());
+        }
         let vocab = self.g.vocab.clone();
+        let key = self.state_key(s);
+        let cfg = self.g.grammar.cfg().clone();
+        let cur = &self.lex[s.lex_start as usize..s.lex_end as usize];
+        self.filler.fill(&cfg, vocab.cache(), vocab.trie(), words, &mut self.parser, cur, mask);
+        let accepting = self.is_accepting();
+        if accepting {
+            for &e in vocab.eos_token_ids() {
+                mask[e as usize / 32] |= 1 << (e % 32);
+            }
+        }
+        // Kept as the ids the fill collected, on top of the cached bitmask it started from
+        // when it did (shared: no 16 KB copy); else as the words.
+        let eos: &[u32] = if accepting { vocab.eos_token_ids() } else { &[] };
+        let with_eos = |ids: &[u32]| -> Box<[u32]> { ids.iter().chain(eos).copied().collect() };
+        let kept = match self.filler.kept() {
+            Some(Kept::Ids(ids)) => TokenSet::Ids(with_eos(ids)),
+            Some(Kept::Over(base, ids)) => base.with_ids(&with_eos(ids)),
+            None => TokenSet::Bits(mask[..words].into()),
+        };
+        debug_assert!(kept.to_bits(words)[..] == mask[..words], "the kept mask is not the fill's mask");
+        self.g.masks.insert(key, kept);
+        Ok(())
+    }
+
+    /// The vocabulary's mask width, or a usage error when `mask` is narrower.
+    fn check_width(&self, mask: &[u32]) -> Result<usize> {
+        let vocab = &self.g.vocab;
         if mask.len() < vocab.mask_words() {
             return Err(Error::Usage(format!(
                 "bitmask row has {} words but the vocabulary of size {} needs {}",
@@ -271,43 +335,7 @@ impl Matcher {
                 vocab.mask_words()
             )));
         }
-        mask[vocab.mask_words()..].fill(0);
-        let s = self.top();
-        if s.terminated {
-            mask[..vocab.mask_words()].fill(0);
-        } else {
-            let key = self.state_key(s);
-            let words = vocab.mask_words();
-            if !self.g.masks.get(key, mask) {
-                let cfg = self.g.grammar.cfg().clone();
-                let cur = &self.lex[s.lex_start as usize..s.lex_end as usize];
-                self.filler.fill(&cfg, vocab.cache(), vocab.trie(), words, &mut self.parser, cur, mask);
-                let accepting = self.is_accepting();
-                if accepting {
-                    for &e in vocab.eos_token_ids() {
-                        mask[e as usize / 32] |= 1 << (e % 32);
-                    }
-                }
-                // Kept as the ids the fill collected, on top of the cached bitmask it started
-                // from when it did (shared: no 16 KB copy); else as the words.
-                let eos: &[u32] = if accepting { vocab.eos_token_ids() } else { &[] };
-                let with_eos = |ids: &[u32]| -> Box<[u32]> { ids.iter().chain(eos).copied().collect() };
-                let kept = match self.filler.kept() {
-                    Some(Kept::Ids(ids)) => TokenSet::Ids(with_eos(ids)),
-                    Some(Kept::Over(base, ids)) => base.with_ids(&with_eos(ids)),
-                    None => TokenSet::Bits(mask[..words].into()),
-                };
-                debug_assert!(kept.to_bits(words)[..] == mask[..words], "the kept mask is not the fill's mask");
-                self.g.masks.insert(key, kept);
-            }
-            return Ok(());
-        }
-        if self.is_accepting() {
-            for &e in vocab.eos_token_ids() {
-                mask[e as usize / 32] |= 1 << (e % 32);
-            }
-        }
-        Ok(())
+        Ok(vocab.mask_words())
     }
 
     /// Structural key of the current position for the whole-mask cache.

@@ -372,3 +372,20 @@ fn masks_are_exact_while_canonical_states_are_computed_in_the_background() {
 fn v_depth(cg: &CompiledGrammar) -> usize {
     cg.vocab().trie().max_depth()
 }
+
+/// A prepared grammar's matchers start from the cached start mask: the first fill is a
+/// whole-mask cache hit and equals the fill of a grammar compiled without it, and each fill
+/// after it is still exact.
+#[test]
+fn prepared_grammar_starts_from_the_cached_start_mask() {
+    let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
+    let v = vocab(&toks());
+    let prepared = CompiledGrammar::prepared(&g, v.clone());
+    let (hits, misses) = prepared.mask_cache_stats();
+    assert_eq!((hits, misses), (0, 1), "compiling filled the start mask once");
+    let lazy = Arc::new(CompiledGrammar::new(&g, v.clone()));
+    let mut m = Matcher::new(prepared.clone());
+    assert_eq!(mask_tokens(&mut m), mask_tokens(&mut Matcher::new(lazy)));
+    assert_eq!(prepared.mask_cache_stats(), (1, 1), "the first fill of a matcher is a hit");
+    walk_checking_masks(&mut m, r#"{"a": [1, "x"]}"#);
+}

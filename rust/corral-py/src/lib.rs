@@ -350,7 +350,11 @@ impl PyMatcher {
             let mut buf = MaskBuf::borrow(bitmask)?;
             let row = buf.row_mut(py, index)?;
             let m = &mut self.inner;
-            py.detach(|| m.fill_next_token_bitmask(row)).map_err(|e| to_py(py, e))
+            // A whole-mask cache hit (most steps) costs less than releasing the GIL.
+            if m.fill_from_cache(row).map_err(|e| to_py(py, e))? {
+                return Ok(());
+            }
+            py.detach(|| m.fill_uncached(row)).map_err(|e| to_py(py, e))
         })
     }
     /// Accepts token `id`; returns False (state unchanged) if it is not allowed.
