@@ -35,6 +35,10 @@ const SLICE_MIN_NODES: usize = 20_000;
 /// exceptions ([`CiEntry::build_excepted`]).
 const MAX_ASCII_EXCEPTIONS: usize = 8;
 
+/// Walks continued by at most this many first bytes visit only those bytes' subtrees
+/// ([`TokTrie::first_byte_ranges`]); others step over the first-level nodes.
+const FEW_FIRST_BYTES: usize = 32;
+
 /// Fresh walks that may visit at least this many trie nodes run on two threads.
 const PARALLEL_WALK_NODES: usize = 100_000;
 
@@ -555,6 +559,8 @@ impl CiEntry {
                 }
             }
             (a, ga)
+        } else if first.len() <= FEW_FIRST_BYTES {
+            part(&trie.first_byte_ranges(&first))
         } else {
             part(&whole(trie, 1))
         };

@@ -33,6 +33,8 @@ pub struct TokTrie {
     reach: Vec<u16>,
     /// For each first byte, the number of nodes in its subtree (a walk's cost bound).
     first_byte_nodes: Vec<u32>,
+    /// For each first byte, the node it leads to (`u32::MAX`: no token starts with it).
+    first_byte_node: Vec<u32>,
     /// For each node, the index in `byte_sets` of the bytes on the edges strictly below it.
     below: Vec<u32>,
     /// For each node, the index in `byte_sets` of the bytes on its child edges.
@@ -88,10 +90,12 @@ impl TokTrie {
         tok_starts.push(token_ids.len() as u32);
         let max_depth = nodes.iter().map(|n| n.depth as usize).max().unwrap_or(0);
         let mut first_byte_nodes = vec![0u32; 256];
-        for n in nodes.iter().filter(|n| n.depth == 1) {
+        let mut first_byte_node = vec![u32::MAX; 256];
+        for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.depth == 1) {
             first_byte_nodes[n.byte as usize] = n.subtree_len;
+            first_byte_node[n.byte as usize] = i as u32;
         }
-        TokTrie { nodes, token_ids, tok_starts, max_depth, reach, first_byte_nodes, below: Vec::new(), children: Vec::new(), byte_sets: Vec::new(), slice: Default::default() }
+        TokTrie { nodes, token_ids, tok_starts, max_depth, reach, first_byte_nodes, first_byte_node, below: Vec::new(), children: Vec::new(), byte_sets: Vec::new(), slice: Default::default() }
     }
 
     /// Computes each node's [`TokTrie::below_bytes`] and [`TokTrie::child_bytes`] (the
@@ -179,6 +183,26 @@ impl TokTrie {
             }
         }
         total
+    }
+
+    /// The `(start, end, base depth)` node ranges of the subtrees of the first bytes in
+    /// `bytes`, in node order (adjacent subtrees merged): a walk from a state only these bytes
+    /// continue visits them instead of stepping over every first-level node (one cache miss
+    /// each on a large trie: most of a literal key's walk).
+    pub fn first_byte_ranges(&self, bytes: &crate::byteset::ByteSet) -> Vec<(usize, usize, usize)> {
+        let mut out: Vec<(usize, usize, usize)> = Vec::new();
+        for b in bytes.iter() {
+            let i = self.first_byte_node[b as usize];
+            if i == u32::MAX {
+                continue;
+            }
+            let (start, end) = (i as usize, (i + self.nodes[i as usize].subtree_len) as usize);
+            match out.last_mut() {
+                Some(r) if r.1 == start => r.1 = end,
+                _ => out.push((start, end, 0)),
+            }
+        }
+        out
     }
 
     /// The greatest depth in node `i`'s subtree (its own depth for a leaf).
@@ -271,6 +295,32 @@ impl ByteSetTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ranges of some first bytes hold exactly the nodes under those bytes, in order,
+    /// adjacent subtrees as one range; absent bytes add nothing.
+    #[test]
+    fn first_byte_ranges_cover_exactly_their_subtrees() {
+        let toks: Vec<(u32, &[u8])> = vec![(0, b"ab"), (1, b"a"), (2, b"b"), (3, b"abc"), (4, b"c"), (5, b"cd"), (6, b"e")];
+        let t = TokTrie::build(toks.into_iter());
+        let mut set = crate::byteset::ByteSet::default();
+        for &b in b"acez" {
+            set.insert(b);
+        }
+        let ranges = t.first_byte_ranges(&set);
+        let covered: Vec<usize> = ranges.iter().flat_map(|&(s, e, _)| s..e).collect();
+        let mut want = Vec::new();
+        let mut i = 0;
+        while i < t.nodes.len() {
+            let end = i + t.nodes[i].subtree_len as usize;
+            if b"ace".contains(&t.nodes[i].byte) {
+                want.extend(i..end);
+            }
+            i = end;
+        }
+        assert_eq!(covered, want);
+        assert_eq!(ranges.len(), 2, "c and e are adjacent: {ranges:?}");
+        assert!(ranges.iter().all(|r| r.2 == 0));
+    }
 
     #[test]
     fn layout() {
