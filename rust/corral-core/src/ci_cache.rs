@@ -317,7 +317,7 @@ struct Lockstep {
 /// m-equivalent) or the two paths reach k-equivalent states (`k` = the longest token).
 ///
 /// Gives up (`None`) after visiting `budget` nodes: the two states were not alike after all.
-fn walk_lockstep(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa, m: usize, allowed: &mut [u32], budget: usize) -> Option<Lockstep> {
+fn walk_lockstep<E: SetEdits + ?Sized>(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa, m: usize, allowed: &mut E, budget: usize) -> Option<Lockstep> {
     let nodes = &trie.nodes;
     let k = trie.max_depth();
     let mut st_s: Vec<u32> = vec![DEAD; k + 1];
@@ -387,7 +387,7 @@ fn walk_lockstep(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa, m: usize, allowed: &
             return None;
         }
         for &t in trie.tokens_at(i) {
-            allowed[t as usize / 32] |= 1 << (t % 32);
+            allowed.set(t);
         }
         if node.subtree_len > 1 && dfa.is_accepting(ns) {
             out.ends.push(i);
@@ -397,12 +397,63 @@ fn walk_lockstep(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa, m: usize, allowed: &
     Some(out)
 }
 
-/// Clears the bits of every token ending in node `i`'s subtree.
-fn clear_subtree_tokens(trie: &TokTrie, i: usize, allowed: &mut [u32]) {
+/// Clears every token ending in node `i`'s subtree.
+fn clear_subtree_tokens<E: SetEdits + ?Sized>(trie: &TokTrie, i: usize, allowed: &mut E) {
     let end = i + trie.nodes[i].subtree_len as usize;
     for j in i..end {
         for &t in trie.tokens_at(j) {
-            allowed[t as usize / 32] &= !(1 << (t % 32));
+            allowed.clear(t);
+        }
+    }
+}
+
+/// Where a lockstep walk ([`walk_lockstep`]) edits the near state's token set into this
+/// state's: a bitmask, or the changes to a shared one ([`BaseEdits`]).
+trait SetEdits {
+    /// Adds token `t`.
+    fn set(&mut self, t: u32);
+    /// Removes token `t`.
+    fn clear(&mut self, t: u32);
+}
+
+impl SetEdits for [u32] {
+    #[inline]
+    fn set(&mut self, t: u32) {
+        self[t as usize / 32] |= 1 << (t % 32);
+    }
+    #[inline]
+    fn clear(&mut self, t: u32) {
+        self[t as usize / 32] &= !(1 << (t % 32));
+    }
+}
+
+/// The changes a lockstep walk makes to a bitmask it shares rather than copies (a 16 KB copy
+/// and a scan of it for the differences were a third of a key state's derivation). A walk
+/// sets tokens only where this state lives and clears them only where it does not, so no
+/// token is both added and removed.
+struct BaseEdits<'a> {
+    base: &'a [u32],
+    add: Vec<u32>,
+    remove: Vec<u32>,
+}
+
+impl BaseEdits<'_> {
+    fn has(&self, t: u32) -> bool {
+        self.base[t as usize / 32] >> (t % 32) & 1 == 1
+    }
+}
+
+impl SetEdits for BaseEdits<'_> {
+    #[inline]
+    fn set(&mut self, t: u32) {
+        if !self.has(t) {
+            self.add.push(t);
+        }
+    }
+    #[inline]
+    fn clear(&mut self, t: u32) {
+        if self.has(t) {
+            self.remove.push(t);
         }
     }
 }
@@ -606,8 +657,31 @@ impl CiEntry {
     /// is cheaper).
     #[allow(clippy::too_many_arguments)]
     pub fn derive(trie: &TokTrie, near: &CiEntry, s: u32, g: u32, dfa: &Dfa, m: usize, mask_words: usize, budget: usize) -> Option<CiEntry> {
-        let mut allowed = near.allowed.to_bits(mask_words);
-        let walk = walk_lockstep(trie, s, g, dfa, m, &mut allowed, budget)?;
+        let (allowed, walk) = match &near.allowed {
+            TokenSet::Bits(base) if base.len() == mask_words => {
+                let mut edits = BaseEdits { base, add: Vec::new(), remove: Vec::new() };
+                let walk = walk_lockstep(trie, s, g, dfa, m, &mut edits, budget)?;
+                let BaseEdits { mut add, mut remove, .. } = edits;
+                add.sort_unstable();
+                add.dedup();
+                remove.sort_unstable();
+                remove.dedup();
+                let set = if add.len() + remove.len() <= MAX_NEAR {
+                    TokenSet::Near { base: base.clone(), add: add.into(), remove: remove.into() }
+                } else {
+                    let mut bits = base.to_vec();
+                    remove.iter().for_each(|&t| SetEdits::clear(&mut bits[..], t));
+                    add.iter().for_each(|&t| SetEdits::set(&mut bits[..], t));
+                    TokenSet::from_bits(bits)
+                };
+                (set, walk)
+            }
+            _ => {
+                let mut bits = near.allowed.to_bits(mask_words);
+                let walk = walk_lockstep(trie, s, g, dfa, m, &mut bits[..], budget)?;
+                (TokenSet::near(bits, &near.allowed), walk)
+            }
+        };
         // The near state's ends inside the ranges where the two agree, then this state's own.
         let mut nodes: Vec<u32> = Vec::new();
         for grp in &near.level.groups {
@@ -634,7 +708,7 @@ impl CiEntry {
             groups[0].nodes.extend(nodes);
         }
         dedup_groups(&mut groups);
-        Some(CiEntry { allowed: TokenSet::near(allowed, &near.allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } })
+        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } })
     }
 
     /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
