@@ -66,7 +66,12 @@ class Grammar:
     def source_key(self) -> str: ...
 
 class CompiledGrammar:
-    """A grammar paired with a vocabulary; immutable, shared across threads."""
+    """A grammar paired with a vocabulary; immutable, shared across threads.
+
+    Constructing it fills and caches the start state's mask, so every matcher's first
+    ``fill_next_token_bitmask`` is a copy; token-level work past the start is done lazily by
+    the fills (and ahead of them by a background thread).
+    """
 
     def __init__(self, grammar: Grammar, vocab: Any) -> None: ...
     @property

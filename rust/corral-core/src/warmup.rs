@@ -10,8 +10,13 @@
 //! and entries are cached by key, so only who pays changes, and a fill that needs a table the
 //! thread is computing waits for it rather than computing it twice.
 //!
-//! The same thread computes the canonical states of every automaton
-//! ([`canonical_in_background`]) ahead of any warm-up: a length-bounded string's thousands
+//! The terminals nearest the grammar's start ([`submit_first`]) go first, ahead of everything
+//! queued: the fill right after a compile's first token (a root object's key position, after
+//! `{"`) needs their entries within tens of microseconds of the compile, and behind every
+//! automaton's canonical states they were ready only milliseconds later.
+//!
+//! Then the same thread computes the canonical states of every automaton
+//! ([`canonical_in_background`]) ahead of the rest of the warm-up: a length-bounded string's thousands
 //! of states take milliseconds, a key automaton's decision that it needs no table tens of
 //! microseconds, and until they exist fills key their caches by the states themselves
 //! (correct, but shared by nothing) instead of waiting.

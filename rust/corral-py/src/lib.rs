@@ -277,6 +277,7 @@ impl PyGrammar {
 }
 
 /// A grammar paired with a vocabulary; immutable and shared by matchers across threads.
+/// Constructing it fills and caches the start state's mask (every matcher's first fill is a copy).
 #[pyclass(name = "CompiledGrammar", module = "corral._native", frozen)]
 struct PyCompiledGrammar {
     inner: Arc<core::CompiledGrammar>,
