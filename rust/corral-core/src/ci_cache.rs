@@ -431,29 +431,49 @@ impl SetEdits for [u32] {
 /// and a scan of it for the differences were a third of a key state's derivation). A walk
 /// sets tokens only where this state lives and clears them only where it does not, so no
 /// token is both added and removed.
+/// Past [`MAX_NEAR`] changes (a whole subtree cleared) it switches to a bitmask of its own, so
+/// the lists stay bounded.
 struct BaseEdits<'a> {
     base: &'a [u32],
     add: Vec<u32>,
     remove: Vec<u32>,
+    /// The edited copy of `base`, once the changes outgrew the lists.
+    bits: Option<Vec<u32>>,
 }
 
 impl BaseEdits<'_> {
     fn has(&self, t: u32) -> bool {
         self.base[t as usize / 32] >> (t % 32) & 1 == 1
     }
+
+    /// Switches to a bitmask when the lists are full.
+    fn spill(&mut self) {
+        if self.add.len() + self.remove.len() >= MAX_NEAR {
+            let mut bits = self.base.to_vec();
+            self.remove.iter().for_each(|&t| SetEdits::clear(&mut bits[..], t));
+            self.add.iter().for_each(|&t| SetEdits::set(&mut bits[..], t));
+            self.bits = Some(bits);
+        }
+    }
 }
 
 impl SetEdits for BaseEdits<'_> {
     #[inline]
     fn set(&mut self, t: u32) {
-        if !self.has(t) {
+        if let Some(b) = &mut self.bits {
+            SetEdits::set(&mut b[..], t);
+        } else if !self.has(t) {
             self.add.push(t);
+            self.spill();
         }
     }
     #[inline]
     fn clear(&mut self, t: u32) {
-        if self.has(t) {
+        if let Some(b) = &mut self.bits {
+            SetEdits::clear(&mut b[..], t);
+        } else if self.has(t) {
             self.remove.push(t);
+            self.spill();
         }
     }
 }
@@ -659,20 +679,15 @@ impl CiEntry {
     pub fn derive(trie: &TokTrie, near: &CiEntry, s: u32, g: u32, dfa: &Dfa, m: usize, mask_words: usize, budget: usize) -> Option<CiEntry> {
         let (allowed, walk) = match &near.allowed {
             TokenSet::Bits(base) if base.len() == mask_words => {
-                let mut edits = BaseEdits { base, add: Vec::new(), remove: Vec::new() };
+                let mut edits = BaseEdits { base, add: Vec::new(), remove: Vec::new(), bits: None };
                 let walk = walk_lockstep(trie, s, g, dfa, m, &mut edits, budget)?;
-                let BaseEdits { mut add, mut remove, .. } = edits;
-                add.sort_unstable();
-                add.dedup();
-                remove.sort_unstable();
-                remove.dedup();
-                let set = if add.len() + remove.len() <= MAX_NEAR {
-                    TokenSet::Near { base: base.clone(), add: add.into(), remove: remove.into() }
-                } else {
-                    let mut bits = base.to_vec();
-                    remove.iter().for_each(|&t| SetEdits::clear(&mut bits[..], t));
-                    add.iter().for_each(|&t| SetEdits::set(&mut bits[..], t));
-                    TokenSet::from_bits(bits)
+                let set = match edits {
+                    BaseEdits { bits: Some(bits), .. } => TokenSet::from_bits(bits),
+                    BaseEdits { mut add, mut remove, .. } => {
+                        add.sort_unstable();
+                        remove.sort_unstable();
+                        TokenSet::Near { base: base.clone(), add: add.into(), remove: remove.into() }
+                    }
                 };
                 (set, walk)
             }
@@ -1061,6 +1076,38 @@ mod tests {
         let l4 = cache.level(&trie, &e2.level, 0, &other_key, &other);
         assert!(!Arc::ptr_eq(&l1, &l4), "another key: another level");
         assert_eq!(sorted(l4.tokens.clone()), vec![10]);
+    }
+
+    /// Edits recorded against a shared bitmask (each token at most once) give the bitmask
+    /// edited in place, as lists while they are few and as a bitmask of their own past
+    /// `MAX_NEAR` changes.
+    #[test]
+    fn base_edits_match_editing_the_bitmask() {
+        let words = 200;
+        let base: Vec<u32> = (0..words as u32).map(|w| w.wrapping_mul(0x9E37_79B9)).collect();
+        for n in [10u32, 3000] {
+            let mut want = base.clone();
+            let mut edits = BaseEdits { base: &base, add: Vec::new(), remove: Vec::new(), bits: None };
+            for i in 0..n {
+                // Each token edited once, as in a walk (a token ends at one trie node).
+                let t = i * 7 % (32 * words as u32);
+                if i % 3 == 0 {
+                    SetEdits::clear(&mut want[..], t);
+                    edits.clear(t);
+                } else {
+                    SetEdits::set(&mut want[..], t);
+                    edits.set(t);
+                }
+            }
+            let got = match edits {
+                BaseEdits { bits: Some(bits), .. } => bits,
+                BaseEdits { add, mut remove, .. } => {
+                    remove.sort_unstable();
+                    TokenSet::Near { base: base.clone().into(), add: add.into(), remove: remove.into() }.to_bits(words)
+                }
+            };
+            assert_eq!(got, want, "{n} edits");
+        }
     }
 
     /// Each shape of union (all small, one large bitmask or near set among small ones, two

@@ -289,8 +289,9 @@ impl Matcher {
         Ok(self.g.masks.get(key, mask))
     }
 
-    /// Fills `mask` for a non-terminated matcher without looking in the whole-mask cache
-    /// first (after [`Matcher::fill_from_cache`] missed), and caches the result.
+    /// Fills `mask` without looking in the whole-mask cache first (after
+    /// [`Matcher::fill_from_cache`] missed), and caches the result (a terminated matcher's
+    /// mask, EOS at most, is written without a fill).
     pub fn fill_uncached(&mut self, mask: &mut [u32]) -> Result<()> {
         let words = self.check_width(mask)?;
         mask[words..].fill(0);

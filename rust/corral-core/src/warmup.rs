@@ -7,8 +7,9 @@
 //! name, all in one fill. Compiling does none of it (compile time stays what it was); the
 //! thread does it while the engine prefills and decodes the first tokens, which in a server
 //! takes milliseconds. Results are the same either way: the tables are memoized per automaton
-//! and entries are cached by key, so only who pays changes, and a fill that needs a table the
-//! thread is computing waits for it rather than computing it twice.
+//! and entries are cached by key, so only who pays changes; a fill that needs a canonical table
+//! the thread has not computed yet keys its entries by the states themselves (correct, shared
+//! by nothing) rather than waiting or computing it twice.
 //!
 //! The terminals nearest the grammar's start ([`submit_first`]) go first, ahead of everything
 //! queued: the fill right after a compile's first token (a root object's key position, after
@@ -36,6 +37,11 @@ use std::time::{Duration, Instant};
 
 /// Most time one grammar's warm-up may take; the rest is left to the fills.
 pub const MAX_WARMUP: Duration = Duration::from_millis(200);
+
+/// Most time the warm-up of one grammar's nearest terminals may take ([`submit_first`]): it
+/// runs ahead of everything queued without yielding, so compiles arriving back to back must
+/// not keep the rest of the queue waiting long.
+const MAX_FIRST_WARMUP: Duration = Duration::from_millis(20);
 
 /// Automata with more states are skipped: their opening walks are no more likely to be
 /// needed than any other (their canonical states are computed ahead of the warm-up).
@@ -126,7 +132,7 @@ pub fn submit_first(dfas: Vec<(Arc<Dfa>, u32)>, vocab: Arc<Vocabulary>) {
         return;
     }
     w.pending.fetch_add(2, Ordering::AcqRel);
-    w.urgent.lock().unwrap_or_else(|p| p.into_inner()).push_front(Box::new(move || warm_terminals(&dfas, &vocab, MAX_WARMUP, false)));
+    w.urgent.lock().unwrap_or_else(|p| p.into_inner()).push_front(Box::new(move || warm_terminals(&dfas, &vocab, MAX_FIRST_WARMUP, false)));
     // A no-op on the channel wakes the thread to run it.
     if w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(|| {})).is_err() {
         drain(&w.urgent, &w.pending);

@@ -7,6 +7,10 @@
 //! compile and unmapped it after: a quarter of a small schema's compile on cold caches (the
 //! benchmark's `gc.collect()` between requests). Here each thread maps its segment once, with
 //! a guard page below it; pages touched stay resident (only as deep as compiles went).
+//!
+//! Unlike `stacker::grow`, the switch does not update stacker's record of the thread's stack
+//! limit: code run on this stack must not rely on `stacker::maybe_grow` or
+//! `stacker::remaining_stack` (the schema compiler uses neither).
 
 use std::cell::Cell;
 
@@ -104,6 +108,12 @@ mod reusable {
             .flatten()
     }
 
+    /// The address range of this thread's segment, if mapped (for tests).
+    #[cfg(test)]
+    pub fn range() -> Option<(usize, usize)> {
+        SEGMENT.try_with(|s| s.as_ref().map(|s| (s.map as usize, s.map as usize + s.len))).ok().flatten()
+    }
+
     /// Marks the stack free again.
     pub fn give_back() {
         let _ = SEGMENT.try_with(|s| {
@@ -140,6 +150,15 @@ mod tests {
                 assert_eq!(on_big_stack(|| depth(n)), n);
                 assert_eq!(on_big_stack(|| depth(n)), n);
                 assert_eq!(on_big_stack(|| on_big_stack(|| depth(1000)) + 1), 1001);
+                #[cfg(unix)]
+                {
+                    let (lo, hi) = reusable::range().expect("mapped by the calls above");
+                    let inside = |sp: usize| lo < sp && sp < hi;
+                    let (a, b) = (on_big_stack(|| psm::stack_pointer() as usize), on_big_stack(|| psm::stack_pointer() as usize));
+                    assert!(inside(a) && inside(b), "both calls on this thread's segment");
+                    let nested = on_big_stack(|| on_big_stack(|| psm::stack_pointer() as usize));
+                    assert!(!inside(nested), "a nested call gets a segment of its own");
+                }
                 let r = std::panic::catch_unwind(|| on_big_stack(|| -> u32 { panic!("inside") }));
                 assert!(r.is_err());
                 assert_eq!(on_big_stack(|| depth(10)), 10, "usable again after a panic");
