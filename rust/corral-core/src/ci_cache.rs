@@ -329,8 +329,10 @@ fn walk_lockstep<E: SetEdits + ?Sized>(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa
     // Only the first bytes after which the two differ (one dead, or not alike) can hold a
     // difference: their subtrees are walked, the rest of the trie is the same as a whole
     // (without stepping over each first-level node: a cache miss each on cold caches).
+    let mut live = *dfa.live_bytes(s);
+    live.union_with(dfa.live_bytes(g));
     let mut differ = ByteSet::default();
-    for b in dfa.live_bytes(s).iter().chain(dfa.live_bytes(g).iter()) {
+    for b in live.iter() {
         let (ns, ng) = (dfa.next(s, b), dfa.next(g, b));
         if ns == DEAD || ng == DEAD || dfa.canonical_state(ns, k) != dfa.canonical_state(ng, k) {
             differ.insert(b);
@@ -431,6 +433,7 @@ impl SetEdits for [u32] {
 /// and a scan of it for the differences were a third of a key state's derivation). A walk
 /// sets tokens only where this state lives and clears them only where it does not, so no
 /// token is both added and removed.
+///
 /// Past [`MAX_NEAR`] changes (a whole subtree cleared) it switches to a bitmask of its own, so
 /// the lists stay bounded.
 struct BaseEdits<'a> {

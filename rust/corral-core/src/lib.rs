@@ -44,5 +44,5 @@ pub mod warmup;
 pub use error::{Error, Location, Result};
 pub use grammar::Grammar;
 pub use limits::Limits;
-pub use matcher::{CompiledGrammar, Matcher};
+pub use matcher::{CacheMiss, CompiledGrammar, Matcher};
 pub use vocab::Vocabulary;

@@ -19,6 +19,13 @@ const EAGER_CANONICAL_STATES: usize = 256;
 /// ahead of everything else after compiling: enough for a root object's keys.
 const FIRST_WARMED: usize = 48;
 
+/// A whole-mask cache miss ([`Matcher::fill_from_cache`]): the position's key, for
+/// [`Matcher::fill_missed`].
+#[derive(Debug, Clone, Copy)]
+pub struct CacheMiss {
+    key: u128,
+}
+
 /// A grammar paired with a vocabulary: immutable, `Send + Sync`, shared by many matchers.
 #[derive(Debug)]
 pub struct CompiledGrammar {
@@ -262,18 +269,23 @@ impl Matcher {
     /// (token `i` allowed iff bit `i % 32` of word `i / 32` is set). `mask` needs at least
     /// `vocab.mask_words()` words; extra words are cleared.
     pub fn fill_next_token_bitmask(&mut self, mask: &mut [u32]) -> Result<()> {
-        if !self.fill_from_cache(mask)? {
-            self.fill_uncached(mask)?;
+        if let Some(miss) = self.fill_from_cache(mask)? {
+            self.fill_missed(mask, miss);
         }
         Ok(())
     }
 
     /// [`Matcher::fill_next_token_bitmask`] when it needs no fill: the current position's mask
-    /// is in the whole-mask cache (or the matcher has terminated). Returns false, with `mask`
-    /// unspecified, otherwise; [`Matcher::fill_uncached`] then fills it. A caller that
-    /// releases a lock around fills (the Python binding, the GIL) can skip that for hits.
-    pub fn fill_from_cache(&mut self, mask: &mut [u32]) -> Result<bool> {
-        let words = self.check_width(mask)?;
+    /// is in the whole-mask cache (or the matcher has terminated). Returns `None` when `mask`
+    /// is written; on a miss, what [`Matcher::fill_missed`] needs to fill it (`mask` is then
+    /// unspecified). A caller that releases a lock around fills (the Python binding, the GIL)
+    /// can skip that for hits.
+    pub fn fill_from_cache(&mut self, mask: &mut [u32]) -> Result<Option<CacheMiss>> {
+        let vocab = &self.g.vocab;
+        let words = vocab.mask_words();
+        if mask.len() < words {
+            return Err(Error::Usage(format!("bitmask row has {} words but the vocabulary of size {} needs {words}", mask.len(), vocab.size())));
+        }
         mask[words..].fill(0);
         let s = self.top();
         if s.terminated {
@@ -283,25 +295,19 @@ impl Matcher {
                     mask[e as usize / 32] |= 1 << (e % 32);
                 }
             }
-            return Ok(true);
+            return Ok(None);
         }
         let key = self.state_key(s);
-        Ok(self.g.masks.get(key, mask))
+        Ok((!self.g.masks.get(key, mask)).then_some(CacheMiss { key }))
     }
 
-    /// Fills `mask` without looking in the whole-mask cache first (after
-    /// [`Matcher::fill_from_cache`] missed), and caches the result (a terminated matcher's
-    /// mask, EOS at most, is written without a fill).
-    pub fn fill_uncached(&mut self, mask: &mut [u32]) -> Result<()> {
-        let words = self.check_width(mask)?;
-        mask[words..].fill(0);
+    /// Fills `mask` (checked and cleared past the vocabulary by the [`Matcher::fill_from_cache`]
+    /// call that returned `miss`, with the matcher unchanged since) and caches the result.
+    pub fn fill_missed(&mut self, mask: &mut [u32], miss: CacheMiss) {
         let s = self.top();
-        if s.terminated {
-            self.fill_from_cache(mask)?;
-            return Ok(());
-        }
+        let words = self.g.vocab.mask_words();
         let vocab = self.g.vocab.clone();
-        let key = self.state_key(s);
+        let key = miss.key;
         let cfg = self.g.grammar.cfg().clone();
         let cur = &self.lex[s.lex_start as usize..s.lex_end as usize];
         self.filler.fill(&cfg, vocab.cache(), vocab.trie(), words, &mut self.parser, cur, mask);
@@ -322,21 +328,6 @@ impl Matcher {
         };
         debug_assert!(kept.to_bits(words)[..] == mask[..words], "the kept mask is not the fill's mask");
         self.g.masks.insert(key, kept);
-        Ok(())
-    }
-
-    /// The vocabulary's mask width, or a usage error when `mask` is narrower.
-    fn check_width(&self, mask: &[u32]) -> Result<usize> {
-        let vocab = &self.g.vocab;
-        if mask.len() < vocab.mask_words() {
-            return Err(Error::Usage(format!(
-                "bitmask row has {} words but the vocabulary of size {} needs {}",
-                mask.len(),
-                vocab.size(),
-                vocab.mask_words()
-            )));
-        }
-        Ok(vocab.mask_words())
     }
 
     /// Structural key of the current position for the whole-mask cache.

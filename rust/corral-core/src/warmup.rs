@@ -17,9 +17,9 @@
 //! automaton's canonical states they were ready only milliseconds later.
 //!
 //! Then the same thread computes the canonical states of every automaton
-//! ([`canonical_in_background`]) ahead of the rest of the warm-up: a length-bounded string's thousands
-//! of states take milliseconds, a key automaton's decision that it needs no table tens of
-//! microseconds, and until they exist fills key their caches by the states themselves
+//! ([`canonical_in_background`]) ahead of the rest of the warm-up: a length-bounded string's
+//! thousands of states take milliseconds, a key automaton's decision that it needs no table
+//! tens of microseconds, and until they exist fills key their caches by the states themselves
 //! (correct, but shared by nothing) instead of waiting.
 //!
 //! `CORRAL_BACKGROUND_WARMUP=0` in the environment turns it off (read once per process);
@@ -131,9 +131,15 @@ pub fn submit_first(dfas: Vec<(Arc<Dfa>, u32)>, vocab: Arc<Vocabulary>) {
     if dfas.is_empty() {
         return;
     }
-    w.pending.fetch_add(2, Ordering::AcqRel);
-    w.urgent.lock().unwrap_or_else(|p| p.into_inner()).push_front(Box::new(move || warm_terminals(&dfas, &vocab, MAX_FIRST_WARMUP, false)));
-    // A no-op on the channel wakes the thread to run it.
+    let job: Job = Box::new(move || warm_terminals(&dfas, &vocab, MAX_FIRST_WARMUP, false));
+    queue_urgent(w, |q| q.push_front(job), 1);
+}
+
+/// Adds `queued` jobs to the urgent queue through `push` (under its lock) and wakes the thread
+/// with a no-op on the channel; without a thread (it could not start) runs them here.
+fn queue_urgent(w: &Worker, push: impl FnOnce(&mut VecDeque<Job>), queued: usize) {
+    w.pending.fetch_add(queued + 1, Ordering::AcqRel);
+    push(&mut w.urgent.lock().unwrap_or_else(|p| p.into_inner()));
     if w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(|| {})).is_err() {
         drain(&w.urgent, &w.pending);
         w.pending.fetch_sub(1, Ordering::AcqRel);
@@ -146,24 +152,10 @@ pub fn submit_first(dfas: Vec<(Arc<Dfa>, u32)>, vocab: Arc<Vocabulary>) {
 /// exists or is being computed already are dropped.
 pub fn canonical_in_background(dfas: Vec<Arc<Dfa>>, k: usize) -> Vec<Arc<Dfa>> {
     let Some(w) = worker() else { return dfas };
-    let mut queued = 0;
-    {
-        let mut q = w.urgent.lock().unwrap_or_else(|p| p.into_inner());
-        for d in dfas {
-            if d.defer_canonical() {
-                q.push_back(Box::new(move || d.compute_canonical(k)));
-                queued += 1;
-            }
-        }
-    }
-    if queued > 0 {
-        // The jobs, and a no-op on the channel that wakes the thread to run them.
-        w.pending.fetch_add(queued + 1, Ordering::AcqRel);
-        if w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(|| {})).is_err() {
-            // No thread (it could not start): run them here.
-            drain(&w.urgent, &w.pending);
-            w.pending.fetch_sub(1, Ordering::AcqRel);
-        }
+    let jobs: Vec<Job> = dfas.into_iter().filter(|d| d.defer_canonical()).map(|d| -> Job { Box::new(move || d.compute_canonical(k)) }).collect();
+    if !jobs.is_empty() {
+        let n = jobs.len();
+        queue_urgent(w, |q| q.extend(jobs), n);
     }
     Vec::new()
 }

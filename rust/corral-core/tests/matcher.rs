@@ -387,5 +387,15 @@ fn prepared_grammar_starts_from_the_cached_start_mask() {
     let mut m = Matcher::new(prepared.clone());
     assert_eq!(mask_tokens(&mut m), mask_tokens(&mut Matcher::new(lazy)));
     assert_eq!(prepared.mask_cache_stats(), (1, 1), "the first fill of a matcher is a hit");
+    let mut row = vec![0u32; v.mask_words()];
+    assert!(m.fill_from_cache(&mut row).unwrap().is_none(), "the start is cached");
+    assert!(m.accept_bytes(b"["));
+    let miss = m.fill_from_cache(&mut row).unwrap().expect("a position not filled yet");
+    m.fill_missed(&mut row, miss);
+    let mut again = vec![u32::MAX; v.mask_words()];
+    assert!(m.fill_from_cache(&mut again).unwrap().is_none(), "the missed fill was cached");
+    assert_eq!(row, again);
+    assert!(m.fill_from_cache(&mut row[..v.mask_words() - 1]).is_err(), "a narrow row is a usage error");
+    m.reset();
     walk_checking_masks(&mut m, r#"{"a": [1, "x"]}"#);
 }

@@ -352,10 +352,10 @@ impl PyMatcher {
             let row = buf.row_mut(py, index)?;
             let m = &mut self.inner;
             // A whole-mask cache hit (most steps) costs less than releasing the GIL.
-            if m.fill_from_cache(row).map_err(|e| to_py(py, e))? {
-                return Ok(());
+            if let Some(miss) = m.fill_from_cache(row).map_err(|e| to_py(py, e))? {
+                py.detach(|| m.fill_missed(row, miss));
             }
-            py.detach(|| m.fill_uncached(row)).map_err(|e| to_py(py, e))
+            Ok(())
         })
     }
     /// Accepts token `id`; returns False (state unchanged) if it is not allowed.

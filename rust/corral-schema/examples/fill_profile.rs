@@ -3,7 +3,8 @@
 //! Prints fill percentiles and the slowest fills. For profiling cold fills with `perf`:
 //! `cargo run --release -p corral-schema --example fill_profile -- walks.jsonl`.
 //! `FP_COMPILE_ONLY=1` compiles without walking (prints each schema's compile time);
-//! `FP_WAIT_IDLE=1` waits for the background warm-up before each compile.
+//! `FP_WAIT_IDLE=1` waits for the background warm-up before each compile; `FP_THRASH=MB` writes
+//! that many megabytes before each compile (cold CPU caches, as the benchmark's `gc.collect()`).
 use corral_core::{testutil::load_tiktoken, CompiledGrammar, Matcher};
 use corral_schema::{compile_schema, Options};
 use std::sync::Arc;
