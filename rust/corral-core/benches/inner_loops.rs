@@ -45,8 +45,8 @@ fn benches(c: &mut Criterion) {
     }
     // Cold: the lexer-only trie walk that builds a cache entry (inside a JSON string).
     let cfg = g.cfg();
-    let t = cfg.terminals.iter().position(|t| t.dfa.matches(b"\"a\"")).expect("the JSON string terminal");
-    let dfa = &cfg.terminals[t].dfa;
+    let t = cfg.terminals.iter().position(|t| t.dfa().matches(b"\"a\"")).expect("the JSON string terminal");
+    let dfa = cfg.terminals[t].dfa();
     let s = dfa.next(dfa.start(), b'"');
     if s != corral_core::dfa::DEAD {
         c.bench_function("trie_walk/cold_entry", |b| b.iter(|| black_box(CiEntry::build(v.trie(), &[Lexer { dfa, state: s, gid: 0 }], v.mask_words()))));

@@ -9,8 +9,8 @@ fn main() {
     println!("trie nodes: {}", v.trie().nodes.len());
     let g = Grammar::from_ebnf(include_str!("../../../grammars/json.ebnf"), "root", &Limits::default()).unwrap();
     let cfg = g.cfg();
-    let t = cfg.terminals.iter().position(|t| t.dfa.matches(b"\"a\"")).unwrap();
-    let dfa = &cfg.terminals[t].dfa;
+    let t = cfg.terminals.iter().position(|t| t.dfa().matches(b"\"a\"")).unwrap();
+    let dfa = cfg.terminals[t].dfa();
     let s = dfa.next(dfa.start(), b'"');
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(5);
     let mut best = std::time::Duration::MAX;

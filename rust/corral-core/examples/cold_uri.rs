@@ -16,7 +16,7 @@ fn main() {
         let g = Grammar::from_ebnf(src, "root", &Limits::default()).unwrap();
         let cfg = g.cfg();
         let t = &cfg.terminals[0];
-        let dfa = &t.dfa;
+        let dfa = t.dfa();
         let s = dfa.next(dfa.start(), b'"');
         let mut best = std::time::Duration::MAX;
         let mut n_allowed = 0;

@@ -16,6 +16,28 @@ pub struct ByteAutomaton {
     accept: Vec<bool>,
     start: u32,
     fingerprint: u64,
+    /// Set by [`ByteAutomaton::single_char`].
+    single_char: bool,
+    /// What joins and unions with other pieces need to know without building them (computed
+    /// on first use).
+    summary: std::sync::OnceLock<Summary>,
+}
+
+/// Facts about a [`ByteAutomaton`], computed once, for deciding without
+/// building it whether a terminal made of such pieces is deterministic and how large it is
+/// (see [`crate::det_concat::deferrable`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Bytes leaving the start state.
+    pub start_out: crate::byteset::ByteSet,
+    /// Bytes leaving any accepting state.
+    pub accept_out: crate::byteset::ByteSet,
+    /// Whether some non-empty string is in the language.
+    pub has_nonempty: bool,
+    /// Set by the front end ([`ByteAutomaton::single_char`]): the automaton reads the
+    /// encoded forms of exactly one code point, and strings reaching the same state differ
+    /// at most in the case of hex digits.
+    pub single_char: bool,
 }
 
 impl PartialEq for ByteAutomaton {
@@ -24,7 +46,8 @@ impl PartialEq for ByteAutomaton {
             || (self.fingerprint == other.fingerprint
                 && self.start == other.start
                 && self.accept == other.accept
-                && self.trans == other.trans)
+                && self.trans == other.trans
+                && self.single_char == other.single_char)
     }
 }
 
@@ -52,7 +75,23 @@ impl ByteAutomaton {
                 mix(((lo as u64) << 40) | ((hi as u64) << 32) | t as u64);
             }
         }
-        ByteAutomaton { trans, accept, start, fingerprint: h }
+        ByteAutomaton { trans, accept, start, fingerprint: h, single_char: false, summary: std::sync::OnceLock::new() }
+    }
+
+    /// Marks the automaton as the encoded forms of one code point (its raw UTF-8 bytes and,
+    /// in JSON, its escapes), every state reached by strings that differ at most in the case
+    /// of hex digits: the promise that bounds unions of such pieces (see
+    /// [`crate::det_concat::deferrable`]). Only front ends that build exactly that call it.
+    pub fn single_char(mut self) -> ByteAutomaton {
+        self.single_char = true;
+        self.summary = std::sync::OnceLock::new();
+        self.fingerprint = self.fingerprint.rotate_left(1) ^ 1;
+        self
+    }
+
+    /// Facts about the automaton ([`Summary`]), computed on first use.
+    pub fn summary(&self) -> &Summary {
+        self.summary.get_or_init(|| Summary { single_char: self.single_char, ..summarize(&self.trans, &self.accept, self.start) })
     }
 
     /// State `s`'s sorted, disjoint, inclusive `(lo, hi, target)` byte ranges.
@@ -109,4 +148,40 @@ impl ByteAutomaton {
     pub fn size(&self) -> usize {
         self.len() + self.trans.iter().map(Vec::len).sum::<usize>()
     }
+}
+
+/// The [`Summary`] of an automaton (`single_char` unset): out-bytes of the start and of the
+/// accepting states, and whether an accepting state is reachable over at least one byte.
+fn summarize(trans: &[Vec<(u8, u8, u32)>], accept: &[bool], start: u32) -> Summary {
+    let mut sum = Summary::default();
+    if start as usize >= trans.len() {
+        return sum;
+    }
+    for (s, edges) in trans.iter().enumerate() {
+        for &(lo, hi, _) in edges {
+            if s == start as usize {
+                sum.start_out.insert_range(lo, hi);
+            }
+            if accept[s] {
+                sum.accept_out.insert_range(lo, hi);
+            }
+        }
+    }
+    let n = trans.len();
+    // Reachable over at least one byte: from the start's successors.
+    let mut seen = vec![false; n];
+    let mut stack: Vec<u32> = trans[start as usize].iter().map(|e| e.2).collect();
+    while let Some(s) = stack.pop() {
+        let s = s as usize;
+        if s >= n || seen[s] {
+            continue;
+        }
+        seen[s] = true;
+        if accept[s] {
+            sum.has_nonempty = true;
+            break;
+        }
+        stack.extend(trans[s].iter().map(|e| e.2));
+    }
+    sum
 }

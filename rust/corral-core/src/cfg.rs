@@ -60,12 +60,22 @@ pub struct Production {
 /// A terminal: its automaton and a label for diagnostics.
 #[derive(Debug, Clone)]
 pub struct Terminal {
-    /// Automaton of the terminal's language (never containing the empty string).
-    pub dfa: std::sync::Arc<Dfa>,
+    /// Automaton of the terminal's language (never containing the empty string), maybe not
+    /// built yet ([`Terminal::dfa`] builds it).
+    pub automaton: std::sync::Arc<crate::term_dfa::TermDfa>,
     /// Where it came from (rule name), for messages.
     pub label: String,
     /// Process-wide id of the terminal's language (see [`crate::intern`]).
     pub gid: u32,
+}
+
+impl Terminal {
+    /// The terminal's automaton, built now if its construction was deferred
+    /// ([`crate::term_dfa`]).
+    #[inline]
+    pub fn dfa(&self) -> &std::sync::Arc<Dfa> {
+        self.automaton.get()
+    }
 }
 
 /// What a dotted position ("item core") looks at.
@@ -308,9 +318,10 @@ impl Cfg {
         out
     }
 
-    /// Heap bytes used by the grammar tables and automata.
+    /// Heap bytes used by the grammar tables and the automata built so far (a deferred one,
+    /// [`crate::term_dfa`], counts once built).
     pub fn memory_bytes(&self) -> usize {
-        self.terminals.iter().map(|t| t.dfa.memory_bytes()).sum::<usize>()
+        self.terminals.iter().filter_map(|t| t.automaton.if_built()).map(|d| d.memory_bytes()).sum::<usize>()
             + self.dots.len() * 8
             + self.productions.iter().map(|p| p.rhs.len() * 4 + 32).sum::<usize>()
     }

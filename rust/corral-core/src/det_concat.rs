@@ -59,6 +59,115 @@ pub(crate) fn deterministic_rows(rx: &Rx, max_states: usize) -> Option<Rows> {
     Some(reachable(out))
 }
 
+/// What lowering needs of a terminal whose automaton is built later ([`deferrable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deferred {
+    /// Whether the expression matches the empty string.
+    pub nullable: bool,
+    /// Whether it matches no non-empty string (the automaton's language is empty).
+    pub empty: bool,
+    /// Most states the automaton can have (its dead state included).
+    pub max_states: usize,
+}
+
+/// One concatenation of literals and embedded automata, summarized without building it.
+struct Chain {
+    /// States `deterministic_rows` gives it at most (before trimming), dead state excluded.
+    size: usize,
+    nullable: bool,
+    /// Whether some string (maybe empty) is in the language.
+    has_any: bool,
+    /// Whether some non-empty string is in the language.
+    has_nonempty: bool,
+    /// Every part a `"` or the encoded forms of one code point: a JSON string literal.
+    json_literal: bool,
+}
+
+/// Summarizes `x` as a chain when it is a concatenation of literals and embedded automata
+/// whose every join is deterministic; `None` otherwise. The joins are checked on byte
+/// summaries ([`crate::byte_automaton::Summary`]): the bytes leaving the accepting states
+/// built so far must miss the bytes leaving the next part's start, exactly the condition
+/// under which [`join`] merges the start's row into those states without a conflict.
+fn chain(x: &Rx) -> Option<Chain> {
+    use crate::byteset::ByteSet;
+    let parts: &[Rx] = match x {
+        Rx::Concat(xs) => xs,
+        other => std::slice::from_ref(other),
+    };
+    let mut c = Chain { size: 1, nullable: true, has_any: true, has_nonempty: false, json_literal: true };
+    // Bytes leaving the accepting states so far (the initial state accepts, with no edges).
+    let mut accept_out = ByteSet::default();
+    for part in parts {
+        match part {
+            Rx::Literal(b) if b.is_empty() => c.size += 1, // `join` adds its one state
+            Rx::Literal(b) => {
+                if accept_out.contains(b[0]) {
+                    return None;
+                }
+                accept_out = ByteSet::default(); // the literal's end has no edges
+                c.size += b.len() + 1;
+                c.nullable = false;
+                c.has_nonempty = true;
+                c.json_literal &= b.as_slice() == b"\"";
+            }
+            Rx::Automaton(a) if !a.is_empty() => {
+                let s = a.summary();
+                if accept_out.intersects(&s.start_out) {
+                    return None;
+                }
+                let mut out = s.accept_out;
+                if a.nullable() {
+                    // The states accepting so far stay accepting, with the start's edges added.
+                    out.union_with(&accept_out);
+                    out.union_with(&s.start_out);
+                }
+                accept_out = out;
+                c.size += a.len();
+                c.has_nonempty |= s.has_nonempty;
+                c.has_any &= a.nullable() || s.has_nonempty;
+                c.nullable &= a.nullable();
+                c.json_literal &= s.single_char;
+            }
+            _ => return None,
+        }
+    }
+    c.has_nonempty &= c.has_any;
+    Some(c)
+}
+
+/// Whether the automaton of `rx` can be built later with no chance of failing, and what
+/// lowering needs of it now; `None` when it must be built at once. Deferred are
+/// deterministic concatenations of literals and embedded automata (a JSON key, a string
+/// with a pattern: [`chain`]), which `deterministic_rows` builds with exactly the parts'
+/// states, and unions of JSON string literals (a string enum). A union's states are sets of
+/// one state per alternative; for literals spelled in the same encoding (every part a `"`
+/// or one code point's encoded forms, [`crate::byte_automaton::ByteAutomaton::single_char`])
+/// the strings reaching one alternative's state all decode to the same prefix (up to the
+/// case of an escape's hex digits), so every other alternative is in one state after any of
+/// them: a set is determined by its first member, and there are at most as many sets as
+/// states of all the alternatives. Both bounds must be within `max_states`.
+pub fn deferrable(rx: &Rx, max_states: usize) -> Option<Deferred> {
+    match rx {
+        Rx::Alt(xs) => {
+            let mut d = Deferred { nullable: false, empty: true, max_states: 2 };
+            for x in xs {
+                let c = chain(x)?;
+                if !c.json_literal || c.nullable {
+                    return None;
+                }
+                d.max_states = d.max_states.saturating_add(c.size);
+                d.empty &= !c.has_nonempty;
+            }
+            (d.max_states <= max_states).then_some(d)
+        }
+        x => {
+            let c = chain(x)?;
+            let d = Deferred { nullable: c.nullable, empty: !c.has_nonempty, max_states: c.size + 1 };
+            (d.max_states <= max_states).then_some(d)
+        }
+    }
+}
+
 /// The union of deterministic automata (each with a start state no edge enters): its states
 /// are sets of `(alternative, state)`, at most one per alternative, numbered in the order
 /// they are met; `None` past `max_states`.
@@ -383,5 +492,139 @@ mod tests {
         let r = deterministic_rows(&rx, 100).unwrap();
         assert_eq!(r.rows.len(), 4, "a a a: four states");
         assert!(run(&r, b"aaa") && !run(&r, b"aa") && !run(&r, b"aaaa"));
+    }
+}
+
+#[cfg(test)]
+mod deferral_tests {
+    use super::*;
+    use crate::byte_automaton::ByteAutomaton;
+    use crate::dfa::Dfa;
+    use crate::limits::Limits;
+    use std::sync::Arc;
+
+    /// The JSON-encoded forms of code point `c` (raw UTF-8, `\"`/`\\` for those two, `\u`
+    /// with four hex digits in either case), as the schema compiler's encoder builds them.
+    fn json_char(c: char) -> Rx {
+        let mut trans: Vec<Vec<(u8, u8, u32)>> = vec![Vec::new(), Vec::new()]; // 0 start, 1 end
+        let add = |trans: &mut Vec<Vec<(u8, u8, u32)>>| {
+            trans.push(Vec::new());
+            (trans.len() - 1) as u32
+        };
+        let mut raw = [0u8; 4];
+        // (A quote or backslash only escaped.)
+        let raw = if c == '"' || c == '\\' { Vec::new() } else { c.encode_utf8(&mut raw).as_bytes().to_vec() };
+        let mut s = 0u32;
+        for (i, &b) in raw.iter().enumerate() {
+            let t = if i + 1 == raw.len() { 1 } else { add(&mut trans) };
+            trans[s as usize].push((b, b, t));
+            s = t;
+        }
+        let esc = add(&mut trans);
+        trans[0].push((b'\\', b'\\', esc));
+        if c == '"' || c == '\\' {
+            trans[esc as usize].push((c as u8, c as u8, 1));
+        }
+        let mut h = add(&mut trans);
+        trans[esc as usize].push((b'u', b'u', h));
+        let hex = format!("{:04x}", c as u32);
+        for (i, d) in hex.bytes().enumerate() {
+            let t = if i == 3 { 1 } else { add(&mut trans) };
+            trans[h as usize].push((d, d, t));
+            if d.is_ascii_alphabetic() {
+                trans[h as usize].push((d.to_ascii_uppercase(), d.to_ascii_uppercase(), t));
+            }
+            h = t;
+        }
+        for row in &mut trans {
+            row.sort_unstable();
+        }
+        let accept = (0..trans.len()).map(|s| s == 1).collect();
+        Rx::Automaton(Arc::new(ByteAutomaton::new(trans, accept, 0).single_char()))
+    }
+
+    fn json_literal(s: &str) -> Rx {
+        let mut parts = vec![Rx::Literal(b"\"".to_vec())];
+        parts.extend(s.chars().map(json_char));
+        parts.push(Rx::Literal(b"\"".to_vec()));
+        Rx::Concat(parts)
+    }
+
+    /// Checks what `deferrable` promised against the automaton built now.
+    fn check(rx: &Rx, d: Deferred) {
+        let dfa = Dfa::from_rx(rx, &Limits::default()).unwrap();
+        assert!(deterministic_rows(rx, d.max_states - 1).is_some(), "direct construction within the bound: {rx:?}");
+        assert!(dfa.num_states() <= d.max_states, "{} states > bound {}: {rx:?}", dfa.num_states(), d.max_states);
+        assert_eq!(dfa.nullable(), d.nullable, "{rx:?}");
+        assert_eq!(dfa.is_empty_language(), d.empty, "{rx:?}");
+    }
+
+    #[test]
+    fn unions_of_json_literals_stay_within_the_bound() {
+        let mut rnd = crate::testutil::xorshift(0x5eed_1234_abcd_ef01);
+        let chars = ['a', 'b', 'é', '"', '\\', 'k', '\u{4E2D}'];
+        let mut tight = 0;
+        for _ in 0..400 {
+            // Few characters and short strings: many shared prefixes, escapes included.
+            let mut words: Vec<String> = Vec::new();
+            let few = rnd(2) == 0; // two letters only: long shared prefixes
+            for _ in 0..1 + rnd(8) {
+                let len = rnd(6);
+                words.push((0..len).map(|_| chars[rnd(if few { 2 } else { 7 }) as usize]).collect());
+            }
+            let rx = Rx::Alt(words.iter().map(|w| json_literal(w)).collect());
+            let d = deferrable(&rx, 20_000).unwrap_or_else(|| panic!("an enum of JSON literals is deferrable: {words:?}"));
+            check(&rx, d);
+            let built = Dfa::from_rx(&rx, &Limits::default()).unwrap().num_states();
+            tight += (built * 2 > d.max_states) as usize;
+        }
+        assert!(tight > 100, "the bound is not vacuous ({tight} of 400 within a factor of two)");
+        // Not every union qualifies: a piece without the single-character promise.
+        let plain = Rx::Automaton(Arc::new(ByteAutomaton::new(vec![vec![(b'a', b'a', 1)], vec![]], vec![false, true], 0)));
+        let rx = Rx::Alt(vec![json_literal("ab"), Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), plain, Rx::Literal(b"\"".to_vec())])]);
+        assert!(deferrable(&rx, 20_000).is_none());
+        // Nor one past the limit.
+        assert!(deferrable(&Rx::Alt(vec![json_literal("abcdef"), json_literal("abc")]), 20).is_none());
+    }
+
+    #[test]
+    fn deferrable_chains_build_as_summarized() {
+        let mut rnd = crate::testutil::xorshift(0x0dd_ba11_cafe_f00d);
+        let alphabet = b"ab\"";
+        let (mut some, mut none) = (0, 0);
+        for _ in 0..3000 {
+            let parts: Vec<Rx> = (0..1 + rnd(4))
+                .map(|_| match rnd(3) {
+                    0 => Rx::Literal((0..rnd(3)).map(|_| alphabet[rnd(3) as usize]).collect()),
+                    _ => {
+                        // A random small deterministic automaton: cycles, nullable starts,
+                        // dead ends and edges out of accepting states all occur.
+                        let n = 1 + rnd(4) as usize;
+                        let mut trans: Vec<Vec<(u8, u8, u32)>> = Vec::new();
+                        for _ in 0..n {
+                            let mut row = Vec::new();
+                            for &b in alphabet {
+                                if rnd(2) == 0 {
+                                    row.push((b, b, rnd(n as u64) as u32));
+                                }
+                            }
+                            row.sort_unstable();
+                            trans.push(row);
+                        }
+                        let accept = (0..n).map(|_| rnd(2) == 0).collect();
+                        Rx::Automaton(Arc::new(ByteAutomaton::new(trans, accept, 0)))
+                    }
+                })
+                .collect();
+            let rx = Rx::Concat(parts);
+            match deferrable(&rx, 20_000) {
+                Some(d) => {
+                    some += 1;
+                    check(&rx, d);
+                }
+                None => none += 1,
+            }
+        }
+        assert!(some > 500 && none > 500, "both outcomes exercised: {some} deferrable, {none} not");
     }
 }

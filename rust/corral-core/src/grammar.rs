@@ -47,10 +47,8 @@ impl Grammar {
         let mut terminals = Vec::new();
         if !dfa.is_empty_language() {
             prods.push(Production { lhs: 0, rhs: vec![Sym::t(0)] });
-            terminals.push(Terminal { dfa, label: "regex".into(), gid });
-        } else {
-            terminals.push(Terminal { dfa, label: "regex".into(), gid });
         }
+        terminals.push(Terminal { automaton: Arc::new(crate::term_dfa::TermDfa::built(dfa, gid)), label: "regex".into(), gid });
         prods.push(Production { lhs: 1, rhs: vec![Sym::n(0)] });
         let cfg = Cfg::new(vec!["root".into(), "<start>".into()], prods, terminals, 1, 1, limits)?;
         Ok(Grammar { cfg: Arc::new(cfg), source: format!("regex:{pattern}").into() })
@@ -83,6 +81,6 @@ impl Grammar {
 
     /// Total DFA states over all terminals.
     pub fn num_dfa_states(&self) -> usize {
-        self.cfg.terminals.iter().map(|t| t.dfa.num_states()).sum()
+        self.cfg.terminals.iter().map(|t| t.dfa().num_states()).sum()
     }
 }

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::id_table::{second_chance, IdTable, MAX_IDS};
 use crate::limits::{Limits, LIMIT_HINT};
 use crate::rx::Rx;
+use crate::term_dfa::TermDfa;
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -61,32 +62,79 @@ fn dfa_cache() -> &'static Mutex<DfaCache> {
     C.get_or_init(|| Mutex::new(DfaCache { by_id: FxHashMap::default(), states: 0 }))
 }
 
+/// The cached automaton of terminal `id`, marked used.
+fn cached(id: u32) -> Option<Arc<Dfa>> {
+    dfa_cache().lock().unwrap_or_else(|p| p.into_inner()).by_id.get_mut(&id).map(|(d, used)| {
+        *used = true;
+        d.clone()
+    })
+}
+
+/// Caches the automaton `d` of terminal `id`.
+fn insert(id: u32, d: &Arc<Dfa>) {
+    let mut c = dfa_cache().lock().unwrap_or_else(|p| p.into_inner());
+    c.make_room(d.num_states());
+    c.states += d.num_states();
+    if let Some((old, _)) = c.by_id.insert(id, (d.clone(), false)) {
+        c.states -= old.num_states(); // built twice at once by two threads
+    }
+}
+
+/// The terminal of `rx`: its automaton — cached, built now, or (when `defer` and
+/// [`crate::det_concat::deferrable`] allows) left to be built on first use
+/// ([`TermDfa`]) — and its process-wide id.
+pub fn terminal(rx: Rx, limits: &Limits, defer: bool) -> Result<(TermDfa, u32)> {
+    let id = terminal_id(&rx)?;
+    if let Some(d) = cached(id) {
+        check_size(&d, limits)?;
+        return Ok((TermDfa::built(d, id), id));
+    }
+    if defer {
+        if let Some(d) = crate::det_concat::deferrable(&rx, limits.max_dfa_states) {
+            return Ok((TermDfa::deferred(rx, id, d), id));
+        }
+    }
+    let (d, id) = terminal_dfa(&rx, limits)?;
+    Ok((TermDfa::built(d, id), id))
+}
+
+/// Builds the deferred automaton of terminal `gid` (expression `rx`), or takes it from the
+/// cache, and caches it. Does not fail: [`crate::det_concat::deferrable`] admitted `rx` only
+/// if its direct construction succeeds within the limit it was given, and the build here
+/// runs without limits. (Were it to fail anyway, it panics — an internal error at the
+/// Python boundary — rather than give a wrong mask.)
+pub(crate) fn build_deferred(rx: &Rx, gid: u32) -> Arc<Dfa> {
+    if let Some(d) = cached(gid) {
+        return d;
+    }
+    let unlimited = Limits { max_dfa_states: usize::MAX / 4, max_nfa_states: usize::MAX / 4, max_repeat: u32::MAX, ..Limits::default() };
+    let d = Arc::new(Dfa::from_rx(rx, &unlimited).unwrap_or_else(|e| panic!("a deferred terminal's automaton did not build: {e}")));
+    insert(gid, &d);
+    d
+}
+
+/// A cached automaton may have been built under larger limits.
+fn check_size(d: &Dfa, limits: &Limits) -> Result<()> {
+    if d.num_states() > limits.max_dfa_states {
+        return Err(Error::Limit { name: "max_dfa_states", limit: limits.max_dfa_states, what: "a terminal's DFA has too many states".into(), hint: LIMIT_HINT });
+    }
+    Ok(())
+}
+
 /// The automaton of `rx` and its process-wide id. Automata are cached by id, so a terminal
 /// shared by many grammars (JSON string contents, numbers, separators) is built once; the
 /// cache is bounded by total states (see `DfaCache::make_room`).
 pub fn terminal_dfa(rx: &Rx, limits: &Limits) -> Result<(Arc<Dfa>, u32)> {
     let id = terminal_id(rx)?;
-    let cached = dfa_cache().lock().unwrap_or_else(|p| p.into_inner()).by_id.get_mut(&id).map(|(d, used)| {
-        *used = true;
-        d.clone()
-    });
-    let dfa = match cached {
+    let dfa = match cached(id) {
         Some(d) => d,
         None => {
             let d = Arc::new(Dfa::from_rx(rx, limits)?);
-            let mut c = dfa_cache().lock().unwrap_or_else(|p| p.into_inner());
-            c.make_room(d.num_states());
-            c.states += d.num_states();
-            if let Some((old, _)) = c.by_id.insert(id, (d.clone(), false)) {
-                c.states -= old.num_states(); // built twice at once by two threads
-            }
+            insert(id, &d);
             d
         }
     };
-    // A cached automaton may have been built under larger limits.
-    if dfa.num_states() > limits.max_dfa_states {
-        return Err(Error::Limit { name: "max_dfa_states", limit: limits.max_dfa_states, what: "a terminal's DFA has too many states".into(), hint: LIMIT_HINT });
-    }
+    check_size(&dfa, limits)?;
     Ok((dfa, id))
 }
 

@@ -35,6 +35,7 @@ pub mod regex;
 pub mod rx;
 pub mod slice;
 pub mod step;
+pub mod term_dfa;
 pub mod token_set;
 pub mod toktrie;
 pub mod testutil;

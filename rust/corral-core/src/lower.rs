@@ -163,7 +163,7 @@ fn prune_unproductive(names: &[String], prods: Vec<Production>, terms: &[Termina
         p.extra_enabled = p.extra.is_some_and(|(f, x)| productive[f as usize] && productive[x as usize]);
     };
     let sym_ok = |s: &Sym, productive: &[bool], perm_ok: &[bool]| match (s.as_terminal(), s.as_perm()) {
-        (Some(t), _) => !terms[t as usize].dfa.is_empty_language(),
+        (Some(t), _) => !terms[t as usize].automaton.is_empty_language(),
         (None, Some(k)) => perm_ok[k as usize],
         (None, None) => productive[s.0 as usize],
     };
@@ -464,14 +464,14 @@ impl Lowerer<'_> {
         let t = match self.term_index.get(&rx) {
             Some(&t) => t,
             None => {
-                let (dfa, gid) = crate::intern::terminal_dfa(&rx, self.limits)?;
+                let (automaton, gid) = crate::intern::terminal(rx.clone(), self.limits, crate::term_dfa::defer_enabled())?;
                 let t = self.terminals.len() as u32;
-                self.terminals.push(Terminal { dfa, label: self.label.clone(), gid });
-                self.term_index.insert(rx.clone(), t);
+                self.terminals.push(Terminal { automaton: std::sync::Arc::new(automaton), label: self.label.clone(), gid });
+                self.term_index.insert(rx, t);
                 t
             }
         };
-        let dfa = &self.terminals[t as usize].dfa;
+        let dfa = &self.terminals[t as usize].automaton;
         if !dfa.nullable() {
             return Ok(vec![Sym::t(t)]);
         }

@@ -95,7 +95,7 @@ impl Filler {
         keyed.clear();
         keyed.extend(lex.iter().map(|l| {
             let t = &cfg.terminals[l.term as usize];
-            (Lexer { dfa: &t.dfa, state: l.state, gid: t.gid }.key(depth), *l)
+            (Lexer { dfa: t.dfa(), state: l.state, gid: t.gid }.key(depth), *l)
         }));
         // Lexemes with equal keys behave alike; the row only orders them deterministically.
         keyed.sort_unstable_by_key(|(k, l)| (*k, l.row, l.term, l.state));
@@ -115,7 +115,7 @@ impl Filler {
             .iter()
             .map(|l| {
                 let t = &cfg.terminals[l.term as usize];
-                Lexer { dfa: &t.dfa, state: l.state, gid: t.gid }
+                Lexer { dfa: t.dfa(), state: l.state, gid: t.gid }
             })
             .collect()
     }

@@ -53,7 +53,7 @@ impl CompiledGrammar {
         // small ones' are left to the fills that meet them.
         let depth = vocab.trie().max_depth();
         let (big, small): (Vec<Arc<crate::dfa::Dfa>>, Vec<Arc<crate::dfa::Dfa>>) =
-            cfg.terminals.iter().map(|t| &t.dfa).filter(|d| !d.has_canonical(depth)).cloned().partition(|d| d.num_states() >= EAGER_CANONICAL_STATES);
+            cfg.terminals.iter().filter_map(|t| t.automaton.if_built()).filter(|d| !d.has_canonical(depth)).cloned().partition(|d| d.num_states() >= EAGER_CANONICAL_STATES);
         let big = crate::warmup::canonical_in_background(big, depth);
         let _left_to_fills = crate::warmup::canonical_in_background(small, depth);
         match big.as_slice() {
@@ -66,9 +66,17 @@ impl CompiledGrammar {
         }
         // What the first fills would do per terminal, on the background thread ([`crate::warmup`]):
         // the terminals nearest the start first, ahead of the canonical states, then all.
-        let first: Vec<(Arc<crate::dfa::Dfa>, u32)> = cfg.terminals_by_distance().into_iter().take(FIRST_WARMED).map(|t| (cfg.terminals[t as usize].dfa.clone(), cfg.terminals[t as usize].gid)).collect();
+        // Automata whose construction lowering deferred ([`crate::term_dfa`]) are built by
+        // the background thread: the nearest terminals' with their warm-up, then the rest
+        // in order of distance from the start ([`crate::warmup::build_in_background`], queued
+        // at the front before the nearest terminals' warm-up is, so it runs right after
+        // it), ahead of the canonical states and the other terminals' warm-up; a fill that
+        // meets one first builds it itself.
+        let order = cfg.terminals_by_distance();
+        let first: Vec<(Arc<crate::term_dfa::TermDfa>, u32)> = order.iter().take(FIRST_WARMED).map(|&t| (cfg.terminals[t as usize].automaton.clone(), cfg.terminals[t as usize].gid)).collect();
+        crate::warmup::build_in_background(order.iter().map(|&t| cfg.terminals[t as usize].automaton.clone()).filter(|a| a.if_built().is_none()).collect());
         crate::warmup::submit_first(first, vocab.clone());
-        crate::warmup::submit(cfg.terminals.iter().map(|t| (t.dfa.clone(), t.gid)).collect(), vocab.clone());
+        crate::warmup::submit(cfg.terminals.iter().map(|t| (t.automaton.clone(), t.gid)).collect(), vocab.clone());
         CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks }
     }
 

@@ -34,7 +34,7 @@ pub struct StepScratch {
 #[inline]
 pub fn start_lexemes(cfg: &Cfg, parser: &Parser, row: u32, out: &mut Vec<Lexeme>) {
     for &t in parser.expected(row) {
-        out.push(Lexeme { row, term: t, state: cfg.terminals[t as usize].dfa.start() });
+        out.push(Lexeme { row, term: t, state: cfg.terminals[t as usize].dfa().start() });
     }
 }
 
@@ -47,7 +47,7 @@ pub fn step(cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: std::op
     scratch.completed.clear();
     for i in from {
         let lx = lex[i];
-        let dfa = &cfg.terminals[lx.term as usize].dfa;
+        let dfa = cfg.terminals[lx.term as usize].dfa();
         let s = dfa.next(lx.state, b);
         if s == DEAD {
             continue;

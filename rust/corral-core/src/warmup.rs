@@ -28,6 +28,7 @@
 
 use crate::ci_cache::Lexer;
 use crate::dfa::{Dfa, DEAD};
+use crate::term_dfa::TermDfa;
 use crate::vocab::Vocabulary;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -111,7 +112,7 @@ pub fn enabled() -> bool {
 
 /// Queues the warm-up of the terminals `dfas` (with their process-wide ids) against `vocab`.
 /// Returns at once; does nothing when warm-up is off.
-pub fn submit(dfas: Vec<(Arc<Dfa>, u32)>, vocab: Arc<Vocabulary>) {
+pub fn submit(dfas: Vec<(Arc<TermDfa>, u32)>, vocab: Arc<Vocabulary>) {
     let Some(w) = worker() else { return };
     w.pending.fetch_add(1, Ordering::AcqRel);
     let sent = w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(move || warm(&dfas, &vocab, MAX_WARMUP)));
@@ -126,7 +127,7 @@ pub fn submit(dfas: Vec<(Arc<Dfa>, u32)>, vocab: Arc<Vocabulary>) {
 /// canonical states of every automaton, they were ready only milliseconds later. Until an
 /// automaton's canonical states exist, fills and this warm-up key its entries by the states
 /// themselves, so the two meet in the cache. Does nothing when warm-up is off.
-pub fn submit_first(dfas: Vec<(Arc<Dfa>, u32)>, vocab: Arc<Vocabulary>) {
+pub fn submit_first(dfas: Vec<(Arc<TermDfa>, u32)>, vocab: Arc<Vocabulary>) {
     let Some(w) = worker() else { return };
     if dfas.is_empty() {
         return;
@@ -160,6 +161,22 @@ pub fn canonical_in_background(dfas: Vec<Arc<Dfa>>, k: usize) -> Vec<Arc<Dfa>> {
     Vec::new()
 }
 
+/// Queues the construction of the deferred automata `terms` ([`crate::term_dfa`]), in order,
+/// behind the warm-ups queued so far (which build the ones they meet first); without a
+/// background thread does nothing (the fills build them).
+pub fn build_in_background(terms: Vec<Arc<TermDfa>>) {
+    let Some(w) = worker() else { return };
+    if terms.is_empty() {
+        return;
+    }
+    let job: Job = Box::new(move || {
+        for t in &terms {
+            t.get();
+        }
+    });
+    queue_urgent(w, |q| q.push_front(job), 1);
+}
+
 /// Blocks until every queued warm-up has finished (for tests and benchmarks that want to
 /// measure warm or cold states deliberately).
 pub fn wait_idle() {
@@ -174,25 +191,26 @@ pub fn wait_idle() {
 /// canonical states, and the cache entries of its start state and of the states one byte in
 /// (after a string's opening quote) — which computes their language ids on the way. Stops
 /// after `budget`.
-pub fn warm(dfas: &[(Arc<Dfa>, u32)], vocab: &Vocabulary, budget: Duration) {
+pub fn warm(dfas: &[(Arc<TermDfa>, u32)], vocab: &Vocabulary, budget: Duration) {
     warm_terminals(dfas, vocab, budget, true)
 }
 
 /// [`warm`], running the queued urgent jobs between terminals when `yield_to_urgent`.
-fn warm_terminals(dfas: &[(Arc<Dfa>, u32)], vocab: &Vocabulary, budget: Duration, yield_to_urgent: bool) {
+fn warm_terminals(dfas: &[(Arc<TermDfa>, u32)], vocab: &Vocabulary, budget: Duration, yield_to_urgent: bool) {
     let t0 = Instant::now();
     let trie = vocab.trie();
     let depth = trie.max_depth();
     let words = vocab.mask_words();
     let cache = vocab.cache();
     let urgent = worker().filter(|_| yield_to_urgent);
-    for (dfa, gid) in dfas {
+    for (term, gid) in dfas {
         if let Some(w) = urgent {
             drain(&w.urgent, &w.pending);
         }
         if t0.elapsed() > budget {
             return;
         }
+        let dfa = term.get();
         let start = dfa.start();
         // (An empty language's start is the dead state: nothing to walk.)
         if dfa.num_states() > MAX_STATES || start == DEAD {

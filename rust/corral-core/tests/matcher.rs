@@ -320,7 +320,7 @@ fn warmed_up_entries_give_the_same_masks() {
     let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
     let warmed = vocab(&toks());
     let cold = vocab(&toks());
-    let terminals: Vec<_> = g.cfg().terminals.iter().map(|t| (t.dfa.clone(), t.gid)).collect();
+    let terminals: Vec<_> = g.cfg().terminals.iter().map(|t| (t.automaton.clone(), t.gid)).collect();
     corral_core::warmup::warm(&terminals, &warmed, std::time::Duration::from_secs(60));
     assert!(!warmed.cache().is_empty(), "the warm-up built cache entries");
     let a = Arc::new(CompiledGrammar::new(&g, warmed));
@@ -349,7 +349,7 @@ fn masks_are_exact_while_canonical_states_are_computed_in_the_background() {
     let v = vocab(&refs);
     let src = r#"root ::= "\"" [a-c ]{0,311} "\"""#;
     let g = Grammar::from_ebnf(src, "root", &Limits::default()).unwrap();
-    let dfa = g.cfg().terminals.iter().map(|t| t.dfa.clone()).max_by_key(|d| d.num_states()).unwrap();
+    let dfa = g.cfg().terminals.iter().map(|t| t.dfa().clone()).max_by_key(|d| d.num_states()).unwrap();
     assert!(dfa.num_states() >= 256, "{} states", dfa.num_states());
     assert!(dfa.defer_canonical(), "no other test uses this automaton");
     let cg = Arc::new(CompiledGrammar::new(&g, v));

@@ -21,8 +21,8 @@ fn main() {
     let cfg = c.grammar.cfg();
     let text = format!("\"{body}");
     let live = |d: &corral_core::dfa::Dfa| text.bytes().fold(d.start(), |q, b| d.next(q, b)) != corral_core::dfa::DEAD;
-    let t = cfg.terminals.iter().position(|t| live(&t.dfa)).expect("a terminal takes the body");
-    let dfa = &cfg.terminals[t].dfa;
+    let t = cfg.terminals.iter().position(|t| live(t.dfa())).expect("a terminal takes the body");
+    let dfa = cfg.terminals[t].dfa();
     let s = text.bytes().fold(dfa.start(), |q, b| dfa.next(q, b));
     let n: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(20);
     let mut times = Vec::new();

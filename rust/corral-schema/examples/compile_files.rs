@@ -26,7 +26,7 @@ fn main() {
         println!("{:?} {msg}", t.elapsed());
         if std::env::var("TERMS").is_ok() {
             if let Ok(c) = &r {
-                let mut v: Vec<_> = c.grammar.cfg().terminals.iter().map(|t| (t.dfa.num_states(), format!("{:?}", t.label).chars().take(120).collect::<String>())).collect();
+                let mut v: Vec<_> = c.grammar.cfg().terminals.iter().map(|t| (t.dfa().num_states(), format!("{:?}", t.label).chars().take(120).collect::<String>())).collect();
                 v.sort();
                 for x in v.iter().rev().take(15) { println!("   {} {}", x.0, x.1); }
             }

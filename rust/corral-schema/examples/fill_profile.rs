@@ -3,8 +3,10 @@
 //! Prints fill percentiles and the slowest fills. For profiling cold fills with `perf`:
 //! `cargo run --release -p corral-schema --example fill_profile -- walks.jsonl`.
 //! `FP_COMPILE_ONLY=1` compiles without walking (prints each schema's compile time);
-//! `FP_WAIT_IDLE=1` waits for the background warm-up before each compile; `FP_THRASH=MB` writes
-//! that many megabytes before each compile (cold CPU caches, as the benchmark's `gc.collect()`).
+//! `FP_GRAMMAR_ONLY=1` times only the schema-to-grammar compile (no token-level grammar, no
+//! start mask); `FP_WAIT_IDLE=1` waits for the background warm-up before each compile;
+//! `FP_THRASH=MB` writes that many megabytes before each compile (cold CPU caches, as the
+//! benchmark's `gc.collect()`).
 use corral_core::{testutil::load_tiktoken, CompiledGrammar, Matcher};
 use corral_schema::{compile_schema, Options};
 use std::sync::Arc;
@@ -50,6 +52,10 @@ fn main() {
                 let t = Instant::now();
                 let Ok(c) = compile_schema(&doc["schema"], &Options::default()) else { continue };
                 let schema_ms = t.elapsed().as_secs_f64() * 1e3;
+                if std::env::var("FP_GRAMMAR_ONLY").is_ok() {
+                    eprintln!("COMPILE {schema_ms:8.2} ms {label} (grammar {schema_ms:.2} ms)");
+                    continue;
+                }
                 let cg = CompiledGrammar::prepared(&c.grammar, vocab.clone());
                 compiles.push(t.elapsed().as_secs_f64() * 1e3);
                 if std::env::var("FP_COMPILE_ONLY").is_ok() {

@@ -336,7 +336,12 @@ pub fn json_class(ranges: &[(u32, u32)]) -> Arc<ByteAutomaton> {
     let ranges = corral_core::rx::normalize_ranges(ranges);
     CACHE.get_or_build(ranges.clone(), || {
         let d = CDfa { trans: vec![ranges.iter().map(|&(a, b)| (a, b, 1)).collect(), Vec::new()], accept: vec![false, true], start: 0 };
-        Arc::new(json_automaton(&d))
+        match ranges[..] {
+            // One code point: each intermediate state is reached by one spelling (up to the
+            // case of hex digits), which bounds unions of literals made of such pieces.
+            [(a, b)] if a == b => Arc::new(json_automaton(&d).single_char()),
+            _ => Arc::new(json_automaton(&d)),
+        }
     })
 }
 

@@ -1,0 +1,85 @@
+//! Schemas compiled with deferred automata (the default; `CORRAL_DEFER_AUTOMATA=0` turns it
+//! off, see `corral_core::term_dfa`): keys and enum values are left unbuilt by the compile, built by
+//! the background thread or the fill that meets them first, and the masks are exact — the
+//! per-token reference (accept, then roll back) at every byte of valid instances — while
+//! values outside an enum stay rejected. Its own test binary, so that no other test's
+//! environment decides the setting (read once per process).
+
+use corral_core::testutil::{accepted_tokens, mask_tokens};
+use corral_core::{CompiledGrammar, Matcher, Vocabulary};
+use corral_schema::{compile_schema, Options, Whitespace};
+use serde_json::json;
+use std::sync::Arc;
+
+fn vocab(fragments: &[&str]) -> Arc<Vocabulary> {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = |m: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    };
+    let mut toks: Vec<Vec<u8>> = (0u8..128).map(|c| vec![c]).collect();
+    toks.extend(fragments.iter().map(|f| f.as_bytes().to_vec()));
+    for _ in 0..2000 {
+        let mut t = Vec::new();
+        let len = 2 + rnd(15) as usize;
+        while t.len() < len {
+            t.extend_from_slice(fragments[rnd(fragments.len() as u64) as usize].as_bytes());
+        }
+        t.truncate(len);
+        toks.push(t);
+    }
+    toks.push(Vec::new());
+    let eos = (toks.len() - 1) as u32;
+    Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap())
+}
+
+#[test]
+fn deferred_keys_and_enums_give_exact_masks() {
+    std::env::remove_var("CORRAL_DEFER_AUTOMATA");
+    assert!(corral_core::term_dfa::defer_enabled());
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "status": {"enum": ["In place", "Not in place", "In-progress", "Unknown", "naïve \"quoted\""]},
+            "accountHolder": {"type": "string"},
+            "inner": {"type": "object", "properties": {"level": {"enum": ["Level 1", "Level 2", "L\\3"]}}, "required": ["level"], "additionalProperties": false},
+        },
+        "required": ["status"],
+    });
+    let opts = Options { whitespace: Whitespace::Compact, ..Default::default() };
+    let c = compile_schema(&schema, &opts).unwrap();
+    let terms = &c.grammar.cfg().terminals;
+    let unbuilt = terms.iter().filter(|t| t.automaton.if_built().is_none()).count();
+    assert!(unbuilt >= 4, "keys and enums are deferred ({unbuilt} of {} unbuilt)", terms.len());
+    for t in terms.iter() {
+        // What lowering took from the summary agrees with the automaton once built.
+        let (nullable, empty) = (t.automaton.nullable(), t.automaton.is_empty_language());
+        assert_eq!((t.dfa().nullable(), t.dfa().is_empty_language()), (nullable, empty), "{}", t.label);
+    }
+    // A fresh compile (the automata above are built now and cached) against a vocabulary.
+    let c = compile_schema(&schema, &opts).unwrap();
+    let frags = ["\"", "\":", ",\"", "{\"", "\"}", "status", "In", " place", "Not", "Level", " 1", "\\u00", "ï", "\\\"", "inner", "level", "acc", "Holder", "Unknown", "\\\\"];
+    let v = vocab(&frags);
+    let cg = Arc::new(CompiledGrammar::new(&c.grammar, v.clone()));
+    let docs = [
+        r#"{"status":"In place"}"#,
+        r#"{"accountHolder":"x","status":"Not in place","inner":{"level":"Level 2"}}"#,
+        r#"{"status":"na\u00efve \"quoted\"","inner":{"level":"L\\3"}}"#,
+        r#"{"\u0073tatus":"Unknown","extra":1}"#,
+    ];
+    for doc in docs {
+        let mut m = Matcher::new(cg.clone());
+        let bytes = doc.as_bytes();
+        for i in 0..bytes.len() {
+            assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "at byte {i} of {doc}");
+            assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i} of {doc}");
+        }
+        assert!(m.is_accepting(), "{doc}");
+    }
+    for bad in [r#"{"status":"In plac""#, r#"{"status":"Level 1""#, r#"{"status":"In place","inner":{"level":"Level 3""#] {
+        let mut m = Matcher::new(cg.clone());
+        assert!(!m.accept_bytes(bad.as_bytes()), "{bad} is rejected");
+    }
+}
