@@ -35,8 +35,7 @@ pub struct Summary {
     /// Whether some non-empty string is in the language.
     pub has_nonempty: bool,
     /// Set by the front end ([`ByteAutomaton::single_char`]): the automaton reads the
-    /// encoded forms of exactly one code point, and strings reaching the same state differ
-    /// at most in the case of hex digits.
+    /// encoded forms of exactly one code point (see there for the whole promise).
     pub single_char: bool,
 }
 
@@ -79,8 +78,10 @@ impl ByteAutomaton {
     }
 
     /// Marks the automaton as the encoded forms of one code point (its raw UTF-8 bytes and,
-    /// in JSON, its escapes), every state reached by strings that differ at most in the case
-    /// of hex digits: the promise that bounds unions of such pieces (see
+    /// in JSON, its escapes), promising: every spelling ends in the one accepting state,
+    /// which has no edges; every other state is reached only by spellings of a prefix that
+    /// differ at most in the case of hex digits; and `"` is read only right after `\`. This
+    /// bounds unions of JSON literals made of such pieces (see
     /// [`crate::det_concat::deferrable`]). Only front ends that build exactly that call it.
     pub fn single_char(mut self) -> ByteAutomaton {
         self.single_char = true;

@@ -94,8 +94,16 @@ pub fn terminal(rx: Rx, limits: &Limits, defer: bool) -> Result<(TermDfa, u32)> 
             return Ok((TermDfa::deferred(rx, id, d), id));
         }
     }
-    let (d, id) = terminal_dfa(&rx, limits)?;
+    let d = build(&rx, id, limits)?;
     Ok((TermDfa::built(d, id), id))
+}
+
+/// Builds the automaton of terminal `id` (expression `rx`) and caches it.
+fn build(rx: &Rx, id: u32, limits: &Limits) -> Result<Arc<Dfa>> {
+    let d = Arc::new(Dfa::from_rx(rx, limits)?);
+    insert(id, &d);
+    check_size(&d, limits)?;
+    Ok(d)
 }
 
 /// Builds the deferred automaton of terminal `gid` (expression `rx`), or takes it from the
@@ -127,14 +135,12 @@ fn check_size(d: &Dfa, limits: &Limits) -> Result<()> {
 pub fn terminal_dfa(rx: &Rx, limits: &Limits) -> Result<(Arc<Dfa>, u32)> {
     let id = terminal_id(rx)?;
     let dfa = match cached(id) {
-        Some(d) => d,
-        None => {
-            let d = Arc::new(Dfa::from_rx(rx, limits)?);
-            insert(id, &d);
+        Some(d) => {
+            check_size(&d, limits)?;
             d
         }
+        None => build(rx, id, limits)?,
     };
-    check_size(&dfa, limits)?;
     Ok((dfa, id))
 }
 

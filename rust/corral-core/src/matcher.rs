@@ -68,13 +68,14 @@ impl CompiledGrammar {
         // the terminals nearest the start first, ahead of the canonical states, then all.
         // Automata whose construction lowering deferred ([`crate::term_dfa`]) are built by
         // the background thread: the nearest terminals' with their warm-up, then the rest
-        // in order of distance from the start ([`crate::warmup::build_in_background`], queued
-        // at the front before the nearest terminals' warm-up is, so it runs right after
-        // it), ahead of the canonical states and the other terminals' warm-up; a fill that
-        // meets one first builds it itself.
+        // in order of distance from the start, each with its canonical states
+        // ([`crate::warmup::build_in_background`], queued at the front before the nearest
+        // terminals' warm-up is, so it runs right after it), ahead of the other canonical
+        // states and warm-ups; a fill that meets one first builds it itself. (Without a
+        // background thread, the fills build them and compute their canonical states.)
         let order = cfg.terminals_by_distance();
         let first: Vec<(Arc<crate::term_dfa::TermDfa>, u32)> = order.iter().take(FIRST_WARMED).map(|&t| (cfg.terminals[t as usize].automaton.clone(), cfg.terminals[t as usize].gid)).collect();
-        crate::warmup::build_in_background(order.iter().map(|&t| cfg.terminals[t as usize].automaton.clone()).filter(|a| a.if_built().is_none()).collect());
+        crate::warmup::build_in_background(order.iter().map(|&t| cfg.terminals[t as usize].automaton.clone()).filter(|a| a.if_built().is_none()).collect(), depth);
         crate::warmup::submit_first(first, vocab.clone());
         crate::warmup::submit(cfg.terminals.iter().map(|t| (t.automaton.clone(), t.gid)).collect(), vocab.clone());
         CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks }

@@ -13,15 +13,16 @@
 //! The automaton is the one an eager build gives (same construction, same state numbers), so
 //! caches keyed by `(terminal id, state)` are shared with eager builds.
 //!
-//! It moves work, it does not save it, and the benchmark shows both sides
-//! (`benches/compare.py`, JSONSchemaBench with Llama 3, corral alone, three runs each, the 63
-//! schemas every engine compiles): compile p50 0.80–0.84 → 0.73–0.74 ms and p99 3.39–3.43 →
-//! 2.29–2.56 ms, while the fill p99 rose from 33.6–36.5 to 37.4–41.7 µs — the benchmark's
-//! fills follow the compile back to back, so a walk reaches a nested object's keys or an enum
-//! within a few fills, sometimes before the background thread has built them. In a server,
-//! where each fill after the first follows a forward pass of milliseconds, the builds are
-//! done by then. `CORRAL_DEFER_AUTOMATA=0` in the environment turns deferral off (every
-//! automaton built by the compile, as before).
+//! Off by default (`CORRAL_DEFER_AUTOMATA=1` in the environment turns it on): it moves work,
+//! it does not save it, and the benchmark shows both sides (`benches/compare.py`,
+//! JSONSchemaBench with Llama 3, corral alone, the 63 schemas every engine compiles; five
+//! runs on, five off, session 12): compile p50 0.79–0.84 → 0.72–0.76 ms and p99 3.3–3.8 →
+//! 2.3–2.7 ms, but the fill p99 went from 34–37 to 36–46 µs and the p99.9 from 100–140 to
+//! 140–280 µs. The benchmark's fills follow the compile back to back, so a walk reaches a
+//! nested object's keys or an enum within a few fills, often before the background thread
+//! has built them; so would a speculative decoder verifying a batch of drafts right after
+//! the prompt. Where each fill after the first follows a forward pass of milliseconds, the
+//! builds are done by then and it shortens the compile and the time to first mask.
 
 use crate::dfa::Dfa;
 use crate::rx::Rx;
@@ -31,6 +32,8 @@ use std::sync::{Arc, OnceLock};
 #[derive(Debug)]
 pub struct TermDfa {
     dfa: OnceLock<Arc<Dfa>>,
+    /// The id of the process whose thread is building the automaton; 0 when none is.
+    builder: std::sync::atomic::AtomicU32,
     /// The expression of a deferred automaton (`None` when built at once).
     rx: Option<Rx>,
     /// The terminal's process-wide id (the automaton cache's key).
@@ -43,22 +46,59 @@ impl TermDfa {
     /// An automaton built already.
     pub fn built(dfa: Arc<Dfa>, gid: u32) -> TermDfa {
         let (nullable, empty) = (dfa.nullable(), dfa.is_empty_language());
-        TermDfa { dfa: OnceLock::from(dfa), rx: None, gid, nullable, empty }
+        TermDfa { dfa: OnceLock::from(dfa), builder: Default::default(), rx: None, gid, nullable, empty }
     }
 
     /// The automaton of `rx`, to be built on first use; `d` says what lowering needs of it
     /// (from [`crate::det_concat::deferrable`], which also guarantees the build succeeds).
     pub(crate) fn deferred(rx: Rx, gid: u32, d: crate::det_concat::Deferred) -> TermDfa {
-        TermDfa { dfa: OnceLock::new(), rx: Some(rx), gid, nullable: d.nullable, empty: d.empty }
+        TermDfa { dfa: OnceLock::new(), builder: Default::default(), rx: Some(rx), gid, nullable: d.nullable, empty: d.empty }
     }
 
-    /// The automaton, built now if it was not (once: a concurrent caller waits for the
-    /// first).
+    /// The automaton, built now if it was not. One thread builds it; another thread of the
+    /// process that needs it meanwhile waits for that build (a fill meeting an automaton the
+    /// background thread is finishing gets it sooner than by building it). The claim is
+    /// by process id, not a lock: a process forked while a thread of its parent was
+    /// building builds the automaton itself instead of waiting for a thread it does not
+    /// have.
     #[inline]
     pub fn get(&self) -> &Arc<Dfa> {
         match self.dfa.get() {
             Some(d) => d,
-            None => self.dfa.get_or_init(|| crate::intern::build_deferred(self.rx.as_ref().expect("an unbuilt automaton keeps its expression"), self.gid)),
+            None => self.build(),
+        }
+    }
+
+    #[cold]
+    fn build(&self) -> &Arc<Dfa> {
+        use std::sync::atomic::Ordering;
+        let pid = std::process::id();
+        loop {
+            if let Some(d) = self.dfa.get() {
+                return d;
+            }
+            match self.builder.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    // Released even if the build panics (the next caller builds it then).
+                    struct Release<'a>(&'a std::sync::atomic::AtomicU32);
+                    impl Drop for Release<'_> {
+                        fn drop(&mut self) {
+                            self.0.store(0, Ordering::Release);
+                        }
+                    }
+                    let _release = Release(&self.builder);
+                    let rx = self.rx.as_ref().expect("an unbuilt automaton keeps its expression");
+                    let built = crate::intern::build_deferred(rx, self.gid);
+                    return self.dfa.get_or_init(|| built);
+                }
+                Err(other) if other == pid => std::thread::yield_now(),
+                Err(_) => {
+                    // Claimed in the parent of this forked process: nobody here will finish it.
+                    let rx = self.rx.as_ref().expect("an unbuilt automaton keeps its expression");
+                    let built = crate::intern::build_deferred(rx, self.gid);
+                    return self.dfa.get_or_init(|| built);
+                }
+            }
         }
     }
 
@@ -78,9 +118,9 @@ impl TermDfa {
     }
 }
 
-/// Whether lowering defers the automata it may: on unless `CORRAL_DEFER_AUTOMATA=0` is in the
-/// environment (read once per process).
+/// Whether lowering defers the automata it may: only with `CORRAL_DEFER_AUTOMATA=1` in the
+/// environment (read once per process; see the module documentation for when it pays).
 pub fn defer_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| !std::env::var("CORRAL_DEFER_AUTOMATA").is_ok_and(|v| v.trim() == "0"))
+    *ON.get_or_init(|| std::env::var("CORRAL_DEFER_AUTOMATA").is_ok_and(|v| v.trim() == "1"))
 }

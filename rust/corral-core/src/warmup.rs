@@ -16,7 +16,11 @@
 //! `{"`) needs their entries within tens of microseconds of the compile, and behind every
 //! automaton's canonical states they were ready only milliseconds later.
 //!
-//! Then the same thread computes the canonical states of every automaton
+//! Right behind them, the same thread builds the automata whose construction the compile
+//! deferred ([`build_in_background`], [`crate::term_dfa`]), nearest the start first, each
+//! with its canonical states.
+//!
+//! Then the same thread computes the canonical states of every automaton built by the compile
 //! ([`canonical_in_background`]) ahead of the rest of the warm-up: a length-bounded string's
 //! thousands of states take milliseconds, a key automaton's decision that it needs no table
 //! tens of microseconds, and until they exist fills key their caches by the states themselves
@@ -24,7 +28,7 @@
 //!
 //! `CORRAL_BACKGROUND_WARMUP=0` in the environment turns it off (read once per process);
 //! then compiling computes the large automata's canonical states itself, and the fills the
-//! others' when they first meet them.
+//! others' when they first meet them (and build the deferred automata they meet).
 
 use crate::ci_cache::Lexer;
 use crate::dfa::{Dfa, DEAD};
@@ -134,6 +138,7 @@ pub fn submit_first(dfas: Vec<(Arc<TermDfa>, u32)>, vocab: Arc<Vocabulary>) {
     }
     let job: Job = Box::new(move || warm_terminals(&dfas, &vocab, MAX_FIRST_WARMUP, false));
     queue_urgent(w, |q| q.push_front(job), 1);
+    FIRST_SUBMITS.fetch_add(1, Ordering::AcqRel);
 }
 
 /// Adds `queued` jobs to the urgent queue through `push` (under its lock) and wakes the thread
@@ -161,17 +166,38 @@ pub fn canonical_in_background(dfas: Vec<Arc<Dfa>>, k: usize) -> Vec<Arc<Dfa>> {
     Vec::new()
 }
 
+/// Grammars whose nearest terminals were queued ([`submit_first`]) so far in this process: a
+/// running [`build_in_background`] yields when a later compile has queued its own.
+static FIRST_SUBMITS: AtomicUsize = AtomicUsize::new(0);
+
 /// Queues the construction of the deferred automata `terms` ([`crate::term_dfa`]), in order,
-/// behind the warm-ups queued so far (which build the ones they meet first); without a
-/// background thread does nothing (the fills build them).
-pub fn build_in_background(terms: Vec<Arc<TermDfa>>) {
+/// each followed by its canonical states for tokens of at most `k` bytes (what the
+/// canonical-state jobs do for the automata the compile built). Queued at the front of the
+/// urgent jobs — a fill that meets an automaton not built yet builds it, while one that meets
+/// missing canonical states only keys its entries by the states themselves — so only a
+/// [`submit_first`] queued after it runs first; when a later compile queues one while the
+/// builds run, they stop between automata to let it run. Without a background thread does
+/// nothing (the fills build them).
+pub fn build_in_background(terms: Vec<Arc<TermDfa>>, k: usize) {
     let Some(w) = worker() else { return };
     if terms.is_empty() {
         return;
     }
+    let seen = FIRST_SUBMITS.load(Ordering::Acquire);
     let job: Job = Box::new(move || {
+        let mut seen = seen;
         for t in &terms {
-            t.get();
+            let now = FIRST_SUBMITS.load(Ordering::Acquire);
+            if now != seen {
+                seen = now;
+                if let Some(w) = worker() {
+                    drain(&w.urgent, &w.pending);
+                }
+            }
+            let d = t.get();
+            if d.defer_canonical() {
+                d.compute_canonical(k);
+            }
         }
     });
     queue_urgent(w, |q| q.push_front(job), 1);

@@ -1,5 +1,5 @@
-//! Schemas compiled with deferred automata (the default; `CORRAL_DEFER_AUTOMATA=0` turns it
-//! off, see `corral_core::term_dfa`): keys and enum values are left unbuilt by the compile, built by
+//! Schemas compiled with deferred automata (`CORRAL_DEFER_AUTOMATA=1`, see
+//! `corral_core::term_dfa`): keys and enum values are left unbuilt by the compile, built by
 //! the background thread or the fill that meets them first, and the masks are exact — the
 //! per-token reference (accept, then roll back) at every byte of valid instances — while
 //! values outside an enum stay rejected. Its own test binary, so that no other test's
@@ -37,7 +37,7 @@ fn vocab(fragments: &[&str]) -> Arc<Vocabulary> {
 
 #[test]
 fn deferred_keys_and_enums_give_exact_masks() {
-    std::env::remove_var("CORRAL_DEFER_AUTOMATA");
+    std::env::set_var("CORRAL_DEFER_AUTOMATA", "1");
     assert!(corral_core::term_dfa::defer_enabled());
     let schema = json!({
         "type": "object",
@@ -82,4 +82,42 @@ fn deferred_keys_and_enums_give_exact_masks() {
         let mut m = Matcher::new(cg.clone());
         assert!(!m.accept_bytes(bad.as_bytes()), "{bad} is rejected");
     }
+}
+
+/// The bound that lets an enum's automaton be deferred (`corral_core::det_concat`) holds for
+/// the pieces the schema encoder really builds — short escapes (`\/`, `\n`, `\"`, `\\`),
+/// control characters, multi-byte and astral characters (surrogate pairs in either hex case)
+/// — under state limits around the automata's sizes: whenever the compile defers one, its
+/// built automaton is within the limit the compile was given.
+#[test]
+fn deferred_enums_stay_within_the_state_limit() {
+    std::env::set_var("CORRAL_DEFER_AUTOMATA", "1");
+    let chars = ['a', 'b', '/', '\n', '\t', '\u{1}', '"', '\\', 'é', '中', '\u{1F600}', 'A'];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = |m: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    };
+    let (mut deferred, mut near_limit) = (0, 0);
+    for _ in 0..600 {
+        let few = rnd(2) == 0;
+        let mut words: Vec<String> = Vec::new();
+        for _ in 0..1 + rnd(6) {
+            let len = rnd(7);
+            words.push((0..len).map(|_| chars[rnd(if few { 3 } else { chars.len() as u64 }) as usize]).collect());
+        }
+        let limit = 30 + rnd(400) as usize;
+        let mut opts = Options { whitespace: Whitespace::Compact, ..Default::default() };
+        opts.limits.max_dfa_states = limit;
+        let Ok(c) = compile_schema(&json!({ "enum": words }), &opts) else { continue };
+        for t in c.grammar.cfg().terminals.iter().filter(|t| t.automaton.if_built().is_none()) {
+            deferred += 1;
+            let n = t.dfa().num_states();
+            assert!(n <= limit, "{words:?}: {n} states past the limit {limit}");
+            near_limit += (n * 2 > limit) as usize;
+        }
+    }
+    assert!(deferred > 200 && near_limit > 50, "exercised: {deferred} deferred, {near_limit} within a factor of two of the limit");
 }
