@@ -15,9 +15,9 @@
 //!
 //! Off by default (`CORRAL_DEFER_AUTOMATA=1` in the environment turns it on): it moves work,
 //! it does not save it, and the benchmark shows both sides (`benches/compare.py`,
-//! JSONSchemaBench with Llama 3, corral alone, the 63 schemas every engine compiles; five
-//! runs on, five off, session 12): compile p50 0.79–0.84 → 0.72–0.76 ms and p99 3.3–3.8 →
-//! 2.3–2.7 ms, but the fill p99 went from 34–37 to 36–46 µs and the p99.9 from 100–140 to
+//! JSONSchemaBench with Llama 3, corral alone, the 63 schemas every engine compiles; six
+//! runs on, six off, session 12): compile p50 0.79–0.84 → 0.72–0.76 ms and p99 3.3–3.8 →
+//! 2.3–2.7 ms, but the fill p99 went from 34–40 to 36–46 µs and the p99.9 from 100–140 to
 //! 140–280 µs. The benchmark's fills follow the compile back to back, so a walk reaches a
 //! nested object's keys or an enum within a few fills, often before the background thread
 //! has built them; so would a speculative decoder verifying a batch of drafts right after

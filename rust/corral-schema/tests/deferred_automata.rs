@@ -5,35 +5,14 @@
 //! values outside an enum stay rejected. Its own test binary, so that no other test's
 //! environment decides the setting (read once per process).
 
-use corral_core::testutil::{accepted_tokens, mask_tokens};
-use corral_core::{CompiledGrammar, Matcher, Vocabulary};
+mod common;
+
+use common::fragment_vocab;
+use corral_core::testutil::{accepted_tokens, mask_tokens, xorshift};
+use corral_core::{CompiledGrammar, Matcher};
 use corral_schema::{compile_schema, Options, Whitespace};
 use serde_json::json;
 use std::sync::Arc;
-
-fn vocab(fragments: &[&str]) -> Arc<Vocabulary> {
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut rnd = |m: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % m
-    };
-    let mut toks: Vec<Vec<u8>> = (0u8..128).map(|c| vec![c]).collect();
-    toks.extend(fragments.iter().map(|f| f.as_bytes().to_vec()));
-    for _ in 0..2000 {
-        let mut t = Vec::new();
-        let len = 2 + rnd(15) as usize;
-        while t.len() < len {
-            t.extend_from_slice(fragments[rnd(fragments.len() as u64) as usize].as_bytes());
-        }
-        t.truncate(len);
-        toks.push(t);
-    }
-    toks.push(Vec::new());
-    let eos = (toks.len() - 1) as u32;
-    Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap())
-}
 
 #[test]
 fn deferred_keys_and_enums_give_exact_masks() {
@@ -61,7 +40,7 @@ fn deferred_keys_and_enums_give_exact_masks() {
     // A fresh compile (the automata above are built now and cached) against a vocabulary.
     let c = compile_schema(&schema, &opts).unwrap();
     let frags = ["\"", "\":", ",\"", "{\"", "\"}", "status", "In", " place", "Not", "Level", " 1", "\\u00", "ï", "\\\"", "inner", "level", "acc", "Holder", "Unknown", "\\\\"];
-    let v = vocab(&frags);
+    let v = fragment_vocab(&frags, 0x2545_f491_4f6c_dd1d);
     let cg = Arc::new(CompiledGrammar::new(&c.grammar, v.clone()));
     let docs = [
         r#"{"status":"In place"}"#,
@@ -93,13 +72,7 @@ fn deferred_keys_and_enums_give_exact_masks() {
 fn deferred_enums_stay_within_the_state_limit() {
     std::env::set_var("CORRAL_DEFER_AUTOMATA", "1");
     let chars = ['a', 'b', '/', '\n', '\t', '\u{1}', '"', '\\', 'é', '中', '\u{1F600}', 'A'];
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut rnd = |m: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % m
-    };
+    let mut rnd = xorshift(0x9e37_79b9_7f4a_7c15);
     let (mut deferred, mut near_limit) = (0, 0);
     for _ in 0..600 {
         let few = rnd(2) == 0;

@@ -3,39 +3,14 @@
 //! cache paths that derive one state's token set from another's (key strings that must avoid
 //! declared names, length-bounded strings near their bound).
 
+mod common;
+
+use common::fragment_vocab as vocab;
 use corral_core::{CompiledGrammar, Matcher, Vocabulary};
 use corral_core::testutil::{accepted_tokens, mask_tokens};
 use corral_schema::{compile_schema, Options, Whitespace};
 use serde_json::json;
 use std::sync::Arc;
-
-fn vocab(fragments: &[&str], seed: u64) -> Arc<Vocabulary> {
-    let mut seed = seed;
-    let mut rnd = |m: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % m
-    };
-    let mut toks: Vec<Vec<u8>> = Vec::new();
-    for c in 0u8..128 {
-        toks.push(vec![c]);
-    }
-    toks.extend(fragments.iter().map(|f| f.as_bytes().to_vec()));
-    // Random concatenations of fragments, up to 20 bytes.
-    for _ in 0..2500 {
-        let mut t = Vec::new();
-        let len = 2 + rnd(19) as usize;
-        while t.len() < len {
-            t.extend_from_slice(fragments[rnd(fragments.len() as u64) as usize].as_bytes());
-        }
-        t.truncate(len);
-        toks.push(t);
-    }
-    toks.push(Vec::new());
-    let eos = (toks.len() - 1) as u32;
-    Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap())
-}
 
 fn check(schema: serde_json::Value, docs: &[String], v: &Arc<Vocabulary>) {
     let opts = Options { whitespace: Whitespace::Compact, ..Default::default() };

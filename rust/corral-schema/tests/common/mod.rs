@@ -11,6 +11,26 @@ pub fn vocab() -> Arc<Vocabulary> {
     V.get_or_init(|| Arc::new(Vocabulary::new(vec![b"x".to_vec(), vec![]], vec![1], vec![], None).unwrap())).clone()
 }
 
+/// A vocabulary of every ASCII byte, `fragments`, and 2,500 random concatenations of them
+/// (2–20 bytes, from `seed`), plus EOS: multi-byte tokens that cross lexeme boundaries.
+pub fn fragment_vocab(fragments: &[&str], seed: u64) -> Arc<Vocabulary> {
+    let mut rnd = corral_core::testutil::xorshift(seed);
+    let mut toks: Vec<Vec<u8>> = (0u8..128).map(|c| vec![c]).collect();
+    toks.extend(fragments.iter().map(|f| f.as_bytes().to_vec()));
+    for _ in 0..2500 {
+        let mut t = Vec::new();
+        let len = 2 + rnd(19) as usize;
+        while t.len() < len {
+            t.extend_from_slice(fragments[rnd(fragments.len() as u64) as usize].as_bytes());
+        }
+        t.truncate(len);
+        toks.push(t);
+    }
+    toks.push(Vec::new());
+    let eos = (toks.len() - 1) as u32;
+    Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap())
+}
+
 /// Whether `text` is a complete sentence of `g`.
 pub fn accepts(g: &Grammar, text: &str) -> bool {
     let cg = Arc::new(CompiledGrammar::new(g, vocab()));
