@@ -183,9 +183,10 @@ pub fn build_in_background(terms: Vec<Arc<TermDfa>>, k: usize) {
     if terms.is_empty() {
         return;
     }
-    let seen = FIRST_SUBMITS.load(Ordering::Acquire);
     let job: Job = Box::new(move || {
-        let mut seen = seen;
+        // (Read when the job starts: this compile's own `submit_first`, queued after it, has
+        // run by then.)
+        let mut seen = FIRST_SUBMITS.load(Ordering::Acquire);
         for t in &terms {
             let now = FIRST_SUBMITS.load(Ordering::Acquire);
             if now != seen {
