@@ -34,9 +34,6 @@ pub struct Summary {
     pub accept_out: crate::byteset::ByteSet,
     /// Whether some non-empty string is in the language.
     pub has_nonempty: bool,
-    /// Set by the front end ([`ByteAutomaton::single_char`]): the automaton reads the
-    /// encoded forms of exactly one code point (see there for the whole promise).
-    pub single_char: bool,
 }
 
 impl PartialEq for ByteAutomaton {
@@ -85,14 +82,19 @@ impl ByteAutomaton {
     /// [`crate::det_concat::deferrable`]). Only front ends that build exactly that call it.
     pub fn single_char(mut self) -> ByteAutomaton {
         self.single_char = true;
-        self.summary = std::sync::OnceLock::new();
         self.fingerprint = self.fingerprint.rotate_left(1) ^ 1;
         self
     }
 
+    /// Whether the front end marked it as one code point's spellings
+    /// ([`ByteAutomaton::single_char`]).
+    pub fn is_single_char(&self) -> bool {
+        self.single_char
+    }
+
     /// Facts about the automaton ([`Summary`]), computed on first use.
     pub fn summary(&self) -> &Summary {
-        self.summary.get_or_init(|| Summary { single_char: self.single_char, ..summarize(&self.trans, &self.accept, self.start) })
+        self.summary.get_or_init(|| summarize(&self.trans, &self.accept, self.start))
     }
 
     /// State `s`'s sorted, disjoint, inclusive `(lo, hi, target)` byte ranges.
@@ -151,7 +153,7 @@ impl ByteAutomaton {
     }
 }
 
-/// The [`Summary`] of an automaton (`single_char` unset): out-bytes of the start and of the
+/// The [`Summary`] of an automaton: out-bytes of the start and of the
 /// accepting states, and whether an accepting state is reachable over at least one byte.
 fn summarize(trans: &[Vec<(u8, u8, u32)>], accept: &[bool], start: u32) -> Summary {
     let mut sum = Summary::default();

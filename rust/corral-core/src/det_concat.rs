@@ -126,7 +126,7 @@ fn chain(x: &Rx) -> Option<Chain> {
                 c.has_nonempty |= s.has_nonempty;
                 c.has_any &= a.nullable() || s.has_nonempty;
                 c.nullable &= a.nullable();
-                c.json_literal &= s.single_char;
+                c.json_literal &= a.is_single_char();
             }
             _ => return None,
         }
@@ -412,6 +412,8 @@ fn union_disjoint(a: &[(u8, u8, u32)], b: &[(u8, u8, u32)]) -> Option<Vec<(u8, u
 mod tests {
     use super::*;
     use crate::byte_automaton::ByteAutomaton;
+    use crate::dfa::Dfa;
+    use crate::limits::Limits;
     use std::sync::Arc;
 
     fn run(r: &Rows, input: &[u8]) -> bool {
@@ -493,15 +495,8 @@ mod tests {
         assert_eq!(r.rows.len(), 4, "a a a: four states");
         assert!(run(&r, b"aaa") && !run(&r, b"aa") && !run(&r, b"aaaa"));
     }
-}
 
-#[cfg(test)]
-mod deferral_tests {
-    use super::*;
-    use crate::byte_automaton::ByteAutomaton;
-    use crate::dfa::Dfa;
-    use crate::limits::Limits;
-    use std::sync::Arc;
+    // Deferral ([`deferrable`]): its promises against the automata built now.
 
     /// The JSON-encoded forms of code point `c` (raw UTF-8, `\"`/`\\` for those two, `\u`
     /// with four hex digits in either case), as the schema compiler's encoder builds them.

@@ -70,6 +70,15 @@ fn cached(id: u32) -> Option<Arc<Dfa>> {
     })
 }
 
+/// [`cached`], as a limit error when it has more states than `limits` allow (it may have been
+/// built under larger ones).
+fn cached_within(id: u32, limits: &Limits) -> Result<Option<Arc<Dfa>>> {
+    match cached(id) {
+        Some(d) => check_size(&d, limits).map(|()| Some(d)),
+        None => Ok(None),
+    }
+}
+
 /// Caches the automaton `d` of terminal `id`.
 fn insert(id: u32, d: &Arc<Dfa>) {
     let mut c = dfa_cache().lock().unwrap_or_else(|p| p.into_inner());
@@ -85,8 +94,7 @@ fn insert(id: u32, d: &Arc<Dfa>) {
 /// ([`TermDfa`]) — and its process-wide id.
 pub fn terminal(rx: Rx, limits: &Limits, defer: bool) -> Result<(TermDfa, u32)> {
     let id = terminal_id(&rx)?;
-    if let Some(d) = cached(id) {
-        check_size(&d, limits)?;
+    if let Some(d) = cached_within(id, limits)? {
         return Ok((TermDfa::built(d, id), id));
     }
     if defer {
@@ -121,7 +129,7 @@ pub(crate) fn build_deferred(rx: &Rx, gid: u32) -> Arc<Dfa> {
     d
 }
 
-/// A cached automaton may have been built under larger limits.
+/// A limit error when `d` has more states than `limits` allow.
 fn check_size(d: &Dfa, limits: &Limits) -> Result<()> {
     if d.num_states() > limits.max_dfa_states {
         return Err(Error::Limit { name: "max_dfa_states", limit: limits.max_dfa_states, what: "a terminal's DFA has too many states".into(), hint: LIMIT_HINT });
@@ -134,11 +142,8 @@ fn check_size(d: &Dfa, limits: &Limits) -> Result<()> {
 /// cache is bounded by total states (see `DfaCache::make_room`).
 pub fn terminal_dfa(rx: &Rx, limits: &Limits) -> Result<(Arc<Dfa>, u32)> {
     let id = terminal_id(rx)?;
-    let dfa = match cached(id) {
-        Some(d) => {
-            check_size(&d, limits)?;
-            d
-        }
+    let dfa = match cached_within(id, limits)? {
+        Some(d) => d,
         None => build(rx, id, limits)?,
     };
     Ok((dfa, id))

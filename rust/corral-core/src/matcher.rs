@@ -74,10 +74,10 @@ impl CompiledGrammar {
         // states and warm-ups; a fill that meets one first builds it itself. (Without a
         // background thread, the fills build them and compute their canonical states.)
         let order = cfg.terminals_by_distance();
-        let first: Vec<(Arc<crate::term_dfa::TermDfa>, u32)> = order.iter().take(FIRST_WARMED).map(|&t| (cfg.terminals[t as usize].automaton.clone(), cfg.terminals[t as usize].gid)).collect();
+        let first: Vec<Arc<crate::term_dfa::TermDfa>> = order.iter().take(FIRST_WARMED).map(|&t| cfg.terminals[t as usize].automaton.clone()).collect();
         crate::warmup::build_in_background(order.iter().map(|&t| cfg.terminals[t as usize].automaton.clone()).filter(|a| a.if_built().is_none()).collect(), depth);
         crate::warmup::submit_first(first, vocab.clone());
-        crate::warmup::submit(cfg.terminals.iter().map(|t| (t.automaton.clone(), t.gid)).collect(), vocab.clone());
+        crate::warmup::submit(cfg.terminals.iter().map(|t| t.automaton.clone()).collect(), vocab.clone());
         CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks }
     }
 

@@ -73,33 +73,32 @@ impl TermDfa {
     fn build(&self) -> &Arc<Dfa> {
         use std::sync::atomic::Ordering;
         let pid = std::process::id();
-        loop {
+        // Released even if the build panics (the next caller builds it then).
+        struct Release<'a>(&'a std::sync::atomic::AtomicU32);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.store(0, Ordering::Release);
+            }
+        }
+        let _claim = loop {
             if let Some(d) = self.dfa.get() {
                 return d;
             }
             match self.builder.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => {
-                    // Released even if the build panics (the next caller builds it then).
-                    struct Release<'a>(&'a std::sync::atomic::AtomicU32);
-                    impl Drop for Release<'_> {
-                        fn drop(&mut self) {
-                            self.0.store(0, Ordering::Release);
-                        }
-                    }
-                    let _release = Release(&self.builder);
-                    let rx = self.rx.as_ref().expect("an unbuilt automaton keeps its expression");
-                    let built = crate::intern::build_deferred(rx, self.gid);
-                    return self.dfa.get_or_init(|| built);
-                }
+                Ok(_) => break Some(Release(&self.builder)),
                 Err(other) if other == pid => std::thread::yield_now(),
-                Err(_) => {
-                    // Claimed in the parent of this forked process: nobody here will finish it.
-                    let rx = self.rx.as_ref().expect("an unbuilt automaton keeps its expression");
-                    let built = crate::intern::build_deferred(rx, self.gid);
-                    return self.dfa.get_or_init(|| built);
-                }
+                // Claimed in the parent of this forked process: nobody here will finish it.
+                Err(_) => break None,
             }
-        }
+        };
+        let rx = self.rx.as_ref().expect("an unbuilt automaton keeps its expression");
+        let built = crate::intern::build_deferred(rx, self.gid);
+        self.dfa.get_or_init(|| built)
+    }
+
+    /// The terminal's process-wide id ([`crate::intern`]).
+    pub fn gid(&self) -> u32 {
+        self.gid
     }
 
     /// The automaton if it is built.

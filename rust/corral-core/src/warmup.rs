@@ -114,9 +114,9 @@ pub fn enabled() -> bool {
     worker().is_some()
 }
 
-/// Queues the warm-up of the terminals `dfas` (with their process-wide ids) against `vocab`.
-/// Returns at once; does nothing when warm-up is off.
-pub fn submit(dfas: Vec<(Arc<TermDfa>, u32)>, vocab: Arc<Vocabulary>) {
+/// Queues the warm-up of the terminals `dfas` against `vocab`. Returns at once; does nothing
+/// when warm-up is off.
+pub fn submit(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
     let Some(w) = worker() else { return };
     w.pending.fetch_add(1, Ordering::AcqRel);
     let sent = w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(move || warm(&dfas, &vocab, MAX_WARMUP)));
@@ -131,7 +131,7 @@ pub fn submit(dfas: Vec<(Arc<TermDfa>, u32)>, vocab: Arc<Vocabulary>) {
 /// canonical states of every automaton, they were ready only milliseconds later. Until an
 /// automaton's canonical states exist, fills and this warm-up key its entries by the states
 /// themselves, so the two meet in the cache. Does nothing when warm-up is off.
-pub fn submit_first(dfas: Vec<(Arc<TermDfa>, u32)>, vocab: Arc<Vocabulary>) {
+pub fn submit_first(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
     let Some(w) = worker() else { return };
     if dfas.is_empty() {
         return;
@@ -218,19 +218,19 @@ pub fn wait_idle() {
 /// canonical states, and the cache entries of its start state and of the states one byte in
 /// (after a string's opening quote) — which computes their language ids on the way. Stops
 /// after `budget`.
-pub fn warm(dfas: &[(Arc<TermDfa>, u32)], vocab: &Vocabulary, budget: Duration) {
+pub fn warm(dfas: &[Arc<TermDfa>], vocab: &Vocabulary, budget: Duration) {
     warm_terminals(dfas, vocab, budget, true)
 }
 
 /// [`warm`], running the queued urgent jobs between terminals when `yield_to_urgent`.
-fn warm_terminals(dfas: &[(Arc<TermDfa>, u32)], vocab: &Vocabulary, budget: Duration, yield_to_urgent: bool) {
+fn warm_terminals(dfas: &[Arc<TermDfa>], vocab: &Vocabulary, budget: Duration, yield_to_urgent: bool) {
     let t0 = Instant::now();
     let trie = vocab.trie();
     let depth = trie.max_depth();
     let words = vocab.mask_words();
     let cache = vocab.cache();
     let urgent = worker().filter(|_| yield_to_urgent);
-    for (term, gid) in dfas {
+    for term in dfas {
         if let Some(w) = urgent {
             drain(&w.urgent, &w.pending);
         }
@@ -252,7 +252,7 @@ fn warm_terminals(dfas: &[(Arc<TermDfa>, u32)], vocab: &Vocabulary, budget: Dura
             }
         }
         for s in states {
-            let l = Lexer { dfa, state: s, gid: *gid };
+            let l = Lexer { dfa, state: s, gid: term.gid() };
             cache.get(trie, &[l.key(depth)], || vec![l], words);
         }
     }

@@ -320,7 +320,7 @@ fn warmed_up_entries_give_the_same_masks() {
     let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
     let warmed = vocab(&toks());
     let cold = vocab(&toks());
-    let terminals: Vec<_> = g.cfg().terminals.iter().map(|t| (t.automaton.clone(), t.gid)).collect();
+    let terminals: Vec<_> = g.cfg().terminals.iter().map(|t| t.automaton.clone()).collect();
     corral_core::warmup::warm(&terminals, &warmed, std::time::Duration::from_secs(60));
     assert!(!warmed.cache().is_empty(), "the warm-up built cache entries");
     let a = Arc::new(CompiledGrammar::new(&g, warmed));

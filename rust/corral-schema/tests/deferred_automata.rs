@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::fragment_vocab;
-use corral_core::testutil::{accepted_tokens, mask_tokens, xorshift};
+use common::{fragment_vocab, walk_checking_masks};
+use corral_core::testutil::xorshift;
 use corral_core::{CompiledGrammar, Matcher};
 use corral_schema::{compile_schema, Options, Whitespace};
 use serde_json::json;
@@ -49,13 +49,7 @@ fn deferred_keys_and_enums_give_exact_masks() {
         r#"{"\u0073tatus":"Unknown","extra":1}"#,
     ];
     for doc in docs {
-        let mut m = Matcher::new(cg.clone());
-        let bytes = doc.as_bytes();
-        for i in 0..bytes.len() {
-            assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "at byte {i} of {doc}");
-            assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i} of {doc}");
-        }
-        assert!(m.is_accepting(), "{doc}");
+        walk_checking_masks(&cg, doc, "deferred");
     }
     for bad in [r#"{"status":"In plac""#, r#"{"status":"Level 1""#, r#"{"status":"In place","inner":{"level":"Level 3""#] {
         let mut m = Matcher::new(cg.clone());

@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::fragment_vocab as vocab;
-use corral_core::{CompiledGrammar, Matcher, Vocabulary};
-use corral_core::testutil::{accepted_tokens, mask_tokens};
+use common::{fragment_vocab as vocab, walk_checking_masks};
+use corral_core::{CompiledGrammar, Vocabulary};
 use corral_schema::{compile_schema, Options, Whitespace};
 use serde_json::json;
 use std::sync::Arc;
@@ -17,13 +16,7 @@ fn check(schema: serde_json::Value, docs: &[String], v: &Arc<Vocabulary>) {
     let c = compile_schema(&schema, &opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
     let cg = Arc::new(CompiledGrammar::new(&c.grammar, v.clone()));
     for doc in docs {
-        let mut m = Matcher::new(cg.clone());
-        let bytes = doc.as_bytes();
-        for i in 0..bytes.len() {
-            assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "{schema}: at byte {i} of {doc}");
-            assert!(m.accept_bytes(&bytes[i..i + 1]), "{schema}: byte {i} of {doc}");
-        }
-        assert!(m.is_accepting(), "{doc}");
+        walk_checking_masks(&cg, doc, &schema.to_string());
     }
 }
 

@@ -31,6 +31,20 @@ pub fn fragment_vocab(fragments: &[&str], seed: u64) -> Arc<Vocabulary> {
     Arc::new(Vocabulary::new(toks, vec![eos], vec![], None).unwrap())
 }
 
+/// Walks `doc` byte by byte from the start of `cg`, asserting before each byte that the mask
+/// holds exactly the tokens the matcher accepts (the per-token reference), and that `doc` is
+/// accepted whole; `what` names the grammar in failures.
+pub fn walk_checking_masks(cg: &Arc<CompiledGrammar>, doc: &str, what: &str) {
+    use corral_core::testutil::{accepted_tokens, mask_tokens};
+    let mut m = Matcher::new(cg.clone());
+    let bytes = doc.as_bytes();
+    for i in 0..bytes.len() {
+        assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "{what}: at byte {i} of {doc}");
+        assert!(m.accept_bytes(&bytes[i..i + 1]), "{what}: byte {i} of {doc}");
+    }
+    assert!(m.is_accepting(), "{what}: {doc}");
+}
+
 /// Whether `text` is a complete sentence of `g`.
 pub fn accepts(g: &Grammar, text: &str) -> bool {
     let cg = Arc::new(CompiledGrammar::new(g, vocab()));
