@@ -16,6 +16,8 @@ pub struct ByteAutomaton {
     accept: Vec<bool>,
     start: u32,
     fingerprint: u64,
+    /// States plus edges ([`ByteAutomaton::size`]), counted at construction.
+    size: usize,
     /// Set by [`ByteAutomaton::single_char`].
     single_char: bool,
     /// What joins and unions with other pieces need to know without building them (computed
@@ -65,13 +67,15 @@ impl ByteAutomaton {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (start as u64);
         let mut mix = |x: u64| h = (h ^ x).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
         mix(trans.len() as u64);
+        let mut size = trans.len();
         for (edges, &acc) in trans.iter().zip(&accept) {
+            size += edges.len();
             mix(((edges.len() as u64) << 1) | acc as u64);
             for &(lo, hi, t) in edges {
                 mix(((lo as u64) << 40) | ((hi as u64) << 32) | t as u64);
             }
         }
-        ByteAutomaton { trans, accept, start, fingerprint: h, single_char: false, summary: std::sync::OnceLock::new() }
+        ByteAutomaton { trans, accept, start, fingerprint: h, size, single_char: false, summary: std::sync::OnceLock::new() }
     }
 
     /// Marks the automaton as the encoded forms of one code point (its raw UTF-8 bytes and,
@@ -149,7 +153,7 @@ impl ByteAutomaton {
 
     /// Number of states plus edges (a size measure for limits).
     pub fn size(&self) -> usize {
-        self.len() + self.trans.iter().map(Vec::len).sum::<usize>()
+        self.size
     }
 }
 

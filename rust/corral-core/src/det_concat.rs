@@ -18,12 +18,19 @@
 
 use crate::rx::Rx;
 
+/// One byte range and its target: `(lo, hi, target)`, inclusive.
+type Edge = (u8, u8, u32);
+
 /// A deterministic byte automaton under construction: per state, sorted disjoint inclusive
-/// `(lo, hi, target)` rows and acceptance.
+/// `(lo, hi, target)` rows and acceptance. The rows live in one edge buffer (a state's row
+/// is a span of it), so building costs no allocation per state; a row that changes is
+/// written again at the end and the old span is left unused.
 #[derive(Debug, Default)]
 pub(crate) struct Rows {
-    /// Per state: sorted, disjoint, inclusive byte ranges and their targets.
-    pub rows: Vec<Vec<(u8, u8, u32)>>,
+    /// Every row's edges, back to back (superseded rows included).
+    edges: Vec<Edge>,
+    /// Per state: where its row starts in `edges`, and its length.
+    span: Vec<(u32, u32)>,
     /// Per state: whether the input read so far is in the language.
     pub accept: Vec<bool>,
     /// Start state.
@@ -31,10 +38,61 @@ pub(crate) struct Rows {
 }
 
 impl Rows {
-    fn add(&mut self, row: Vec<(u8, u8, u32)>, accept: bool) -> u32 {
-        self.rows.push(row);
+    fn with_capacity(states: usize, edges: usize) -> Rows {
+        Rows { edges: Vec::with_capacity(edges), span: Vec::with_capacity(states), accept: Vec::with_capacity(states), start: 0 }
+    }
+
+    /// Adds a state with this row.
+    fn add(&mut self, row: impl IntoIterator<Item = Edge>, accept: bool) -> u32 {
+        let at = self.edges.len();
+        self.edges.extend(row);
+        self.span.push((at as u32, (self.edges.len() - at) as u32));
         self.accept.push(accept);
-        (self.rows.len() - 1) as u32
+        (self.span.len() - 1) as u32
+    }
+
+    /// State `s`'s row.
+    pub fn row(&self, s: usize) -> &[Edge] {
+        let (at, n) = self.span[s];
+        &self.edges[at as usize..(at + n) as usize]
+    }
+
+    /// Number of states.
+    pub fn len(&self) -> usize {
+        self.span.len()
+    }
+
+    /// Every state's edges, state by state.
+    pub fn all_edges(&self) -> impl Iterator<Item = &Edge> + '_ {
+        (0..self.len()).flat_map(move |s| self.row(s).iter())
+    }
+
+    /// Merges `extra` (sorted, disjoint) into state `s`'s row; false when they share a byte.
+    fn merge_into(&mut self, s: usize, extra: &[Edge]) -> bool {
+        if extra.is_empty() {
+            return true;
+        }
+        let (at, n) = self.span[s];
+        let new_at = self.edges.len();
+        let (mut i, mut j) = (at as usize, 0);
+        let end = (at + n) as usize;
+        while i < end || j < extra.len() {
+            let take_a = j == extra.len() || (i < end && self.edges[i].0 < extra[j].0);
+            let x = if take_a {
+                i += 1;
+                self.edges[i - 1]
+            } else {
+                j += 1;
+                extra[j - 1]
+            };
+            if self.edges.len() > new_at && x.0 <= self.edges[self.edges.len() - 1].1 {
+                self.edges.truncate(new_at);
+                return false;
+            }
+            self.edges.push(x);
+        }
+        self.span[s] = (new_at as u32, (self.edges.len() - new_at) as u32);
+        true
     }
 }
 
@@ -42,21 +100,35 @@ impl Rows {
 /// classes and embedded automata, with at most `max_states` states; `None` otherwise.
 pub(crate) fn deterministic_rows(rx: &Rx, max_states: usize) -> Option<Rows> {
     if let Rx::Alt(xs) = rx {
-        let alts: Vec<Rows> = xs.iter().map(|x| deterministic_rows(x, max_states)).collect::<Option<_>>()?;
+        // The union follows only what is reachable, so the alternatives need no trimming.
+        let alts: Vec<Rows> = xs
+            .iter()
+            .map(|x| match x {
+                Rx::Alt(_) => deterministic_rows(x, max_states),
+                Rx::Concat(ps) => chain_rows(ps, max_states),
+                other => chain_rows(std::slice::from_ref(other), max_states),
+            })
+            .collect::<Option<_>>()?;
         return union(&alts, max_states);
     }
     let parts: &[Rx] = match rx {
         Rx::Concat(xs) => xs,
         other => std::slice::from_ref(other),
     };
-    let mut out = Rows::default();
-    out.start = out.add(Vec::new(), true); // the empty string so far
+    chain_rows(parts, max_states).map(reachable)
+}
+
+/// The rows of the concatenation `parts` as joined (each part's unentered start state left
+/// in), or `None` as [`deterministic_rows`].
+fn chain_rows(parts: &[Rx], max_states: usize) -> Option<Rows> {
+    let mut out = Rows::with_capacity(parts.iter().map(|p| part_size(p).min(64)).sum::<usize>() + 1, 0);
+    out.start = out.add([], true); // the empty string so far
     for part in parts {
         if !append(&mut out, part, max_states) {
             return None;
         }
     }
-    Some(reachable(out))
+    Some(out)
 }
 
 /// What lowering needs of a terminal whose automaton is built later ([`deferrable`]).
@@ -176,44 +248,54 @@ fn union(alts: &[Rows], max_states: usize) -> Option<Rows> {
     let mut out = Rows::default();
     let start: Vec<(u32, u32)> = alts.iter().enumerate().map(|(i, a)| (i as u32, a.start)).collect();
     // Sets of several states by value; one-state sets — most of them, once the alternatives'
-    // prefixes part — by alternative and state, with no hashing.
+    // prefixes part — by alternative and state, with no hashing. Every set's members are
+    // kept back to back in `members` (`span` per set), so a new set allocates nothing.
     let mut ids: rustc_hash::FxHashMap<Vec<(u32, u32)>, u32> = rustc_hash::FxHashMap::default();
-    let mut single: Vec<Vec<u32>> = alts.iter().map(|a| vec![NONE; a.rows.len()]).collect();
-    let mut sets: Vec<Vec<(u32, u32)>> = Vec::new();
-    let mut id_of = |target: &[(u32, u32)], sets: &mut Vec<Vec<(u32, u32)>>| -> u32 {
+    let mut single: Vec<Vec<u32>> = alts.iter().map(|a| vec![NONE; a.len()]).collect();
+    let mut members: Vec<(u32, u32)> = Vec::new();
+    let mut span: Vec<(u32, u32)> = Vec::new();
+    let mut id_of = |target: &[(u32, u32)], members: &mut Vec<(u32, u32)>, span: &mut Vec<(u32, u32)>| -> u32 {
+        let new = |members: &mut Vec<(u32, u32)>, span: &mut Vec<(u32, u32)>| {
+            span.push((members.len() as u32, target.len() as u32));
+            members.extend_from_slice(target);
+            (span.len() - 1) as u32
+        };
         if let [(i, t)] = *target {
             let slot = &mut single[i as usize][t as usize];
             if *slot == NONE {
-                *slot = sets.len() as u32;
-                sets.push(target.to_vec());
+                *slot = new(members, span);
             }
             return *slot;
         }
         if let Some(&id) = ids.get(target) {
             return id;
         }
-        let id = sets.len() as u32;
-        sets.push(target.to_vec());
+        let id = new(members, span);
         ids.insert(target.to_vec(), id);
         id
     };
-    id_of(&start, &mut sets);
+    id_of(&start, &mut members, &mut span);
     let mut cuts: Vec<u16> = Vec::new();
+    let mut row: Vec<Edge> = Vec::new();
+    let mut set: Vec<(u32, u32)> = Vec::new();
+    let mut target: Vec<(u32, u32)> = Vec::new();
     let mut k = 0;
-    while k < sets.len() {
-        let set = std::mem::take(&mut sets[k]);
+    while k < span.len() {
+        let (at, n) = span[k];
+        set.clear();
+        set.extend_from_slice(&members[at as usize..(at + n) as usize]);
         let accept = set.iter().any(|&(i, s)| alts[i as usize].accept[s as usize]);
-        let mut row: Vec<(u8, u8, u32)> = Vec::new();
+        row.clear();
         if let [(i, s)] = set[..] {
             // One alternative left: its row, renumbered.
-            for &(lo, hi, t) in &alts[i as usize].rows[s as usize] {
-                row.push((lo, hi, id_of(&[(i, t)], &mut sets)));
+            for &(lo, hi, t) in alts[i as usize].row(s as usize) {
+                row.push((lo, hi, id_of(&[(i, t)], &mut members, &mut span)));
             }
         } else {
             // Elementary byte intervals: between consecutive range boundaries of the members.
             cuts.clear();
             for &(i, s) in &set {
-                for &(lo, hi, _) in &alts[i as usize].rows[s as usize] {
+                for &(lo, hi, _) in alts[i as usize].row(s as usize) {
                     cuts.push(lo as u16);
                     cuts.push(hi as u16 + 1);
                 }
@@ -222,24 +304,22 @@ fn union(alts: &[Rows], max_states: usize) -> Option<Rows> {
             cuts.dedup();
             for w in cuts.windows(2) {
                 let (lo, hi) = (w[0] as u8, (w[1] - 1) as u8);
-                let target: Vec<(u32, u32)> = set
-                    .iter()
-                    .filter_map(|&(i, s)| alts[i as usize].rows[s as usize].iter().find(|r| r.0 <= lo && lo <= r.1).map(|r| (i, r.2)))
-                    .collect();
+                target.clear();
+                target.extend(set.iter().filter_map(|&(i, s)| alts[i as usize].row(s as usize).iter().find(|r| r.0 <= lo && lo <= r.1).map(|r| (i, r.2))));
                 if target.is_empty() {
                     continue;
                 }
-                let id = id_of(&target, &mut sets);
+                let id = id_of(&target, &mut members, &mut span);
                 match row.last_mut() {
                     Some(last) if last.2 == id && last.1 as u16 + 1 == lo as u16 => last.1 = hi,
                     _ => row.push((lo, hi, id)),
                 }
             }
         }
-        if sets.len() > max_states {
+        if span.len() > max_states {
             return None;
         }
-        out.add(row, accept);
+        out.add(row.iter().copied(), accept);
         k += 1;
     }
     Some(out)
@@ -248,12 +328,12 @@ fn union(alts: &[Rows], max_states: usize) -> Option<Rows> {
 /// Only the states reachable from the start (a join leaves each part's own start state
 /// behind when nothing else enters it), numbered in breadth-first order.
 fn reachable(r: Rows) -> Rows {
-    let mut id = vec![u32::MAX; r.rows.len()];
+    let mut id = vec![u32::MAX; r.len()];
     let mut order = vec![r.start];
     id[r.start as usize] = 0;
     let mut i = 0;
     while i < order.len() {
-        for &(_, _, t) in &r.rows[order[i] as usize] {
+        for &(_, _, t) in r.row(order[i] as usize) {
             if id[t as usize] == u32::MAX {
                 id[t as usize] = order.len() as u32;
                 order.push(t);
@@ -261,9 +341,11 @@ fn reachable(r: Rows) -> Rows {
         }
         i += 1;
     }
-    let rows = order.iter().map(|&s| r.rows[s as usize].iter().map(|&(lo, hi, t)| (lo, hi, id[t as usize])).collect()).collect();
-    let accept = order.iter().map(|&s| r.accept[s as usize]).collect();
-    Rows { rows, accept, start: 0 }
+    let mut out = Rows::with_capacity(order.len(), r.edges.len());
+    for &s in &order {
+        out.add(r.row(s as usize).iter().map(|&(lo, hi, t)| (lo, hi, id[t as usize])), r.accept[s as usize]);
+    }
+    out
 }
 
 /// How a part is joined: once, at most once (`x?`) or any number of times (`x*`).
@@ -297,7 +379,7 @@ fn append(out: &mut Rows, part: &Rx, max_states: usize) -> bool {
                 // accepting states of the copy before it (joining every accepting state would
                 // offer two copies for the same byte).
                 Some(m) => {
-                    let mut frontier: Vec<usize> = (0..out.rows.len()).filter(|&s| out.accept[s]).collect();
+                    let mut frontier: Vec<usize> = (0..out.len()).filter(|&s| out.accept[s]).collect();
                     for _ in *min..*m {
                         match join(out, inner, Times::Optional, Some(&frontier), max_states) {
                             Some(f) => frontier = f,
@@ -328,84 +410,80 @@ fn part_size(part: &Rx) -> usize {
 /// the states in `from` (default: every accepting state). Returns the part's accepting
 /// states, or `None` when the join is not deterministic or not supported.
 fn join(out: &mut Rows, part: &Rx, times: Times, from: Option<&[usize]>, max_states: usize) -> Option<Vec<usize>> {
-    // The part as its own automaton, numbered from `base`.
-    let base = out.rows.len() as u32;
-    let (mut rows, accept, start): (Vec<Vec<(u8, u8, u32)>>, Vec<bool>, u32) = match part {
-        Rx::Literal(bytes) => {
-            let n = bytes.len() as u32;
-            let rows = bytes.iter().enumerate().map(|(i, &b)| vec![(b, b, base + i as u32 + 1)]).chain(std::iter::once(Vec::new())).collect();
-            let accept = (0..=n).map(|i| i == n).collect();
-            (rows, accept, base)
-        }
-        Rx::Bytes(ranges) => (vec![ranges.iter().map(|&(lo, hi)| (lo, hi, base + 1)).collect(), Vec::new()], vec![false, true], base),
-        Rx::Chars(ranges) if ranges.iter().all(|&(_, hi)| hi < 0x80) => {
-            (vec![ranges.iter().map(|&(lo, hi)| (lo as u8, hi as u8, base + 1)).collect(), Vec::new()], vec![false, true], base)
-        }
-        Rx::Automaton(a) => {
-            let rows = (0..a.len()).map(|s| a.edges(s).iter().map(|&(lo, hi, t)| (lo, hi, base + t)).collect()).collect();
-            let accept = (0..a.len()).map(|s| a.accepts(s)).collect();
-            (rows, accept, base + a.start())
-        }
-        Rx::Alt(_) => {
-            let u = deterministic_rows(part, max_states.saturating_sub(out.rows.len()))?;
-            let rows = u.rows.into_iter().map(|r| r.into_iter().map(|(lo, hi, t)| (lo, hi, base + t)).collect()).collect();
-            (rows, u.accept, base + u.start)
-        }
-        _ => return None,
-    };
-    if out.rows.len() + rows.len() > max_states || rows.is_empty() {
-        return None;
-    }
-    let start_row = rows[(start - base) as usize].clone();
-    let start_accepts = accept[(start - base) as usize] || times != Times::Once;
-    if times == Times::Star {
-        // Each accepting state of the part may also begin the next repetition.
-        let own = (start - base) as usize;
-        for (i, (r, &acc)) in rows.iter_mut().zip(&accept).enumerate() {
-            if acc && i != own {
-                *r = union_disjoint(r, &start_row)?;
-            }
-        }
-    }
-    let all: Vec<usize>;
+    let from_all: Vec<usize>;
     let from = match from {
         Some(f) => f,
         None => {
-            all = (0..out.rows.len()).filter(|&s| out.accept[s]).collect();
-            &all
+            from_all = (0..out.len()).filter(|&s| out.accept[s]).collect();
+            &from_all
         }
     };
-    for &s in from {
-        out.rows[s] = union_disjoint(&out.rows[s], &start_row)?;
-        out.accept[s] = start_accepts;
+    // The part as its own automaton, appended to `out` from state `base` on.
+    let base = out.len() as u32;
+    let start = match part {
+        Rx::Literal(bytes) => {
+            if out.len() + bytes.len() + 1 > max_states {
+                return None;
+            }
+            for (i, &b) in bytes.iter().enumerate() {
+                out.add([(b, b, base + i as u32 + 1)], false);
+            }
+            out.add([], true);
+            base
+        }
+        Rx::Bytes(ranges) => {
+            out.add(ranges.iter().map(|&(lo, hi)| (lo, hi, base + 1)), false);
+            out.add([], true);
+            base
+        }
+        Rx::Chars(ranges) if ranges.iter().all(|&(_, hi)| hi < 0x80) => {
+            out.add(ranges.iter().map(|&(lo, hi)| (lo as u8, hi as u8, base + 1)), false);
+            out.add([], true);
+            base
+        }
+        Rx::Automaton(a) => {
+            if a.is_empty() || out.len() + a.len() > max_states {
+                return None;
+            }
+            for s in 0..a.len() {
+                out.add(a.edges(s).iter().map(|&(lo, hi, t)| (lo, hi, base + t)), a.accepts(s));
+            }
+            base + a.start()
+        }
+        Rx::Alt(_) => {
+            let u = deterministic_rows(part, max_states.saturating_sub(out.len()))?;
+            if u.len() == 0 {
+                return None;
+            }
+            for s in 0..u.len() {
+                out.add(u.row(s).iter().map(|&(lo, hi, t)| (lo, hi, base + t)), u.accept[s]);
+            }
+            base + u.start
+        }
+        _ => return None,
+    };
+    if out.len() > max_states {
+        return None;
     }
-    let accepting = accept.iter().enumerate().filter(|(_, &a)| a).map(|(i, _)| base as usize + i).collect();
-    out.rows.extend(rows);
-    out.accept.extend(accept);
-    Some(accepting)
-}
-
-/// The union of two sorted disjoint rows, or `None` when they share a byte.
-fn union_disjoint(a: &[(u8, u8, u32)], b: &[(u8, u8, u32)]) -> Option<Vec<(u8, u8, u32)>> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        let take_a = j == b.len() || (i < a.len() && a[i].0 < b[j].0);
-        let x = if take_a {
-            i += 1;
-            a[i - 1]
-        } else {
-            j += 1;
-            b[j - 1]
-        };
-        if let Some(&(_, hi, _)) = out.last() {
-            if x.0 <= hi {
+    let end = out.len();
+    let start_row: Vec<Edge> = out.row(start as usize).to_vec();
+    let start_accepts = out.accept[start as usize] || times != Times::Once;
+    let accepting: Vec<usize> = (base as usize..end).filter(|&s| out.accept[s]).collect();
+    if times == Times::Star {
+        // Each accepting state of the part may also begin the next repetition.
+        for &s in &accepting {
+            if s != start as usize && !out.merge_into(s, &start_row) {
                 return None;
             }
         }
-        out.push(x);
     }
-    Some(out)
+    for &s in from {
+        if !out.merge_into(s, &start_row) {
+            return None;
+        }
+        out.accept[s] = start_accepts;
+    }
+    Some(accepting)
 }
 
 #[cfg(test)]
@@ -419,7 +497,7 @@ mod tests {
     fn run(r: &Rows, input: &[u8]) -> bool {
         let mut s = r.start as usize;
         for &b in input {
-            match r.rows[s].iter().find(|&&(lo, hi, _)| lo <= b && b <= hi) {
+            match r.row(s).iter().find(|&&(lo, hi, _)| lo <= b && b <= hi) {
                 Some(&(_, _, t)) => s = t as usize,
                 None => return false,
             }
@@ -476,7 +554,7 @@ mod tests {
             assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
         }
         // start, a, ab, abc, abd, b: the shared prefix is walked once.
-        assert_eq!(r.rows.len(), 6);
+        assert_eq!(r.len(), 6);
         // Inside a concatenation, and nullable: `"` (x | y | ) `"`.
         let rx = Rx::Concat(vec![lit("\""), Rx::Alt(vec![lit("x"), lit("yy"), Rx::Empty]), lit("\"")]);
         let r = deterministic_rows(&rx, 100).unwrap();
@@ -492,7 +570,7 @@ mod tests {
         let one = Arc::new(ByteAutomaton::new(vec![vec![(b'a', b'a', 1)], vec![]], vec![false, true], 0));
         let rx = Rx::Concat(vec![Rx::Automaton(one.clone()), Rx::Automaton(one.clone()), Rx::Automaton(one)]);
         let r = deterministic_rows(&rx, 100).unwrap();
-        assert_eq!(r.rows.len(), 4, "a a a: four states");
+        assert_eq!(r.len(), 4, "a a a: four states");
         assert!(run(&r, b"aaa") && !run(&r, b"aa") && !run(&r, b"aaaa"));
     }
 

@@ -127,15 +127,15 @@ impl Dfa {
     /// Trimmed and given its live bytes on the sparse rows (a literal-heavy automaton has one
     /// or two ranges per state against dozens of classes; the dense table is only written).
     fn from_rows(r: &crate::det_concat::Rows) -> Dfa {
-        let (classes, n_classes) = Self::classes_of(r.rows.iter().flatten().map(|&(lo, hi, _)| (lo, hi)));
-        let n = r.rows.len() + 1;
+        let (classes, n_classes) = Self::classes_of(r.all_edges().map(|&(lo, hi, _)| (lo, hi)));
+        let n = r.len() + 1;
         let mut accepting: Vec<bool> = std::iter::once(false).chain(r.accept.iter().copied()).collect();
         let start = r.start + 1;
         let nullable = accepting[start as usize];
         accepting[start as usize] = false;
         // Live: the states that reach acceptance, found backwards over the rows' edges.
         let mut first = vec![0u32; n + 1];
-        for &(_, _, t) in r.rows.iter().flatten() {
+        for &(_, _, t) in r.all_edges() {
             first[t as usize + 2] += 1;
         }
         for i in 0..n {
@@ -143,8 +143,8 @@ impl Dfa {
         }
         let mut fill = first.clone();
         let mut preds = vec![0u32; first[n] as usize];
-        for (s, row) in r.rows.iter().enumerate() {
-            for &(_, _, t) in row {
+        for s in 0..r.len() {
+            for &(_, _, t) in r.row(s) {
                 let at = &mut fill[t as usize + 1];
                 preds[*at as usize] = s as u32 + 1;
                 *at += 1;
@@ -162,9 +162,9 @@ impl Dfa {
         }
         let mut trans = vec![DEAD; n * n_classes];
         let mut live_bytes = vec![ByteSet::default(); n];
-        for (s, row) in r.rows.iter().enumerate() {
+        for s in 0..r.len() {
             let at = (s + 1) * n_classes;
-            for &(lo, hi, t) in row {
+            for &(lo, hi, t) in r.row(s) {
                 if live[t as usize + 1] {
                     for c in classes[lo as usize]..=classes[hi as usize] {
                         trans[at + c as usize] = t + 1;
