@@ -71,6 +71,12 @@ impl<K: Eq + Hash> IdTable<K> {
         if let Some(id) = self.get(&key) {
             return Some(id);
         }
+        self.intern_new(key)
+    }
+
+    /// A new id for `key`, which the caller just found has none ([`IdTable::get`]); `None`
+    /// once [`MAX_IDS`] were given.
+    pub fn intern_new(&mut self, key: K) -> Option<u32> {
         if self.next >= MAX_IDS {
             return None;
         }

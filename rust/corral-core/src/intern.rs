@@ -29,7 +29,7 @@ pub fn terminal_id(rx: &Rx) -> Result<u32> {
     if let Some(id) = t.get(rx) {
         return Ok(id);
     }
-    t.intern(rx.clone()).ok_or_else(|| Error::Limit {
+    t.intern_new(rx.clone()).ok_or_else(|| Error::Limit {
         name: "process_terminal_ids",
         limit: MAX_IDS as usize,
         what: "this process has given ids to 2^31 distinct terminals".into(),
@@ -92,17 +92,17 @@ fn insert(id: u32, d: &Arc<Dfa>) {
 /// The terminal of `rx`: its automaton — cached, built now, or (when `defer` and
 /// [`crate::det_concat::deferrable`] allows) left to be built on first use
 /// ([`TermDfa`]) — and its process-wide id.
-pub fn terminal(rx: Rx, limits: &Limits, defer: bool) -> Result<(TermDfa, u32)> {
-    let id = terminal_id(&rx)?;
+pub fn terminal(rx: &Rx, limits: &Limits, defer: bool) -> Result<(TermDfa, u32)> {
+    let id = terminal_id(rx)?;
     if let Some(d) = cached_within(id, limits)? {
         return Ok((TermDfa::built(d, id), id));
     }
     if defer {
-        if let Some(d) = crate::det_concat::deferrable(&rx, limits.max_dfa_states) {
-            return Ok((TermDfa::deferred(rx, id, d), id));
+        if let Some(d) = crate::det_concat::deferrable(rx, limits.max_dfa_states) {
+            return Ok((TermDfa::deferred(rx.clone(), id, d), id));
         }
     }
-    let d = build(&rx, id, limits)?;
+    let d = build(rx, id, limits)?;
     Ok((TermDfa::built(d, id), id))
 }
 

@@ -340,9 +340,17 @@ impl Lowerer<'_> {
     /// else one terminal per piece; a piece whose own DFA is too large is lowered
     /// structurally (its sub-rules become nonterminals), which bounds automaton size at the
     /// price of more parser work. Only an atomic piece (a literal or class) can still fail.
-    fn flush_rx(&mut self, pending: Vec<(&Expr, Rx)>) -> Result<Vec<Sym>> {
+    fn flush_rx(&mut self, mut pending: Vec<(&Expr, Rx)>) -> Result<Vec<Sym>> {
+        if pending.len() == 1 {
+            let (e, rx) = pending.pop().expect("one piece");
+            return match self.terminal_syms(&rx) {
+                Err(Error::Limit { .. }) if is_compound(e) => Ok(vec![self.lower_item(e)?]),
+                Err(Error::Limit { .. }) => self.rx_structural(rx),
+                r => r,
+            };
+        }
         let merged = Rx::concat(pending.iter().map(|p| p.1.clone()).collect());
-        match self.terminal_syms(merged) {
+        match self.terminal_syms(&merged) {
             Err(Error::Limit { .. }) if pending.len() > 1 => {
                 let mut out = Vec::new();
                 for (e, rx) in pending {
@@ -350,20 +358,12 @@ impl Lowerer<'_> {
                 }
                 Ok(out)
             }
-            Err(Error::Limit { .. }) if pending.len() == 1 => {
-                let (e, rx) = pending.into_iter().next().unwrap();
-                if is_compound(e) {
-                    Ok(vec![self.lower_item(e)?])
-                } else {
-                    self.rx_structural(rx)
-                }
-            }
             r => r,
         }
     }
 
     fn piece_syms(&mut self, e: &Expr, rx: Rx) -> Result<Vec<Sym>> {
-        match self.terminal_syms(rx.clone()) {
+        match self.terminal_syms(&rx) {
             Err(Error::Limit { .. }) if is_compound(e) => Ok(vec![self.lower_item(e)?]),
             Err(Error::Limit { .. }) => self.rx_structural(rx),
             r => r,
@@ -375,7 +375,7 @@ impl Lowerer<'_> {
     /// nonterminal) lowered the same way, down to pieces whose automata fit. The language is
     /// unchanged; only an atomic piece that is itself too large still fails.
     fn rx_structural(&mut self, rx: Rx) -> Result<Vec<Sym>> {
-        let err = match self.terminal_syms(rx.clone()) {
+        let err = match self.terminal_syms(&rx) {
             Err(e @ Error::Limit { .. }) => e,
             r => return r,
         };
@@ -457,17 +457,17 @@ impl Lowerer<'_> {
     }
 
     /// Symbols for one regular language: nothing for {ε}, `T` or `Opt(T)` otherwise.
-    fn terminal_syms(&mut self, rx: Rx) -> Result<Vec<Sym>> {
-        if rx == Rx::Empty {
+    fn terminal_syms(&mut self, rx: &Rx) -> Result<Vec<Sym>> {
+        if *rx == Rx::Empty {
             return Ok(vec![]);
         }
-        let t = match self.term_index.get(&rx) {
+        let t = match self.term_index.get(rx) {
             Some(&t) => t,
             None => {
-                let (automaton, gid) = crate::intern::terminal(rx.clone(), self.limits, crate::term_dfa::defer_enabled())?;
+                let (automaton, gid) = crate::intern::terminal(rx, self.limits, crate::term_dfa::defer_enabled())?;
                 let t = self.terminals.len() as u32;
                 self.terminals.push(Terminal { automaton: std::sync::Arc::new(automaton), label: self.label.clone(), gid });
-                self.term_index.insert(rx, t);
+                self.term_index.insert(rx.clone(), t);
                 t
             }
         };
