@@ -25,6 +25,35 @@ use std::sync::Arc;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `purge_delay` option (its C enum value, `mi_option_purge_delay`).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Keeps memory the extension frees mapped instead of returning it to the OS a second later
+/// (mimalloc's default; 10 ms in its v2): a purge is an `madvise` on the freeing thread, and with the
+/// background thread running on the other CPU each one flushed its TLB too — about a
+/// millisecond inside whichever fill freed the memory (a key position's first fill at
+/// 1.0–1.6 ms instead of 0.1 in most benchmark runs, `benches/README.md`, session 13). Freed
+/// memory is reused by later compiles and fills; `MIMALLOC_PURGE_DELAY` in the environment
+/// (milliseconds, `-1` never) overrides this.
+fn keep_freed_memory() {
+    // (Only over mimalloc's own default, 1,000 ms in v3 or 10 in v2: another value there
+    // means the option number does not name `purge_delay` in this mimalloc, and nothing is
+    // changed.)
+    // SAFETY: reads and sets one option of the allocator linked into this extension.
+    unsafe {
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() && matches!(libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY), 10 | 1000) {
+            libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
+        }
+    }
+}
+
+/// The allocator's purge delay in milliseconds (-1: freed memory stays mapped), for tests.
+#[pyfunction]
+fn _allocator_purge_delay() -> i64 {
+    // SAFETY: reads one option of the allocator linked into this extension.
+    unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) as i64 }
+}
+
 /// Token id to bytes for one tokenizer (see `corral.Vocabulary` for the constructors).
 #[pyclass(name = "Vocabulary", module = "corral._native", frozen)]
 struct PyVocabulary {
@@ -464,11 +493,13 @@ fn _trigger_panic(py: Python<'_>) -> PyResult<()> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    keep_freed_memory();
     m.add_class::<PyVocabulary>()?;
     m.add_class::<PyGrammar>()?;
     m.add_class::<PyCompiledGrammar>()?;
     m.add_class::<PyMatcher>()?;
     m.add_function(wrap_pyfunction!(_trigger_panic, m)?)?;
+    m.add_function(wrap_pyfunction!(_allocator_purge_delay, m)?)?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmask_batch, m)?)?;
     m.add_function(wrap_pyfunction!(logits::apply_token_bitmask_cpu, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
