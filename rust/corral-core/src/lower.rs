@@ -343,15 +343,11 @@ impl Lowerer<'_> {
     fn flush_rx(&mut self, mut pending: Vec<(&Expr, Rx)>) -> Result<Vec<Sym>> {
         if pending.len() == 1 {
             let (e, rx) = pending.pop().expect("one piece");
-            return match self.terminal_syms(&rx) {
-                Err(Error::Limit { .. }) if is_compound(e) => Ok(vec![self.lower_item(e)?]),
-                Err(Error::Limit { .. }) => self.rx_structural(rx),
-                r => r,
-            };
+            return self.piece_syms(e, rx);
         }
         let merged = Rx::concat(pending.iter().map(|p| p.1.clone()).collect());
         match self.terminal_syms(&merged) {
-            Err(Error::Limit { .. }) if pending.len() > 1 => {
+            Err(Error::Limit { .. }) => {
                 let mut out = Vec::new();
                 for (e, rx) in pending {
                     out.extend(self.piece_syms(e, rx)?);

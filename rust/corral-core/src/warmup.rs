@@ -101,10 +101,11 @@ fn worker() -> Option<&'static Worker> {
 /// A failure is ignored (the work is only an optimisation).
 fn lower_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: plain system call on the calling thread with a valid parameter block.
+    // SAFETY: plain system call on the calling thread (id 0) with a valid parameter block.
+    // (The raw call: musl's `sched_setscheduler` wrapper always fails by design.)
     unsafe {
         let p = libc::sched_param { sched_priority: 0 };
-        libc::sched_setscheduler(0, libc::SCHED_BATCH, &p);
+        libc::syscall(libc::SYS_sched_setscheduler, 0, libc::SCHED_BATCH, &p as *const libc::sched_param);
     }
 }
 

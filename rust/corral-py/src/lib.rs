@@ -33,7 +33,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// background thread running on the other CPU each one flushed its TLB too — about a
 /// millisecond inside whichever fill freed the memory (a key position's first fill at
 /// 1.0–1.6 ms instead of 0.1 in most benchmark runs, `benches/README.md`, session 13). Freed
-/// memory is reused by later compiles and fills; `MIMALLOC_PURGE_DELAY` in the environment
+/// memory is reused by later compiles and fills; `MIMALLOC_PURGE_DELAY` (or `MIMALLOC_RESET_DELAY`) in the environment
 /// (milliseconds, `-1` never) overrides this.
 fn keep_freed_memory() {
     // (Only over mimalloc's own default, 1,000 ms in v3 or 10 in v2: another value there
@@ -41,10 +41,16 @@ fn keep_freed_memory() {
     // changed.)
     // SAFETY: reads and sets one option of the allocator linked into this extension.
     unsafe {
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() && matches!(libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY), 10 | 1000) {
+        if !purge_delay_in_environment() && matches!(libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY), 10 | 1000) {
             libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
         }
     }
+}
+
+/// Whether the environment sets mimalloc's purge delay (names compared as mimalloc does,
+/// ignoring case; `MIMALLOC_RESET_DELAY` is its older name).
+fn purge_delay_in_environment() -> bool {
+    std::env::vars_os().any(|(k, _)| k.to_str().is_some_and(|k| k.eq_ignore_ascii_case("MIMALLOC_PURGE_DELAY") || k.eq_ignore_ascii_case("MIMALLOC_RESET_DELAY")))
 }
 
 /// The allocator's purge delay in milliseconds (-1: freed memory stays mapped), for tests.
