@@ -105,17 +105,20 @@ pub(crate) fn deterministic_rows(rx: &Rx, max_states: usize) -> Option<Rows> {
             .iter()
             .map(|x| match x {
                 Rx::Alt(_) => deterministic_rows(x, max_states),
-                Rx::Concat(ps) => chain_rows(ps, max_states),
-                other => chain_rows(std::slice::from_ref(other), max_states),
+                x => chain_rows(parts(x), max_states),
             })
             .collect::<Option<_>>()?;
         return union(&alts, max_states);
     }
-    let parts: &[Rx] = match rx {
+    chain_rows(parts(rx), max_states).map(reachable)
+}
+
+/// The parts of `x` as a concatenation (itself alone when it is not one).
+fn parts(x: &Rx) -> &[Rx] {
+    match x {
         Rx::Concat(xs) => xs,
         other => std::slice::from_ref(other),
-    };
-    chain_rows(parts, max_states).map(reachable)
+    }
 }
 
 /// The rows of the concatenation `parts` as joined (each part's unentered start state left
@@ -162,14 +165,10 @@ struct Chain {
 /// under which [`join`] merges the start's row into those states without a conflict.
 fn chain(x: &Rx) -> Option<Chain> {
     use crate::byteset::ByteSet;
-    let parts: &[Rx] = match x {
-        Rx::Concat(xs) => xs,
-        other => std::slice::from_ref(other),
-    };
     let mut c = Chain { size: 1, nullable: true, has_any: true, has_nonempty: false, json_literal: true };
     // Bytes leaving the accepting states so far (the initial state accepts, with no edges).
     let mut accept_out = ByteSet::default();
-    for part in parts {
+    for part in parts(x) {
         match part {
             Rx::Literal(b) if b.is_empty() => c.size += 1, // `join` adds its one state
             Rx::Literal(b) => {
@@ -452,9 +451,6 @@ fn join(out: &mut Rows, part: &Rx, times: Times, from: Option<&[usize]>, max_sta
         }
         Rx::Alt(_) => {
             let u = deterministic_rows(part, max_states.saturating_sub(out.len()))?;
-            if u.len() == 0 {
-                return None;
-            }
             for s in 0..u.len() {
                 out.add(u.row(s).iter().map(|&(lo, hi, t)| (lo, hi, base + t)), u.accept[s]);
             }

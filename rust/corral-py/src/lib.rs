@@ -29,12 +29,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Keeps memory the extension frees mapped instead of returning it to the OS a second later
-/// (mimalloc's default; 10 ms in its v2): a purge is an `madvise` on the freeing thread, and with the
-/// background thread running on the other CPU each one flushed its TLB too — about a
-/// millisecond inside whichever fill freed the memory (a key position's first fill at
-/// 1.0–1.6 ms instead of 0.1 in most benchmark runs, `benches/README.md`, session 13). Freed
-/// memory is reused by later compiles and fills; `MIMALLOC_PURGE_DELAY` (or `MIMALLOC_RESET_DELAY`) in the environment
-/// (milliseconds, `-1` never) overrides this.
+/// (mimalloc's default; 10 ms in its v2): a purge is an `madvise` on the freeing thread, and
+/// with the background thread running on the other CPU each one flushed its TLB too — about
+/// a millisecond inside whichever fill freed the memory (a key position's first fill at
+/// 1.0–2.0 ms instead of 0.1 in most benchmark runs; `benches/README.md`, session 13). Freed
+/// memory is reused by later compiles and fills. `MIMALLOC_PURGE_DELAY` (or its older name
+/// `MIMALLOC_RESET_DELAY`) in the environment, in milliseconds (`-1`: never), overrides this.
 fn keep_freed_memory() {
     // (Only over mimalloc's own default, 1,000 ms in v3 or 10 in v2: another value there
     // means the option number does not name `purge_delay` in this mimalloc, and nothing is
