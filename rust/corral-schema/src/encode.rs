@@ -127,7 +127,7 @@ impl Builder<'_> {
         }
         let s = self.new_state();
         self.memo[kind.index()].insert(map.to_vec(), s);
-        let mut edges = Vec::new();
+        let mut edges = Vec::with_capacity(8);
         match kind {
             Kind::Cont(k) => {
                 let unit = 1u32 << (6 * (k as u32 - 1));
@@ -152,7 +152,7 @@ impl Builder<'_> {
 
     /// Edges for one digit position of radix `radix` (each digit covering `unit` values):
     /// runs of digits whose values all go to one target share one child.
-    fn digits(&mut self, map: &[(u32, u32, u32)], radix: u32, unit: u32, bytes: fn((u32, u32)) -> DigitBytes, child_kind: Kind, edges: &mut Vec<(u8, u8, u32)>) {
+    fn digits(&mut self, map: &[(u32, u32, u32)], radix: u32, unit: u32, bytes: impl Fn((u32, u32)) -> DigitBytes, child_kind: Kind, edges: &mut Vec<(u8, u8, u32)>) {
         let mut d = 0u32;
         while d < radix {
             let (lo, hi) = (d * unit, d * unit + unit - 1);
@@ -198,7 +198,7 @@ impl Builder<'_> {
         let full: &[(u32, u32, u32)] = &d.trans[q];
         // What raw bytes may spell: no surrogates; in JSON no control characters, `"` or `\`.
         let raw = if json { remove_all(full, &[(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF)]) } else { remove_all(full, &[(0xD800, 0xDFFF)]) };
-        let mut edges: Vec<(u8, u8, u32)> = Vec::new();
+        let mut edges: Vec<(u8, u8, u32)> = Vec::with_capacity(raw.len() + 8);
         // One byte.
         for &(a, b, t) in &raw {
             if a > 0x7F {
@@ -213,22 +213,29 @@ impl Builder<'_> {
             [(0, a, t), (b, 0x10FF7F, t2)] if a == 0xD7FF - 0x80 && b == 0xE000 - 0x80 && t == t2 => Some(t),
             _ => None,
         };
+        // (Lead edges are merged before they are kept: a uniform state's 51 lead bytes go to
+        // a handful of states.)
         match uniform.and_then(|t| self.uniform_leads.get(&t)) {
             Some(e) => edges.extend_from_slice(e),
             None => {
-                let start = edges.len();
-                self.lead_edges(&raw, &mut edges);
+                let mut leads = Vec::new();
+                self.lead_edges(&raw, &mut leads);
+                merge_edges(&mut leads);
+                edges.extend_from_slice(&leads);
                 if let Some(t) = uniform {
-                    self.uniform_leads.insert(t, edges[start..].to_vec());
+                    self.uniform_leads.insert(t, leads);
                 }
             }
         }
+        // The edges are sorted already (one-byte ranges below 0x80, lead bytes above), and
+        // disjoint: `\` (not in `raw`) goes in its place.
         if json {
             if let Some(e) = self.escape_state(full) {
-                edges.push((b'\\', b'\\', e));
+                let at = edges.partition_point(|&(lo, _, _)| lo < b'\\');
+                edges.insert(at, (b'\\', b'\\', e));
             }
         }
-        edges.sort_unstable();
+        debug_assert!(edges.windows(2).all(|w| w[0].1 < w[1].0), "sorted, disjoint");
         merge_edges(&mut edges);
         self.trans[q] = edges;
     }
@@ -347,6 +354,13 @@ fn merge_edges(edges: &mut Vec<(u8, u8, u32)>) {
 fn build(d: &CDfa, json: bool) -> ByteAutomaton {
     let n = d.len();
     let mut b = Builder { d, trans: vec![Vec::new(); n], accept: d.accept.clone(), memo: Default::default(), uniform_leads: FxHashMap::default() };
+    // Every state of a key trie has its own `\uXXXX` path (one new node per hex digit):
+    // room for them up front instead of rehashing as they come.
+    if json {
+        for k in 1..=4 {
+            b.memo[Kind::Hex(k).index()].reserve(n);
+        }
+    }
     for q in 0..n {
         b.boundary(q, json);
     }
