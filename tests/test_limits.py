@@ -23,6 +23,21 @@ def test_unknown_limit_name():
         corral.Grammar.from_ebnf('root ::= "a"', limits={"max_cows": 1})
 
 
+def test_dfa_state_limit_above_16_bit_ids_is_lowered_to_them():
+    # Transition tables hold 16-bit state ids: a larger max_dfa_states works as 65,536. This
+    # rule determinizes to about 2^17 states, so even then it is split into parser rules
+    # (structural lowering) rather than truncated; the masks stay exact.
+    g = corral.Grammar.from_ebnf('root ::= [ab]* "a" [ab]{16}', limits={"max_dfa_states": 10**7, "max_nfa_states": 10**7})
+    assert g.num_terminals > 1
+    toks = [b"a", b"b"]
+    vocab = corral.Vocabulary.from_bytes(toks, eos_token_ids=[], vocab_size=2)
+    # Complete exactly when the 17th character from the end is "a".
+    for text, complete in [("ba" + "b" * 16, True), ("a" * 17, True), ("b" * 17, False), ("ab" + "b" * 16, False)]:
+        m = corral.Matcher(corral.CompiledGrammar(g, vocab))
+        assert all(m.accept_token(toks.index(c.encode())) for c in text)
+        assert m.is_accepting() == complete, text
+
+
 def test_deep_nesting_and_postfix_chains_do_not_overflow_the_stack():
     with pytest.raises(corral.GrammarSyntaxError, match="nested deeper"):
         corral.Grammar.from_ebnf("root ::= " + "(" * 50_000 + '"a"' + ")" * 50_000)

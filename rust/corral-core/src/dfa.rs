@@ -14,13 +14,24 @@ use rustc_hash::FxHashMap;
 /// The dead state: no continuation is possible.
 pub const DEAD: u32 = 0;
 
+/// Most states a DFA may have: state ids are 16-bit in the transition table (half the
+/// memory of 32-bit ids; the dense tables of literal-heavy automata were a fifth of a large
+/// schema's compile, mostly first touches of fresh memory). `max_dfa_states` above it is
+/// lowered to it.
+pub const MAX_STATES: usize = 1 << 16;
+
+/// The state limit a construction under `limits` works to.
+pub fn state_limit(limits: &Limits) -> usize {
+    limits.max_dfa_states.min(MAX_STATES)
+}
+
 /// A deterministic automaton over bytes.
 #[derive(Debug, Clone)]
 pub struct Dfa {
     classes: [u8; 256],
     n_classes: usize,
-    /// `trans[state * n_classes + class]`.
-    trans: Vec<u32>,
+    /// `trans[state * n_classes + class]` (state ids are below [`MAX_STATES`]).
+    trans: Vec<u16>,
     accepting: Vec<bool>,
     start: u32,
     /// Whether the original expression matched the empty string (the DFA itself never does).
@@ -96,7 +107,7 @@ impl Dfa {
     /// Compiles `rx` to a DFA for its language minus the empty string.
     /// [`Dfa::nullable`] tells whether the empty string was in the language.
     pub fn from_rx(rx: &Rx, limits: &Limits) -> Result<Dfa> {
-        if let Some(rows) = crate::det_concat::deterministic_rows(rx, limits.max_dfa_states.saturating_sub(1)) {
+        if let Some(rows) = crate::det_concat::deterministic_rows(rx, state_limit(limits).saturating_sub(1)) {
             return Ok(Self::from_rows(&rows));
         }
         let nfa = Nfa::build(rx, limits)?;
@@ -160,14 +171,14 @@ impl Dfa {
                 }
             }
         }
-        let mut trans = vec![DEAD; n * n_classes];
+        let mut trans = vec![DEAD as u16; n * n_classes];
         let mut live_bytes = vec![ByteSet::default(); n];
         for s in 0..r.len() {
             let at = (s + 1) * n_classes;
             for &(lo, hi, t) in r.row(s) {
                 if live[t as usize + 1] {
                     for c in classes[lo as usize]..=classes[hi as usize] {
-                        trans[at + c as usize] = t + 1;
+                        trans[at + c as usize] = (t + 1) as u16;
                     }
                     live_bytes[s + 1].insert_range(lo, hi);
                 }
@@ -282,10 +293,10 @@ impl Dfa {
                     found
                 } else {
                     let id = set_hash.len() as u32;
-                    if id as usize >= limits.max_dfa_states {
+                    if id as usize >= state_limit(limits) {
                         return Err(Error::Limit {
                             name: "max_dfa_states",
-                            limit: limits.max_dfa_states,
+                            limit: state_limit(limits),
                             what: "a terminal's DFA has too many states".into(),
                             hint: LIMIT_HINT,
                         });
@@ -309,6 +320,8 @@ impl Dfa {
 
     /// Trims a freshly built table and records each state's live bytes.
     fn finish(classes: [u8; 256], n_classes: usize, trans: Vec<u32>, accepting: Vec<bool>, start: u32, nullable: bool) -> Dfa {
+        debug_assert!(accepting.len() <= MAX_STATES);
+        let trans: Vec<u16> = trans.into_iter().map(|t| t as u16).collect();
         let mut dfa = Dfa { classes, n_classes, trans, accepting, start, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() };
         dfa.trim();
         let mut class_bytes = vec![ByteSet::default(); n_classes];
@@ -321,7 +334,7 @@ impl Dfa {
             .map(|row| {
                 let mut set = ByteSet::default();
                 for (c, &t) in row.iter().enumerate() {
-                    if t != DEAD {
+                    if t as u32 != DEAD {
                         set.union_with(&class_bytes[c]);
                     }
                 }
@@ -351,7 +364,7 @@ impl Dfa {
         live[DEAD as usize] = false;
         for t in self.trans.iter_mut() {
             if !live[*t as usize] {
-                *t = DEAD;
+                *t = DEAD as u16;
             }
         }
         if !live[self.start as usize] {
@@ -363,7 +376,7 @@ impl Dfa {
     #[inline(always)]
     pub fn next(&self, state: u32, b: u8) -> u32 {
         // SAFETY-free indexing: states and classes are always in range by construction.
-        self.trans[state as usize * self.n_classes + self.classes[b as usize] as usize]
+        self.trans[state as usize * self.n_classes + self.classes[b as usize] as usize] as u32
     }
 
     /// The smallest state that behaves like `state` on every input of at most `k` bytes (same
@@ -547,7 +560,7 @@ impl Dfa {
     /// The successor of `state` on byte class `c`.
     #[inline]
     pub fn next_class(&self, state: u32, c: usize) -> u32 {
-        self.trans[state as usize * self.n_classes + c]
+        self.trans[state as usize * self.n_classes + c] as u32
     }
 
     /// The process-wide id of the language `state` accepts, if it has one (see
@@ -643,7 +656,7 @@ impl Dfa {
     #[inline(always)]
     pub unsafe fn next_unchecked(&self, state: u32, b: u8) -> u32 {
         debug_assert!((state as usize) < self.accepting.len());
-        *self.trans.get_unchecked(state as usize * self.n_classes + *self.classes.get_unchecked(b as usize) as usize)
+        *self.trans.get_unchecked(state as usize * self.n_classes + *self.classes.get_unchecked(b as usize) as usize) as u32
     }
 
     /// Whether `state` accepts (ends a non-empty match).
@@ -674,7 +687,7 @@ impl Dfa {
 
     /// Heap bytes used by the tables.
     pub fn memory_bytes(&self) -> usize {
-        self.trans.len() * 4 + self.accepting.len() * 33 + 256
+        self.trans.len() * 2 + self.accepting.len() * 33 + 256
     }
 
     /// Runs the DFA over `bytes` from the start; true if it ends accepting.

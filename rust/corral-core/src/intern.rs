@@ -98,7 +98,7 @@ pub fn terminal(rx: &Rx, limits: &Limits, defer: bool) -> Result<(TermDfa, u32)>
         return Ok((TermDfa::built(d, id), id));
     }
     if defer {
-        if let Some(d) = crate::det_concat::deferrable(rx, limits.max_dfa_states) {
+        if let Some(d) = crate::det_concat::deferrable(rx, crate::dfa::state_limit(limits)) {
             return Ok((TermDfa::deferred(rx.clone(), id, d), id));
         }
     }

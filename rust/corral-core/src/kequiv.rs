@@ -26,9 +26,10 @@ pub struct KEquiv {
 /// Predecessors of each state of a dense transition table (`trans[s * classes + c]`, `n`
 /// states) as compressed rows — those of `t` are `preds[start[t]..start[t + 1]]`, duplicates
 /// kept — leaving out edges into `dead`.
-pub(crate) fn predecessor_rows(trans: &[u32], classes: usize, n: usize, dead: u32) -> (Vec<u32>, Vec<u32>) {
+pub(crate) fn predecessor_rows<T: Copy + Into<u32>>(trans: &[T], classes: usize, n: usize, dead: u32) -> (Vec<u32>, Vec<u32>) {
     let mut start = vec![0u32; n + 1];
     for &t in trans {
+        let t: u32 = t.into();
         if t != dead {
             start[t as usize + 1] += 1;
         }
@@ -40,6 +41,7 @@ pub(crate) fn predecessor_rows(trans: &[u32], classes: usize, n: usize, dead: u3
     let mut preds = vec![0u32; start[n] as usize];
     for s in 0..n {
         for &t in &trans[s * classes..(s + 1) * classes] {
+            let t: u32 = t.into();
             if t != dead {
                 preds[fill[t as usize] as usize] = s as u32;
                 fill[t as usize] += 1;
@@ -79,7 +81,7 @@ pub fn untouched_member(list: &mut Vec<u32>, class: &[u32], c: u32, stamp: &[u32
 /// is worth nothing to caches keyed by state. Only long chains (length-bounded strings,
 /// counted repetitions) gain; [`crate::dfa::Dfa`] keeps only edges between states that look
 /// alike to find those.
-pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize, keep: impl Fn(u32, u32) -> bool) -> bool {
+pub fn has_path_longer_than<T: Copy + Into<u32>>(trans: &[T], classes: usize, dead: u32, k: usize, keep: impl Fn(u32, u32) -> bool) -> bool {
     let n = trans.len() / classes.max(1);
     // Tarjan's algorithm, iteratively; components come out sinks first, so each one's
     // longest path (its size plus the longest of its successors') is known when it closes.
@@ -107,7 +109,7 @@ pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize, 
             let mut c = resume;
             let mut child = None;
             while c < classes {
-                let w = row[c];
+                let w: u32 = row[c].into();
                 c += 1;
                 if w == dead || !keep(v, w) {
                     continue;
@@ -146,6 +148,7 @@ pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize, 
                 let mut after = 0;
                 for &m in members {
                     for &w in &trans[m as usize * classes..(m as usize + 1) * classes] {
+                        let w: u32 = w.into();
                         if w != dead && keep(m, w) && comp[w as usize] != id {
                             after = after.max(longest[comp[w as usize] as usize]);
                         }
@@ -165,7 +168,7 @@ pub fn has_path_longer_than(trans: &[u32], classes: usize, dead: u32, k: usize, 
 
 /// Bounded equivalence of a DFA's states. `trans[s * classes + c]` is the successor of `s`
 /// on byte class `c`; state `dead` is the dead state.
-pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u32, k: usize) -> KEquiv {
+pub fn k_equivalence<T: Copy + Into<u32>>(trans: &[T], classes: usize, accepting: &[bool], dead: u32, k: usize) -> KEquiv {
     let n = accepting.len();
     if n == 0 {
         return KEquiv::default();
@@ -208,6 +211,7 @@ pub fn k_equivalence(trans: &[u32], classes: usize, accepting: &[bool], dead: u3
     row_start.push(0);
     for s in 0..n {
         for (c, &t) in trans[s * classes..(s + 1) * classes].iter().enumerate() {
+            let t: u32 = t.into();
             if t != dead {
                 row_items.push((c as u32, t));
             }
@@ -343,7 +347,7 @@ mod tests {
             let next: Vec<u32> = (0..n)
                 .map(|s| {
                     let mut sig = vec![class[s]];
-                    sig.extend(trans[s * classes..(s + 1) * classes].iter().map(|&t| class[t as usize]));
+                    sig.extend(trans[s * classes..(s + 1) * classes].iter().map(|&t| class[Into::<u32>::into(t) as usize]));
                     let len = ids.len() as u32;
                     *ids.entry(sig).or_insert(len)
                 })
