@@ -345,11 +345,14 @@ impl Lowerer<'_> {
             let (e, rx) = pending.pop().expect("one piece");
             return self.piece_syms(e, rx);
         }
-        let merged = Rx::concat(pending.iter().map(|p| p.1.clone()).collect());
-        match self.terminal_syms(&merged) {
+        // The pieces move into the concatenation; in the rare case that it is too large as
+        // one terminal, they are converted again from their expressions.
+        let (exprs, rxs): (Vec<&Expr>, Vec<Rx>) = pending.into_iter().unzip();
+        match self.terminal_syms(&Rx::concat(rxs)) {
             Err(Error::Limit { .. }) => {
                 let mut out = Vec::new();
-                for (e, rx) in pending {
+                for e in exprs {
+                    let rx = self.to_rx(e)?;
                     out.extend(self.piece_syms(e, rx)?);
                 }
                 Ok(out)

@@ -603,6 +603,8 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
         }
         e => SchemaError::Grammar(e),
     })?;
+    // The expressions and memo tables are freed off the caller's path.
+    corral_core::warmup::drop_in_background((ast, std::mem::take(&mut c.memo), std::mem::take(&mut c.types_memo)));
     Ok(Compiled { grammar, warnings: c.warnings, keywords_used: c.kw })
 }
 
