@@ -92,20 +92,25 @@ fn worker() -> Option<&'static Worker> {
     w.as_ref().filter(|w| w.pid == std::process::id())
 }
 
-/// Marks the calling thread (the warm-up thread) as batch work for the Linux scheduler
-/// (`SCHED_BATCH`: the same share of CPU time, but waking it never preempts a running
-/// thread). Each compile wakes the thread with jobs; as an ordinary thread it was often
-/// placed on the compiling thread's CPU and ran there at once, and the compile's own first
-/// fill waited behind it: a schema with a length-bounded string took 0.6 ms or 2.4 ms by
-/// chance (`fill_profile`, 12 runs: 9 of 12 over 2.3 ms; with this, all 12 at 0.6–1.1 ms).
-/// A failure is ignored (the work is only an optimisation).
+/// Gives the calling thread (the warm-up thread) the Linux scheduler's idle policy
+/// (`SCHED_IDLE`: it runs on a CPU nothing else wants, and sharing one with an ordinary
+/// thread it gets a tiny fraction of it). Each compile wakes the thread with jobs, and the
+/// scheduler often placed it on the compiling thread's CPU. As an ordinary thread it ran there
+/// at once and the compile's own first fill waited behind it (a schema with a length-bounded
+/// string: 0.6 ms or 2.4 ms by chance in `fill_profile`); as `SCHED_BATCH` work it no longer
+/// preempted on waking but still took half of that CPU until the load balancer moved it, while
+/// the other CPU sat idle: fills of 1.2–4.2 ms that ran 11–90 µs of CPU time (`fill_profile`
+/// on three schemas with long canonical-state computations, most runs; scheduler traces show
+/// the two threads taking turns on one CPU). Under `SCHED_IDLE`, 1 such fill in 10 runs, and
+/// in the Python benchmark (five interleaved pairs) the same median with fill maxima of
+/// 296–375 µs against 340–404. A failure is ignored (the work is only an optimisation).
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: plain system call on the calling thread (id 0) with a valid parameter block.
     // (The raw call: musl's `sched_setscheduler` wrapper always fails by design.)
     unsafe {
         let p = libc::sched_param { sched_priority: 0 };
-        libc::syscall(libc::SYS_sched_setscheduler, 0, libc::SCHED_BATCH, &p as *const libc::sched_param);
+        libc::syscall(libc::SYS_sched_setscheduler, 0, libc::SCHED_IDLE, &p as *const libc::sched_param);
     }
 }
 
@@ -143,12 +148,17 @@ pub fn submit(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
     }
 }
 
+/// Most jobs queued for [`drop_in_background`] to queue one more.
+const MAX_PENDING_DROPS: usize = 64;
+
 /// Drops `value` on the background thread, behind the jobs queued so far, or here when warm-up
-/// is off: freeing a compile's intermediate structures (a large JSON Schema's grammar
+/// is off or too much is queued: freeing a compile's intermediate structures (a large JSON Schema's grammar
 /// expressions, thousands of small allocations) was a twentieth of its compile, time the
 /// caller waited for nothing.
 pub fn drop_in_background<T: Send + 'static>(value: T) {
-    let Some(w) = worker() else { return drop(value) };
+    // (With too much queued — the thread gets little CPU time on a busy machine — freeing
+    // here keeps memory from piling up behind it.)
+    let Some(w) = worker().filter(|w| w.pending.load(Ordering::Acquire) < MAX_PENDING_DROPS) else { return drop(value) };
     w.pending.fetch_add(1, Ordering::AcqRel);
     let sent = w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(move || drop(value)));
     if let Err(unsent) = sent {
@@ -311,11 +321,11 @@ mod tests {
         assert_eq!(seen[0] == std::thread::current().id(), !super::enabled());
     }
 
-    /// The warm-up thread runs under `SCHED_BATCH` (policy 3 in `/proc/…/stat`), so that
-    /// waking it never preempts the thread that compiles.
+    /// The warm-up thread runs under `SCHED_IDLE` (policy 5 in `/proc/…/stat`), so that it
+    /// never takes CPU time from the threads that compile and fill.
     #[cfg(target_os = "linux")]
     #[test]
-    fn warmup_thread_is_batch_work() {
+    fn warmup_thread_is_idle_work() {
         if !super::enabled() {
             return; // `CORRAL_BACKGROUND_WARMUP=0` in this environment: no thread.
         }
@@ -335,12 +345,12 @@ mod tests {
         };
         let mut got = policies();
         for _ in 0..500 {
-            if got == [3] {
+            if got == [5] {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
             got = policies();
         }
-        assert_eq!(got, vec![3], "one warm-up thread, SCHED_BATCH");
+        assert_eq!(got, vec![5], "one warm-up thread, SCHED_IDLE");
     }
 }
