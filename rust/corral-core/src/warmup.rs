@@ -152,19 +152,28 @@ pub fn submit(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
 const MAX_PENDING_DROPS: usize = 64;
 
 /// Drops `value` on the background thread, behind the jobs queued so far, or here when warm-up
-/// is off or too much is queued: freeing a compile's intermediate structures (a large JSON Schema's grammar
-/// expressions, thousands of small allocations) was a twentieth of its compile, time the
-/// caller waited for nothing.
+/// is off or too much is queued: freeing a compile's intermediate structures (a large JSON
+/// Schema's grammar expressions, thousands of small allocations) was a twentieth of its
+/// compile, time the caller waited for nothing.
 pub fn drop_in_background<T: Send + 'static>(value: T) {
     // (With too much queued — the thread gets little CPU time on a busy machine — freeing
-    // here keeps memory from piling up behind it.)
-    let Some(w) = worker().filter(|w| w.pending.load(Ordering::Acquire) < MAX_PENDING_DROPS) else { return drop(value) };
-    w.pending.fetch_add(1, Ordering::AcqRel);
-    let sent = w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(move || drop(value)));
-    if let Err(unsent) = sent {
-        w.pending.fetch_sub(1, Ordering::AcqRel);
-        drop(unsent); // (drops `value` here)
+    // here keeps memory from piling up behind it. A job that is not queued is dropped, and
+    // `value` with it.)
+    if worker().is_some_and(|w| w.pending.load(Ordering::Acquire) < MAX_PENDING_DROPS) {
+        in_background(move || drop(value));
     }
+}
+
+/// Queues `job` on the background thread, behind the jobs queued so far. Returns false, and
+/// drops `job` without running it, when there is no thread (warm-up off, or a forked child).
+pub fn in_background(job: impl FnOnce() + Send + 'static) -> bool {
+    let Some(w) = worker() else { return false };
+    w.pending.fetch_add(1, Ordering::AcqRel);
+    let sent = w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(job));
+    if sent.is_err() {
+        w.pending.fetch_sub(1, Ordering::AcqRel);
+    }
+    sent.is_ok()
 }
 
 /// Queues the warm-up of the terminals `dfas` ahead of every job already queued (canonical

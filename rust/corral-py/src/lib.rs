@@ -72,6 +72,8 @@ impl PyVocabulary {
     #[pyo3(signature = (tokens, eos_token_ids, special_token_ids=Vec::new(), vocab_size=None))]
     fn new(py: Python<'_>, tokens: Vec<Vec<u8>>, eos_token_ids: Vec<u32>, special_token_ids: Vec<u32>, vocab_size: Option<usize>) -> PyResult<Self> {
         guard(py, || {
+            // (JSON Schema formats' automata are built on the background thread meanwhile.)
+            corral_schema::formats_in_background();
             let v = py.detach(|| core::Vocabulary::new(tokens, eos_token_ids, special_token_ids, vocab_size)).map_err(|e| to_py(py, e))?;
             Ok(PyVocabulary { inner: Arc::new(v) })
         })

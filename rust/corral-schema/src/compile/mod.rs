@@ -824,3 +824,22 @@ impl<'a> Compiler<'a> {
         self.rules.push(RuleDef { name, expr, offset: 0 });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// With a background thread, the formats prewarmed at the first compile end up in the
+    /// process-wide cache: looking them up afterwards builds nothing. (`date-time` takes
+    /// the leap-second path, whose pieces are cached elsewhere.)
+    #[test]
+    fn prewarmed_formats_are_cached() {
+        if !corral_core::warmup::enabled() {
+            return; // `CORRAL_BACKGROUND_WARMUP=0` in this environment: nothing is prewarmed.
+        }
+        crate::formats_in_background();
+        corral_core::warmup::wait_idle();
+        for f in ["uri", "email", "uri-reference", "ipv6"] {
+            let got = super::shared_dfa(format!("f:{f}"), || Err("built again".into()));
+            assert!(got.is_ok(), "{f}: {got:?}");
+        }
+    }
+}
