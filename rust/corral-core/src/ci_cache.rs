@@ -961,14 +961,21 @@ impl CiCache {
         };
         let size = e.allowed.memory_bytes() + e.level.memory_bytes() + key.len() * 8 + 64;
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let mut dropped = None;
         if self.bytes.load(Relaxed) + size > self.budget {
-            // Bounded and simple: drop everything; entries rebuild on demand.
-            map.clear();
-            self.levels.write().unwrap_or_else(|p| p.into_inner()).clear();
+            // Bounded and simple: drop everything; entries rebuild on demand. (The old maps are
+            // freed after the locks, on the background thread: tens of megabytes of entries
+            // took milliseconds to free, with every fill of the process waiting on the lock.)
+            let levels = std::mem::take(&mut *self.levels.write().unwrap_or_else(|p| p.into_inner()));
+            dropped = Some((std::mem::take(&mut *map), levels));
             self.bytes.store(0, Relaxed);
         }
         if map.insert(key.to_vec(), e.clone()).is_none() {
             self.bytes.fetch_add(size, Relaxed);
+        }
+        drop(map);
+        if let Some(old) = dropped {
+            crate::warmup::drop_in_background(old);
         }
         e
     }

@@ -819,6 +819,56 @@ mod tests {
         Rx::Literal(s.as_bytes().to_vec())
     }
 
+    /// A sparse automaton answers every question as the same automaton with a dense table:
+    /// transitions by byte and by class (checked and unchecked), live and loop bytes, main
+    /// successors, loop-like states, language ids and bounded equivalence.
+    #[test]
+    fn sparse_and_dense_forms_agree() {
+        let esc = |c: char| format!("({c}|\\\\u00{:02x}|\\\\u00{:02X})", c as u32, c as u32);
+        let word = |w: &str| w.chars().map(esc).collect::<String>();
+        let patterns = [
+            format!("\"({}|{}|{})\"", word("name"), word("names"), word("type")),
+            format!("{}[a-z]{{0,3}}", word("key")),
+            "(alpha|beta|gamma|delta)".to_string(),
+            format!("\"{}\": ?[0-9]", word("count")),
+        ];
+        let mut sparse_seen = 0;
+        for p in &patterns {
+            let rx = crate::regex::parse_regex(p, &Limits::default()).unwrap();
+            let Some(rows) = crate::det_concat::deterministic_rows(&rx, MAX_STATES - 1) else { continue };
+            let sparse = Dfa::from_rows(&rows);
+            if !sparse.is_sparse() {
+                continue;
+            }
+            sparse_seen += 1;
+            let mut dense = sparse.clone();
+            dense.trans = sparse.dense_table().into_owned();
+            dense.span.clear();
+            dense.edges.clear();
+            assert!(!dense.is_sparse());
+            for s in 0..sparse.num_states() as u32 {
+                for b in 0..=255u8 {
+                    assert_eq!(sparse.next(s, b), dense.next(s, b), "{p}: state {s} byte {b}");
+                    // SAFETY: `s` is a state of both automata.
+                    assert_eq!(unsafe { sparse.next_unchecked(s, b) }, dense.next(s, b));
+                }
+                for c in 0..sparse.num_classes() {
+                    assert_eq!(sparse.next_class(s, c), dense.next_class(s, c));
+                }
+                assert_eq!(sparse.live_bytes(s), dense.live_bytes(s));
+                assert_eq!(sparse.loop_bytes(s), dense.loop_bytes(s));
+                assert_eq!(sparse.main_successor(s), dense.main_successor(s));
+                assert_eq!(sparse.loop_like(s), dense.loop_like(s));
+                assert_eq!(sparse.language_id(s), dense.language_id(s), "{p}: state {s}");
+            }
+            for k in [4usize, 16, 64] {
+                let (a, b) = (sparse.k_equivalence(k), dense.k_equivalence(k));
+                assert_eq!((a.rep, a.near), (b.rep, b.near), "{p}: k = {k}");
+            }
+        }
+        assert!(sparse_seen >= 3, "the patterns build sparse automata ({sparse_seen})");
+    }
+
     #[test]
     fn literal_and_star() {
         let rx = Rx::concat(vec![lit("ab"), Rx::Repeat { inner: Box::new(lit("c")), min: 0, max: None }]);

@@ -28,6 +28,10 @@ use crate::dfa::Dfa;
 use crate::rx::Rx;
 use std::sync::{Arc, OnceLock};
 
+/// Yields a caller makes while another thread of this process builds the automaton, before
+/// building it itself.
+const MAX_WAITS: u32 = 200;
+
 /// A terminal's automaton: built, or an expression to build it from on first use.
 #[derive(Debug)]
 pub struct TermDfa {
@@ -80,13 +84,21 @@ impl TermDfa {
                 self.0.store(0, Ordering::Release);
             }
         }
+        // Waiting is bounded: the background thread runs at idle priority and may get no CPU
+        // time on a busy machine; past the bound this caller builds it too (the same
+        // automaton; the first one stored is kept).
+        let mut waits = 0u32;
         let _claim = loop {
             if let Some(d) = self.dfa.get() {
                 return d;
             }
             match self.builder.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => break Some(Release(&self.builder)),
-                Err(other) if other == pid => std::thread::yield_now(),
+                Err(other) if other == pid && waits < MAX_WAITS => {
+                    waits += 1;
+                    std::thread::yield_now();
+                }
+                Err(other) if other == pid => break None,
                 // Claimed in the parent of this forked process: nobody here will finish it.
                 Err(_) => break None,
             }

@@ -311,10 +311,10 @@ fn warm_terminals(dfas: &[Arc<TermDfa>], vocab: &Vocabulary, budget: Duration, y
 
 #[cfg(test)]
 mod tests {
-    /// A value handed to [`super::drop_in_background`] is dropped exactly once, on the
-    /// warm-up thread when there is one (here when there is none).
+    /// A value handed to [`super::drop_in_background`] is dropped exactly once; a job given
+    /// to [`super::in_background`] runs on the warm-up thread (or, without one, is refused).
     #[test]
-    fn drop_in_background_drops_once_off_the_caller() {
+    fn background_jobs_run_off_the_caller_and_drops_happen_once() {
         use std::sync::{Arc, Mutex};
         struct Probe(Arc<Mutex<Vec<std::thread::ThreadId>>>);
         impl Drop for Probe {
@@ -325,9 +325,18 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         super::drop_in_background(Probe(seen.clone()));
         super::wait_idle();
-        let seen = seen.lock().unwrap().clone();
-        assert_eq!(seen.len(), 1);
-        assert_eq!(seen[0] == std::thread::current().id(), !super::enabled());
+        assert_eq!(seen.lock().unwrap().len(), 1, "dropped once");
+        let ran: Arc<Mutex<Option<std::thread::ThreadId>>> = Arc::default();
+        let r = ran.clone();
+        let queued = super::in_background(move || *r.lock().unwrap() = Some(std::thread::current().id()));
+        super::wait_idle();
+        assert_eq!(queued, super::enabled());
+        let ran = *ran.lock().unwrap();
+        if queued {
+            assert!(ran.is_some_and(|t| t != std::thread::current().id()), "ran on the warm-up thread");
+        } else {
+            assert!(ran.is_none());
+        }
     }
 
     /// The warm-up thread runs under `SCHED_IDLE` (policy 5 in `/proc/…/stat`), so that it
