@@ -38,6 +38,14 @@ def test_dfa_state_limit_above_16_bit_ids_is_lowered_to_them():
         assert m.is_accepting() == complete, text
 
 
+def test_a_terminal_over_the_16_bit_state_cap_says_raising_the_limit_cannot_help():
+    # One literal of 70,000 bytes is a single atomic terminal of 70,001 states.
+    with pytest.raises(corral.LimitExceededError) as e:
+        corral.Grammar.from_ebnf('root ::= "' + "ab" * 35_000 + '"', limits={"max_dfa_states": 10**6, "max_nfa_states": 10**6})
+    assert e.value.limit_name == "max_dfa_states"
+    assert "65,536 is the most" in str(e.value) and "split the rule" in str(e.value)
+
+
 def test_deep_nesting_and_postfix_chains_do_not_overflow_the_stack():
     with pytest.raises(corral.GrammarSyntaxError, match="nested deeper"):
         corral.Grammar.from_ebnf("root ::= " + "(" * 50_000 + '"a"' + ")" * 50_000)

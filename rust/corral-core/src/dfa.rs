@@ -47,6 +47,18 @@ fn class_bytes(classes: &[u8; 256], n: usize) -> Vec<u8> {
     out
 }
 
+/// The error for a terminal whose DFA needs more states than [`state_limit`] allows; at
+/// [`MAX_STATES`] itself, raising the limit cannot help and the hint says so.
+pub(crate) fn state_limit_error(limits: &Limits) -> Error {
+    let limit = state_limit(limits);
+    let (what, hint) = if limit == MAX_STATES {
+        ("a terminal's DFA has too many states (65,536 is the most any terminal may have)".to_string(), "split the rule into smaller pieces or simplify it")
+    } else {
+        ("a terminal's DFA has too many states".to_string(), LIMIT_HINT)
+    };
+    Error::Limit { name: "max_dfa_states", limit, what, hint }
+}
+
 /// The state limit a construction under `limits` works to.
 pub fn state_limit(limits: &Limits) -> usize {
     limits.max_dfa_states.min(MAX_STATES)
@@ -353,12 +365,7 @@ impl Dfa {
                 } else {
                     let id = set_hash.len() as u32;
                     if id as usize >= state_limit(limits) {
-                        return Err(Error::Limit {
-                            name: "max_dfa_states",
-                            limit: state_limit(limits),
-                            what: "a terminal's DFA has too many states".into(),
-                            hint: LIMIT_HINT,
-                        });
+                        return Err(state_limit_error(limits));
                     }
                     set_data.extend_from_slice(&next);
                     set_start.push(set_data.len() as u32);
