@@ -90,7 +90,8 @@ class Worker:
         self.starts += 1
         self.stderr_path = os.path.join(self.stderr_dir, f"{self.engine}-{self.starts}.stderr")
         opts = {"xgrammar_nonstrict": self.args.xgrammar_nonstrict, "xgrammar_any_order": self.args.xgrammar_any_order,
-                "corral_schema_options": _kv(self.args.corral_schema_option), "threads": self.args.threads}
+                "corral_schema_options": _kv(self.args.corral_schema_option), "threads": self.args.threads,
+                "corral_numpy_mask": self.args.corral_numpy_mask}
         cmd = [self.args.python, os.path.join(HERE, "worker.py"), self.engine, self.job,
                "--mem-gib", str(self.args.mem_gib), "--options", json.dumps(opts)]
         env = dict(os.environ)
@@ -689,6 +690,9 @@ def parse_args(argv=None):
     ap.add_argument("--xgrammar-any-order", action="store_true", help="xgrammar compile_json_schema(any_order=True)")
     ap.add_argument("--corral-schema-option", action="append", default=[], metavar="KEY=VALUE",
                     help="keyword argument for corral.Grammar.from_json_schema, e.g. property_order=schema (repeatable)")
+    ap.add_argument("--corral-numpy-mask", action="store_true",
+                    help="give corral the worker's numpy bitmask instead of a torch tensor over it (its other "
+                         "supported input; default: torch, what serving engines pass)")
     ap.add_argument("--no-apply", action="store_true", help="skip the mask-application benchmark")
     ap.add_argument("--apply-vocab", type=int, default=128256)
     ap.add_argument("--apply-batches", default="1,32")

@@ -76,7 +76,7 @@ def main() -> int:
     import vocabs
     from engines.base import Unsupported
 
-    torch_mask = args.engine in engines.TORCH_MASK
+    torch_mask = args.engine in engines.TORCH_MASK and not (args.engine == "corral" and options.get("corral_numpy_mask"))
     if torch_mask:
         import torch
     t = ns()
