@@ -26,6 +26,10 @@
 //! tens of microseconds, and until they exist fills key their caches by the states themselves
 //! (correct, but shared by nothing) instead of waiting.
 //!
+//! Plain jobs ([`in_background`]) share the thread: freeing a compile's intermediate
+//! structures ([`drop_in_background`]) and, from the schema compiler, building the common
+//! string formats' automata once per process.
+//!
 //! `CORRAL_BACKGROUND_WARMUP=0` in the environment turns it off (read once per process);
 //! then compiling computes the large automata's canonical states itself, and the fills the
 //! others' when they first meet them (and build the deferred automata they meet).
