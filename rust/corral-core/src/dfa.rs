@@ -450,7 +450,8 @@ impl Dfa {
         }
     }
 
-    /// Whether the automaton keeps its edges sparse (see [`Dfa::from_rows`]).
+    /// Whether the automaton keeps its edges sparse (built from deterministic rows with few
+    /// edges per state) rather than a dense table.
     pub fn is_sparse(&self) -> bool {
         !self.span.is_empty()
     }
