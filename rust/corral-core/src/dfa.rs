@@ -39,7 +39,7 @@ fn sparse_next(edges: &[(u8, u8, u16)], b: u8) -> u32 {
 }
 
 /// One byte of each of the `n` classes of `classes`.
-fn class_bytes(classes: &[u8; 256], n: usize) -> Vec<u8> {
+fn class_representatives(classes: &[u8; 256], n: usize) -> Vec<u8> {
     let mut out = vec![0u8; n];
     for b in (0..=255u8).rev() {
         out[classes[b as usize] as usize] = b;
@@ -77,7 +77,7 @@ pub struct Dfa {
     /// for a dense one.
     span: Vec<u32>,
     edges: Vec<(u8, u8, u16)>,
-    /// A byte of each class (for [`Dfa::next_class`] on a sparse automaton).
+    /// A byte of each class (for [`Dfa::next_class`] on a sparse automaton; empty when dense).
     class_byte: Vec<u8>,
     accepting: Vec<bool>,
     start: u32,
@@ -238,7 +238,10 @@ impl Dfa {
                         live_bytes[s + 1].insert_range(lo, hi);
                     }
                 }
-                edges[from..].sort_unstable_by_key(|e| e.0);
+                // (Rows come sorted from their construction; `sparse_next` relies on it.)
+                if !edges[from..].is_sorted_by_key(|e| e.0) {
+                    edges[from..].sort_unstable_by_key(|e| e.0);
+                }
                 span.push(edges.len() as u32);
             }
         } else {
@@ -256,7 +259,8 @@ impl Dfa {
             }
         }
         let start = if live[start as usize] { start } else { DEAD };
-        Dfa { classes, n_classes, trans, span, edges, class_byte: class_bytes(&classes, n_classes), accepting, start, nullable, live_bytes, canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() }
+        let class_byte = if span.is_empty() { Vec::new() } else { class_representatives(&classes, n_classes) };
+        Dfa { classes, n_classes, trans, span, edges, class_byte, accepting, start, nullable, live_bytes, canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() }
     }
 
     fn from_nfa(nfa: &Nfa, limits: &Limits) -> Result<Dfa> {
@@ -388,7 +392,7 @@ impl Dfa {
     fn finish(classes: [u8; 256], n_classes: usize, trans: Vec<u32>, accepting: Vec<bool>, start: u32, nullable: bool) -> Dfa {
         debug_assert!(accepting.len() <= MAX_STATES);
         let trans: Vec<u16> = trans.into_iter().map(|t| t as u16).collect();
-        let mut dfa = Dfa { classes, n_classes, trans, span: Vec::new(), edges: Vec::new(), class_byte: class_bytes(&classes, n_classes), accepting, start, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() };
+        let mut dfa = Dfa { classes, n_classes, trans, span: Vec::new(), edges: Vec::new(), class_byte: Vec::new(), accepting, start, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() };
         dfa.trim();
         let mut class_bytes = vec![ByteSet::default(); n_classes];
         for b in 0..=255u8 {
@@ -445,9 +449,14 @@ impl Dfa {
         if self.span.is_empty() {
             self.trans[state as usize * self.n_classes + self.classes[b as usize] as usize] as u32
         } else {
-            let (from, to) = (self.span[state as usize] as usize, self.span[state as usize + 1] as usize);
-            sparse_next(&self.edges[from..to], b)
+            sparse_next(self.sparse_edges(state), b)
         }
+    }
+
+    /// A sparse automaton's edges from `state`.
+    #[inline(always)]
+    fn sparse_edges(&self, state: u32) -> &[(u8, u8, u16)] {
+        &self.edges[self.span[state as usize] as usize..self.span[state as usize + 1] as usize]
     }
 
     /// Whether the automaton keeps its edges sparse (built from deterministic rows with few
@@ -463,7 +472,7 @@ impl Dfa {
         }
         let mut t = vec![DEAD as u16; self.accepting.len() * self.n_classes];
         for s in 0..self.accepting.len() {
-            for &(lo, hi, q) in &self.edges[self.span[s] as usize..self.span[s + 1] as usize] {
+            for &(lo, hi, q) in self.sparse_edges(s as u32) {
                 for c in self.classes[lo as usize]..=self.classes[hi as usize] {
                     t[s * self.n_classes + c as usize] = q;
                 }

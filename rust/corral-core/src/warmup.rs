@@ -144,12 +144,7 @@ pub fn enabled() -> bool {
 /// Queues the warm-up of the terminals `dfas` against `vocab`. Returns at once; does nothing
 /// when warm-up is off.
 pub fn submit(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
-    let Some(w) = worker() else { return };
-    w.pending.fetch_add(1, Ordering::AcqRel);
-    let sent = w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(move || warm(&dfas, &vocab, MAX_WARMUP)));
-    if sent.is_err() {
-        w.pending.fetch_sub(1, Ordering::AcqRel);
-    }
+    in_background(move || warm(&dfas, &vocab, MAX_WARMUP));
 }
 
 /// Most jobs queued for [`drop_in_background`] to queue one more.

@@ -837,7 +837,7 @@ mod tests {
         }
         crate::formats_in_background();
         corral_core::warmup::wait_idle();
-        for f in ["uri", "email", "uri-reference", "ipv6"] {
+        for f in ["uri", "email", "uri-reference", "ipv6", "hostname"] {
             let got = super::shared_dfa(format!("f:{f}"), || Err("built again".into()));
             assert!(got.is_ok(), "{f}: {got:?}");
         }
