@@ -180,6 +180,16 @@ def _params_list(params: ParamsArg, rows: int) -> list[SamplingParams]:
     return out
 
 
+def _on(values: Sequence[Any], dtype: "torch.dtype", device: Any) -> "torch.Tensor":
+    """``values`` as a tensor on ``device``. On CUDA the host copy is pinned and sent
+    asynchronously, so building per-row parameters and row indices never blocks the host
+    on the GPU (a pageable copy synchronises the stream)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return torch.tensor(values, dtype=dtype, pin_memory=True).to(dev, non_blocking=True)
+    return torch.tensor(values, dtype=dtype, device=dev)
+
+
 def _as_2d_logits(logits: Any) -> Any:
     if isinstance(logits, np.ndarray):
         logits = torch.from_numpy(logits)
@@ -205,7 +215,7 @@ def _counts(output_ids: OutputIds, rows: int, width: int, device: Any) -> "torch
         if t.dim() != 2 or t.shape[0] != rows:
             raise UsageError(f"output_ids must have one row per logits row ({rows}), got shape {tuple(output_ids.shape)}")
         valid = t >= 0  # negative entries are padding
-        if bool((t[valid] >= width).any()):
+        if bool(((t >= width) & valid).any()):  # one host sync on GPU tensors
             raise UsageError(f"output_ids has a token id >= the logits width {width}")
         counts = torch.zeros(rows, width + 1, dtype=torch.float32, device=device)
         counts.scatter_add_(1, torch.where(valid, t, width), valid.to(torch.float32))
@@ -228,7 +238,7 @@ def _counts(output_ids: OutputIds, rows: int, width: int, device: Any) -> "torch
             cix.append(i)
     counts = torch.zeros(rows, width, dtype=torch.float32, device=device)
     if rix:
-        idx = (torch.tensor(rix, device=device), torch.tensor(cix, device=device))
+        idx = (_on(rix, torch.long, device), _on(cix, torch.long, device))
         counts.index_put_(idx, torch.ones(len(rix), dtype=torch.float32, device=device), accumulate=True)
     return counts
 
@@ -252,11 +262,11 @@ def apply_penalties(logits: "torch.Tensor", output_ids: OutputIds, params: Param
     counts = _counts(output_ids, rows, width, dev)
     present = counts > 0
     masked = torch.isneginf(logits)
-    rep = torch.tensor([p.repetition_penalty for p in plist], dtype=logits.dtype, device=dev).unsqueeze(1)
+    rep = _on([p.repetition_penalty for p in plist], logits.dtype, dev).unsqueeze(1)
     penalized = torch.where(logits < 0, logits * rep, logits / rep)
     logits.copy_(torch.where(present, penalized, logits))
-    freq = torch.tensor([p.frequency_penalty for p in plist], dtype=logits.dtype, device=dev).unsqueeze(1)
-    pres = torch.tensor([p.presence_penalty for p in plist], dtype=logits.dtype, device=dev).unsqueeze(1)
+    freq = _on([p.frequency_penalty for p in plist], logits.dtype, dev).unsqueeze(1)
+    pres = _on([p.presence_penalty for p in plist], logits.dtype, dev).unsqueeze(1)
     logits.sub_(freq * counts + pres * present.to(logits.dtype))
     logits.masked_fill_(masked, float("-inf"))
     return logits
@@ -274,7 +284,7 @@ def apply_temperature(logits: "torch.Tensor", params: ParamsArg) -> "torch.Tenso
     plist = _params_list(params, logits.shape[0])
     temps = [p.temperature if p.temperature > 0 else 1.0 for p in plist]
     if any(t != 1.0 for t in temps):
-        logits.div_(torch.tensor(temps, dtype=logits.dtype, device=logits.device).unsqueeze(1))
+        logits.div_(_on(temps, logits.dtype, logits.device).unsqueeze(1))
     return logits
 
 
@@ -305,14 +315,14 @@ def apply_truncation(logits: "torch.Tensor", params: ParamsArg) -> "torch.Tensor
     if need_sort:
         sorted_p, order = probs.sort(dim=-1, descending=True, stable=True)
         rank = torch.arange(width, device=dev).unsqueeze(0)
-        k = torch.tensor([p.top_k if p.top_k > 0 else width for p in plist], device=dev).unsqueeze(1)
-        top_p = torch.tensor([p.top_p for p in plist], dtype=probs.dtype, device=dev).unsqueeze(1)
+        k = _on([p.top_k if p.top_k > 0 else width for p in plist], torch.long, dev).unsqueeze(1)
+        top_p = _on([p.top_p for p in plist], probs.dtype, dev).unsqueeze(1)
         before = sorted_p.cumsum(dim=-1) - sorted_p  # mass strictly before each token
         drop_sorted = (rank >= k) | ((before >= top_p) & (top_p < 1))
         drop_sorted[:, 0] = False
         remove.scatter_(1, order, drop_sorted)
     if need_min_p:
-        min_p = torch.tensor([p.min_p for p in plist], dtype=probs.dtype, device=dev).unsqueeze(1)
+        min_p = _on([p.min_p for p in plist], probs.dtype, dev).unsqueeze(1)
         remove |= probs < min_p * probs.max(dim=-1, keepdim=True).values
     logits.masked_fill_(remove, float("-inf"))
     return logits
@@ -363,19 +373,29 @@ def probabilities(
     out = torch.empty_like(x)
     samp = [i for i, g in enumerate(greedy) if not g]
     if samp:
-        y = x[samp] if len(samp) < len(plist) else x
+        part = len(samp) < len(plist)
+        si = _on(samp, torch.long, x.device) if part else None
+        y = x.index_select(0, si) if part else x
         sp = [plist[i] for i in samp]
         apply_temperature(y, sp)
         apply_truncation(y, sp)
         y = torch.nan_to_num(torch.softmax(y, dim=-1), nan=0.0)
-        out[samp] = y
+        if part:
+            out.index_copy_(0, si, y)
+        else:
+            out = y
     greedy_rows = [i for i, g in enumerate(greedy) if g]
     if greedy_rows:
-        g = x[greedy_rows]
+        part = len(greedy_rows) < len(plist)
+        gi = _on(greedy_rows, torch.long, x.device) if part else None
+        g = x.index_select(0, gi) if part else x
         onehot = torch.zeros_like(g)
         onehot.scatter_(1, g.argmax(dim=-1, keepdim=True), 1.0)
-        onehot[_empty_rows(g)] = 0.0
-        out[greedy_rows] = onehot
+        onehot.masked_fill_(_empty_rows(g).unsqueeze(1), 0.0)
+        if part:
+            out.index_copy_(0, gi, onehot)
+        else:
+            out = onehot
     return out
 
 
@@ -414,21 +434,32 @@ def sample(
     dev = x.device
     out = torch.empty(rows, dtype=torch.long, device=dev)
     greedy_rows = [i for i, p in enumerate(plist) if p.greedy]
-    if greedy_rows:
-        out[greedy_rows] = x[greedy_rows].argmax(dim=-1)
+    if len(greedy_rows) == rows:
+        out = x.argmax(dim=-1)
+    elif greedy_rows:
+        gi = _on(greedy_rows, torch.long, dev)
+        out.index_copy_(0, gi, x.index_select(0, gi).argmax(dim=-1))
     samp = [i for i, p in enumerate(plist) if not p.greedy]
     if samp:
-        y = x[samp] if len(samp) < rows else x
+        part = len(samp) < rows
+        si = _on(samp, torch.long, dev) if part else None
+        y = x.index_select(0, si) if part else x
         sp = [plist[i] for i in samp]
         apply_temperature(y, sp)
         apply_truncation(y, sp)
-        y.masked_fill_(empty[samp].unsqueeze(1) if len(samp) < rows else empty.unsqueeze(1), 0.0)
+        y.masked_fill_((empty.index_select(0, si) if part else empty).unsqueeze(1), 0.0)
         probs = torch.softmax(y, dim=-1)
         unseeded = [j for j, p in enumerate(sp) if p.seed is None]
         if unseeded:
-            pick = probs[unseeded] if len(unseeded) < len(sp) else probs
+            if len(unseeded) < len(sp):
+                pick = probs.index_select(0, _on(unseeded, torch.long, dev))
+            else:
+                pick = probs
             drawn = torch.multinomial(pick, 1, generator=generator).squeeze(1)
-            out[[samp[j] for j in unseeded]] = drawn
+            if len(unseeded) == rows:
+                out = drawn
+            else:
+                out.index_copy_(0, _on([samp[j] for j in unseeded], torch.long, dev), drawn)
         for j, p in enumerate(sp):
             if p.seed is not None:
                 out[samp[j]] = torch.multinomial(probs[j], 1, generator=p.generator(dev))[0]
