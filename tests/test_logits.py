@@ -169,15 +169,30 @@ TRITON_SCRIPT = textwrap.dedent(
     from corral import logits as L
     assert os.environ["TRITON_INTERPRET"] == "1"
     torch.manual_seed(0)
-    for dt in (torch.float32, torch.float16, torch.bfloat16):
-        for rows, width, vocab, sel in ((3, 100, 90, [0, 2]), (2, 4200, 4100, None), (1, 64, 64, None)):
+    for dt, words in ((torch.float32, 64), (torch.float16, 32), (torch.bfloat16, 128), (torch.float32, 32)):
+        L._TRITON_WORDS = words  # the tile size (the benchmark sweeps it)
+        for rows, width, vocab, sel in ((3, 100, 90, [0, 2]), (2, 4200, 4100, None), (1, 64, 64, None), (2, 8256, 8193, [1])):
             bm = torch.randint(-2**31, 2**31 - 1, (rows, (vocab + 31) // 32), dtype=torch.int32)
+            bm[0, ::3] = -1  # whole words allowed (skipped), none allowed (stored only), mixed
+            bm[-1, 1::3] = 0
+            bm[:, -1] = -1  # padding bits set in the last word: the columns past vocab stay masked
             a = torch.randn(rows, width).to(dt)
             b = a.clone()
             L._apply_triton(a, bm, sel, vocab)
             L._apply_torch(b, bm, sel, vocab)
             assert not L._TRITON.get("disabled"), "the kernel failed"
-            assert torch.equal(a, b), (dt, rows, width, vocab, sel)
+            assert torch.equal(a, b), (dt, words, rows, width, vocab, sel)
+    # The direct launch (the common GPU call) on the same inputs.
+    bm = torch.randint(-2**31, 2**31 - 1, (4, 129), dtype=torch.int32)
+    bm[0] = -1
+    bm[1] = 0
+    a = torch.randn(4, 4200)
+    b = a.clone()
+    L._triton_kernel()
+    assert L._launch_direct(a, bm, 4100)
+    L._apply_torch(b, bm, None, 4100)
+    assert torch.equal(a, b)
+    assert not L._launch_direct(a, bm.to(torch.int64), 4100), "the general path handles (and rejects) other dtypes"
     print("triton ok")
     """
 )
