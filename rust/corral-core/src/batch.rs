@@ -1,11 +1,111 @@
-//! Filling many matchers' masks at once on the rayon thread pool.
+//! Filling many matchers' masks at once: the calling thread and rayon's pool take rows from
+//! one shared counter.
+//!
+//! Why not `par_iter`: called from a thread outside the pool (the Python thread), rayon hands
+//! the whole job to a pool thread and puts the caller to sleep until it is done, so every
+//! batch pays a pool thread's wake-up and then the caller's (tens of µs each on a VM), while
+//! a row whose mask is cached fills in about a microsecond. Measured on a 16-core machine
+//! (`benches/batch_fill_bench.py`, warm caches) that way, 16 threads filled 16 rows slower
+//! than one thread did, and 128 rows only 1.6x faster.
+//!
+//! Here the caller starts on the rows at once. It queues one helper on the pool; each helper
+//! that starts while rows remain queues two more before it takes rows (so the wake-ups fan
+//! out from the pool's threads as a tree instead of delaying the caller), up to one fewer
+//! helper than the pool has threads. A helper that starts after every row is taken returns without
+//! touching them, and the caller returns once every taken row is finished, so a slow wake-up
+//! never delays a batch whose rows are cheap.
 
 use crate::error::{Error, Result};
 use crate::matcher::Matcher;
-use rayon::prelude::*;
+use std::any::Any;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One row's work: a matcher and the bitmask row it writes.
+struct Job {
+    matcher: *mut Matcher,
+    row: *mut u32,
+    words: usize,
+}
+
+/// What the caller and its helpers share.
+struct Shared {
+    /// The next row index to take.
+    next: AtomicUsize,
+    /// Rows finished (or skipped after a failure).
+    done: AtomicUsize,
+    /// Helpers queued so far.
+    helpers: AtomicUsize,
+    max_helpers: usize,
+    n: usize,
+    /// `n` jobs, valid until `done == n`: the caller does not return (and so does not free
+    /// them or end the borrows they point into) before that.
+    jobs: *const Job,
+    failed: AtomicBool,
+    failure: Mutex<Option<Failure>>,
+}
+
+// SAFETY: `jobs` points to `n` jobs whose matchers and rows are distinct (checked by
+// `fill_batch`), each taken by exactly one thread through `next`, and kept alive by the caller
+// until every taken job is done; `Matcher` is `Send` and the rows are plain words.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+enum Failure {
+    Error(Error),
+    Panic(Box<dyn Any + Send>),
+}
+
+impl Shared {
+    /// Takes and fills rows until none is left.
+    fn drain(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::AcqRel);
+            if i >= self.n {
+                return;
+            }
+            if !self.failed.load(Ordering::Relaxed) {
+                // SAFETY: index `i < n` is taken once (the counter), the job's matcher and
+                // row belong to no other job, and they stay valid until `done == n`, which
+                // cannot happen before this job counts itself done below.
+                let job = unsafe { &*self.jobs.add(i) };
+                let (m, row) = unsafe { (&mut *job.matcher, std::slice::from_raw_parts_mut(job.row, job.words)) };
+                let failure = match catch_unwind(AssertUnwindSafe(|| m.fill_next_token_bitmask(row))) {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(Failure::Error(e)),
+                    Err(p) => Some(Failure::Panic(p)),
+                };
+                if let Some(f) = failure {
+                    self.failed.store(true, Ordering::Relaxed);
+                    let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+                    if slot.is_none() {
+                        *slot = Some(f);
+                    }
+                }
+            }
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Queues one more helper on the pool, if rows remain and the cap allows.
+    fn add_helper(self: &Arc<Self>) {
+        if self.next.load(Ordering::Relaxed) >= self.n || self.helpers.fetch_add(1, Ordering::Relaxed) >= self.max_helpers {
+            return;
+        }
+        let me = Arc::clone(self);
+        rayon::spawn(move || {
+            // Two more: the helpers join as a tree (a few wake-up latencies deep), not a chain.
+            me.add_helper();
+            me.add_helper();
+            me.drain();
+        });
+    }
+}
 
 /// Fills `mask` rows for several matchers in parallel: matcher `i` writes row `rows[i]` of
-/// `mask` (rows of `words` words each). Rows must be distinct and in range.
+/// `mask` (rows of `words` words each). Rows must be distinct and in range. The calling
+/// thread fills rows too; up to `rayon::current_num_threads() - 1` pool threads help.
 pub fn fill_batch(matchers: &mut [&mut Matcher], mask: &mut [u32], words: usize, rows: &[usize]) -> Result<()> {
     if matchers.len() != rows.len() {
         return Err(Error::Usage(format!("{} matchers but {} row indices", matchers.len(), rows.len())));
@@ -15,7 +115,7 @@ pub fn fill_batch(matchers: &mut [&mut Matcher], mask: &mut [u32], words: usize,
     }
     let n_rows = mask.len() / words;
     let mut slot: Vec<Option<&mut [u32]>> = mask.chunks_mut(words).map(Some).collect();
-    let mut jobs: Vec<(&mut Matcher, &mut [u32])> = Vec::with_capacity(rows.len());
+    let mut jobs: Vec<Job> = Vec::with_capacity(rows.len());
     for (m, &r) in matchers.iter_mut().zip(rows) {
         if r >= n_rows {
             return Err(Error::Usage(format!("row index {r} is out of range for a bitmask with {n_rows} rows")));
@@ -23,13 +123,39 @@ pub fn fill_batch(matchers: &mut [&mut Matcher], mask: &mut [u32], words: usize,
         let Some(row) = slot[r].take() else {
             return Err(Error::Usage(format!("row index {r} appears twice")));
         };
-        jobs.push((&mut **m, row));
+        jobs.push(Job { matcher: &mut **m, row: row.as_mut_ptr(), words });
     }
-    if jobs.len() <= 1 {
-        for (m, row) in jobs {
-            m.fill_next_token_bitmask(row)?;
+    let max_helpers = rayon::current_num_threads().saturating_sub(1).min(jobs.len().saturating_sub(1));
+    let shared = Arc::new(Shared {
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        helpers: AtomicUsize::new(0),
+        max_helpers,
+        n: jobs.len(),
+        jobs: jobs.as_ptr(),
+        failed: AtomicBool::new(false),
+        failure: Mutex::new(None),
+    });
+    if max_helpers > 0 {
+        shared.add_helper();
+    }
+    shared.drain();
+    // Rows taken by helpers may still be filling: wait for them (never for a helper that has
+    // not started: it will find no row left).
+    let mut spins = 0u32;
+    while shared.done.load(Ordering::Acquire) < shared.n {
+        if spins < 64 {
+            std::hint::spin_loop();
+            spins += 1;
+        } else {
+            std::thread::yield_now();
         }
-        return Ok(());
     }
-    jobs.into_par_iter().try_for_each(|(m, row)| m.fill_next_token_bitmask(row))
+    drop(jobs);
+    let failure = shared.failure.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match failure {
+        None => Ok(()),
+        Some(Failure::Error(e)) => Err(e),
+        Some(Failure::Panic(p)) => resume_unwind(p),
+    }
 }

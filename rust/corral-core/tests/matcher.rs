@@ -202,6 +202,49 @@ fn batch_fill_matches_single_fills() {
     assert!(corral_core::batch::fill_batch(&mut refs, &mut got, w, &[1, 1]).is_err());
 }
 
+/// Many rows, filled by the caller and pool threads together (pools of 1 to 8 threads, and
+/// from a thread outside any pool), give every row its single fill; a failing row's error
+/// comes back to the caller.
+#[test]
+fn batch_fill_shares_rows_between_caller_and_pool() {
+    let g = Grammar::from_ebnf(JSON, "root", &Limits::default()).unwrap();
+    let v = vocab(&toks());
+    let cg = Arc::new(CompiledGrammar::new(&g, v.clone()));
+    let doc = "{\"a\": [1, 2.5, {\"b\": null}], \"cd\": \"x\\n\", \"e\": [true, false, []]}";
+    let n = 300;
+    let mut ms: Vec<Matcher> = (0..n)
+        .map(|i| {
+            let mut m = Matcher::new(cg.clone());
+            assert!(m.accept_bytes(&doc.as_bytes()[..(i * 7) % doc.len()]));
+            m
+        })
+        .collect();
+    let w = v.mask_words();
+    let mut expected = vec![0u32; w * n];
+    for (i, m) in ms.iter_mut().enumerate() {
+        m.fill_next_token_bitmask(&mut expected[i * w..(i + 1) * w]).unwrap();
+    }
+    let rows: Vec<usize> = (0..n).collect();
+    let check = |ms: &mut Vec<Matcher>| {
+        for _ in 0..5 {
+            let mut got = vec![0xA5A5_A5A5u32; w * n];
+            let mut refs: Vec<&mut Matcher> = ms.iter_mut().collect();
+            corral_core::batch::fill_batch(&mut refs, &mut got, w, &rows).unwrap();
+            assert!(got == expected, "a batch fill differs from the single fills");
+        }
+    };
+    check(&mut ms);
+    for threads in [1, 2, 4, 8] {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| check(&mut ms));
+    }
+    // Rows one word short: every fill fails, and the error reaches the caller.
+    let mut short = vec![0u32; (w - 1).max(1) * n];
+    let mut refs: Vec<&mut Matcher> = ms.iter_mut().collect();
+    let err = corral_core::batch::fill_batch(&mut refs, &mut short, (w - 1).max(1), &rows);
+    assert!(err.is_err(), "short rows must fail");
+}
+
 #[test]
 fn oversized_regular_rules_are_lowered_structurally() {
     // A bounded-depth JSON-like grammar: regular, but its single DFA would be huge.
