@@ -166,6 +166,33 @@ def test_threads_share_a_compiled_grammar(vocab, compiled):
     assert errors == []
 
 
+def test_a_numpy_backed_bitmask_tensor_is_rechecked_when_it_points_elsewhere():
+    """A tensor over a numpy array (``torch.from_numpy``, ``allocate_token_bitmask``) cannot be
+    resized, so repeat fills check only its data pointer (its storage is held): re-pointing
+    the tensor is still caught and checked from scratch."""
+    import torch
+
+    toks = [b"a", b"b", b"ab", b"{", b"}"]
+    vocab = corral.Vocabulary.from_bytes(toks, eos_token_ids=[], vocab_size=len(toks))
+    m = corral.Matcher(corral.CompiledGrammar(corral.Grammar.from_ebnf('root ::= "a" "b"'), vocab))
+    for t in (torch.from_numpy(np.zeros((2, 1), dtype=np.int32)), corral.allocate_token_bitmask(2, len(toks))):
+        assert not t.untyped_storage().resizable()
+        m.fill_next_token_bitmask(t, 1)
+        m.fill_next_token_bitmask(t, 1)  # the pointer-only repeat path
+        assert t[1, 0].item() == 0b101  # "a", "ab"
+        with pytest.raises(RuntimeError):
+            t.resize_(4, 1)  # torch refuses: the storage is not resizable
+        other = torch.zeros((3, 1), dtype=torch.int32)
+        t.set_(other)  # same object, new storage: checked again
+        m.fill_next_token_bitmask(t, 2)
+        assert other[2, 0].item() == 0b101
+        with pytest.raises(corral.UsageError, match="out of range"):
+            m.fill_next_token_bitmask(t, 3)
+        t.data = torch.from_numpy(np.zeros(2, dtype=np.float32))  # another dtype elsewhere
+        with pytest.raises(corral.UsageError, match="int32"):
+            m.fill_next_token_bitmask(t, 0)
+
+
 def test_a_bitmask_tensor_changed_in_place_between_fills_is_checked_again():
     """Filling the same torch tensor again skips most checks (engines reuse one bitmask), but
     a tensor resized, re-pointed or made non-contiguous in place is checked from scratch."""

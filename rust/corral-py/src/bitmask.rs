@@ -17,12 +17,21 @@ static TORCH_INT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 /// Engines fill the same bitmask tensor every step: a repeat call re-reads only what can
 /// change in place (data pointer, shape, dtype, contiguity), with interned attribute names and
 /// the shape compared as a Python object (about 0.65 µs over a numpy fill instead of 1.7 µs).
+///
+/// When the tensor's storage cannot be resized (a tensor made by `torch.from_numpy`, as
+/// `corral.allocate_token_bitmask` makes them), the storage is held too and a repeat call
+/// reads only the data pointer (about 0.1 µs): the held storage keeps the checked bytes
+/// allocated, at the same address and size, whatever is later done to the tensor, so a
+/// tensor that still points where it did is written within them. (A tensor reshaped or
+/// retyped in place over the same bytes would be filled with the layout it was checked with.)
 struct CheckedTensor {
     obj: Py<PyAny>,
     ptr: usize,
     shape: Py<PyAny>,
     rows: usize,
     words: usize,
+    /// The tensor's storage, when it is not resizable.
+    fixed: Option<Py<PyAny>>,
 }
 
 thread_local! {
@@ -62,6 +71,10 @@ impl<'py> MaskBuf<'py> {
         let repeat = LAST_TENSOR.with(|c| c.borrow().as_ref().is_some_and(|t| t.obj.bind(py).is(obj)));
         if repeat {
             let ptr: usize = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
+            let fixed = LAST_TENSOR.with(|c| c.borrow().as_ref().and_then(|t| (t.fixed.is_some() && t.ptr == ptr).then_some((t.rows, t.words))));
+            if let Some((rows, words)) = fixed {
+                return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
+            }
             let shape = obj.getattr(intern!(py, "shape"))?;
             let dims = LAST_TENSOR.with(|c| {
                 c.borrow().as_ref().and_then(|t| (t.ptr == ptr && t.shape.bind(py).eq(&shape).unwrap_or(false)).then_some((t.rows, t.words)))
@@ -82,6 +95,9 @@ impl<'py> MaskBuf<'py> {
                 let ptr: usize = obj.call_method0("data_ptr")?.extract()?;
                 if ptr == typed.data() as usize {
                     let (rows, words) = Self::shape2(py, typed.shape())?;
+                    if let Ok(shape_obj) = obj.getattr(intern!(py, "shape")) {
+                        Self::remember(obj, ptr, shape_obj, rows, words);
+                    }
                     return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
                 }
             }
@@ -109,10 +125,23 @@ impl<'py> MaskBuf<'py> {
             if ptr == 0 && rows * words > 0 {
                 return Err(usage(py, "bitmask has no storage"));
             }
-            LAST_TENSOR.with(|c| *c.borrow_mut() = Some(CheckedTensor { obj: obj.clone().unbind(), ptr, shape: shape_obj.unbind(), rows, words }));
+            Self::remember(obj, ptr, shape_obj, rows, words);
             return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
         }
         Err(usage(py, format!("bitmask must be a numpy array or a CPU torch tensor of int32, got {}", obj.get_type().name()?)))
+    }
+
+    /// Keeps a checked tensor as this thread's [`CheckedTensor`]. A storage that cannot be
+    /// resized (held from then on) lets repeat calls check only the data pointer; anything
+    /// unexpected here just leaves them the full repeat checks.
+    fn remember(obj: &Bound<'py, PyAny>, ptr: usize, shape: Bound<'py, PyAny>, rows: usize, words: usize) {
+        let py = obj.py();
+        let fixed = obj
+            .call_method0(intern!(py, "untyped_storage"))
+            .ok()
+            .filter(|st| st.call_method0(intern!(py, "resizable")).and_then(|r| r.extract::<bool>()).is_ok_and(|r| !r))
+            .map(Bound::unbind);
+        LAST_TENSOR.with(|c| *c.borrow_mut() = Some(CheckedTensor { obj: obj.clone().unbind(), ptr, shape: shape.unbind(), rows, words, fixed }));
     }
 
     fn shape2(py: Python<'_>, shape: &[usize]) -> PyResult<(usize, usize)> {
