@@ -48,9 +48,15 @@ struct Shared {
 
 // SAFETY: `jobs` points to `n` jobs whose matchers and rows are distinct (checked by
 // `fill_batch`), each taken by exactly one thread through `next`, and kept alive by the caller
-// until every taken job is done; `Matcher` is `Send` and the rows are plain words.
+// until every taken job is done; `Matcher` is `Send` (asserted below) and the rows are plain
+// words.
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
+
+const _: () = {
+    const fn matcher_is_send<T: Send>() {}
+    matcher_is_send::<Matcher>();
+};
 
 enum Failure {
     Error(Error),
