@@ -4,6 +4,16 @@
 //! where terminals could end, the parser pushes one row (the only context-dependent work),
 //! the terminals that row expects give the key of the next level, whose cached token list
 //! is ORed in, and so on down. Configurations too large for a key take a plain walk.
+//!
+//! The levels do not merge paths: a trie node reached through two different sequences of
+//! groups gets two parser rows, one per path, where the plain walk's chart has one. On
+//! grammars where terminals of different lengths end all along a token (`root ::= "" |
+//! root "ab" | root .+`), the number of paths grows exponentially with the token's length
+//! (1.5x per byte there: 0.2 s for a 32-byte token, 1 s for 36 bytes; on the grammar of
+//! `tests/test_fill_hang.py`, about 2.3x per level, a fill on a 37-byte token ran for over
+//! six minutes without finishing). So a fill pushes at most [`MAX_LEVEL_ROWS`] rows through
+//! the levels (fewer on a small trie); past that it starts over with the plain walk, whose
+//! chart has one row per trie node at most (exact either way).
 
 use crate::cfg::Cfg;
 use crate::ci_cache::{CiCache, CiEntry, Level, Lexer, MAX_KEY_LEXEMES};
@@ -33,7 +43,16 @@ pub struct Filler {
     /// Whether the last fill set more than [`MAX_LISTED`] ids besides `base`, or ones it did
     /// not list.
     dense: bool,
+    /// Parser rows the levels of the current fill may still push ([`MAX_LEVEL_ROWS`]).
+    rows_left: usize,
 }
+
+/// Most parser rows one fill pushes through the levels before it takes the plain walk, nor
+/// more than the trie has nodes (the most the plain walk can push). Fills push tens
+/// (json.ebnf with Llama 3: at most 23; the llama.cpp GBNF samples: 29; the ambiguous
+/// `root ::= item*` / `item ::= "-"+ " "? | "(" root ")"`: 260), while on a grammar whose
+/// paths multiply a row can cost milliseconds (rows of thousands of items).
+pub const MAX_LEVEL_ROWS: usize = 1024;
 
 /// What a fill's mask is made of, for keeping it without a copy ([`Filler::kept`]).
 #[derive(Debug)]
@@ -58,8 +77,7 @@ impl Filler {
         if cur.len() > MAX_KEY_LEXEMES {
             self.dense = true;
             mask[..mask_words].fill(0);
-            let roots: Vec<u32> = (0..trie.nodes.len() as u32).filter(|&i| trie.nodes[i as usize].depth == 1).collect();
-            self.walk_full(cfg, trie, parser, &roots, false, cur, mask);
+            self.walk_whole(cfg, trie, parser, cur, mask);
             return;
         }
         self.depth = trie.max_depth();
@@ -70,7 +88,19 @@ impl Filler {
             TokenSet::Ids(ids) => self.ids.extend_from_slice(ids),
             TokenSet::Bits(_) | TokenSet::Near { .. } => self.base = Some(entry.clone()),
         }
-        self.descend(cfg, ci, trie, parser, &entry.level, 0, mask);
+        self.rows_left = MAX_LEVEL_ROWS.min(trie.nodes.len());
+        if !self.descend(cfg, ci, trie, parser, &entry.level, 0, mask) {
+            // The paths through the levels multiply: the plain walk instead. Every token set
+            // so far is allowed, and the walk sets every allowed token, so the mask stays.
+            self.dense = true;
+            self.walk_whole(cfg, trie, parser, cur, mask);
+        }
+    }
+
+    /// [`Filler::walk_full`] over the whole trie.
+    fn walk_whole(&mut self, cfg: &Cfg, trie: &TokTrie, parser: &mut Parser, cur: &[Lexeme], mask: &mut [u32]) {
+        let roots: Vec<u32> = (0..trie.nodes.len() as u32).filter(|&i| trie.nodes[i as usize].depth == 1).collect();
+        self.walk_full(cfg, trie, parser, &roots, false, cur, mask);
     }
 
     /// What the last [`Filler::fill`] set, when it is a cached entry's bitmask and at most
@@ -120,10 +150,17 @@ impl Filler {
             .collect()
     }
 
+    /// Pushes a row for each group of `level` and goes down to the next levels. Returns false,
+    /// with `parser` restored, when that would take more rows than `rows_left` (some of the
+    /// mask is then set, not all).
     #[allow(clippy::too_many_arguments)]
-    fn descend(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, parser: &mut Parser, level: &Level, lvl: usize, mask: &mut [u32]) {
+    fn descend(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, parser: &mut Parser, level: &Level, lvl: usize, mask: &mut [u32]) -> bool {
         let rows = parser.num_rows();
         for (g, group) in level.groups.iter().enumerate() {
+            if self.rows_left == 0 {
+                return false;
+            }
+            self.rows_left -= 1;
             self.completed.clear();
             let mut bits = group.ending;
             while bits != 0 {
@@ -158,13 +195,19 @@ impl Filler {
                 }
                 if !child.groups.is_empty() {
                     self.work = next;
-                    self.descend(cfg, ci, trie, parser, &child, lvl + 1, mask);
+                    let done = self.descend(cfg, ci, trie, parser, &child, lvl + 1, mask);
                     next = std::mem::take(&mut self.work);
+                    if !done {
+                        self.work = next;
+                        parser.truncate(rows);
+                        return false;
+                    }
                 }
             }
             self.work = next;
             parser.truncate(rows);
         }
+        true
     }
 
     /// Plain walk with the full byte step over the subtrees of `roots` (below them when

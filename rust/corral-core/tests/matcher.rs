@@ -442,3 +442,35 @@ fn prepared_grammar_starts_from_the_cached_start_mask() {
     m.reset();
     walk_checking_masks(&mut m, r#"{"a": [1, "x"]}"#);
 }
+
+/// The levels of a mask fill do not merge paths: where terminals of different lengths end all
+/// along a token (here "ab" and `[ab]+` at every byte of "abab..."), the sequences of groups
+/// through the levels multiply, 1.5x per byte; a fill on this 60-byte token never finished.
+/// Past `MAX_LEVEL_ROWS` parser rows the fill takes the plain walk instead, which must still
+/// be exact, tokens that die only at their last bytes included.
+#[test]
+fn mask_fill_is_not_exponential_when_segmentations_multiply() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let g = Grammar::from_ebnf("root ::= \"\" | root \"ab\" | root [ab]+ | root \"c\" \"d\"", "root", &Limits::default()).unwrap();
+        let long = "ab".repeat(30);
+        let (c, cc, x) = (format!("{long}c"), format!("{long}cc"), format!("{long}x"));
+        let v = vocab(&[&long, &c, &cc, &x, "cd", "ce", "a", "b", "d", "c"]);
+        let mut m = Matcher::new(Arc::new(CompiledGrammar::new(&g, v)));
+        let mut seen = Vec::new();
+        for prefix in [&b""[..], b"ab", b"c", b"d", long.as_bytes()] {
+            assert!(m.accept_bytes(prefix) || prefix.is_empty(), "{prefix:?}");
+            let t = std::time::Instant::now();
+            let got = mask_tokens(&mut m);
+            let took = t.elapsed();
+            assert_eq!(got, accepted_tokens(&mut m), "after {:?}", String::from_utf8_lossy(prefix));
+            seen.push((got, took));
+        }
+        tx.send(seen).unwrap();
+    });
+    let seen = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the mask fills did not finish within 60 s");
+    assert_eq!(seen[0].0, vec![0, 1, 4, 6, 7, 9, 10], "the long token and its extension by \"c\" are allowed, not by \"cc\" or \"x\"");
+    for (_, took) in &seen {
+        assert!(took.as_secs_f64() < 5.0, "a fill took {took:?}");
+    }
+}
