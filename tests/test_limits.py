@@ -107,3 +107,38 @@ def test_compile_time_budget():
     with pytest.raises(corral.CompileTimeoutError) as e:
         corral.Grammar.from_ebnf(f"root ::= ({words})+", limits={"max_compile_ms": 1, "max_nfa_states": 10_000_000, "max_dfa_states": 10_000_000})
     assert e.value.limit_name == "max_compile_ms" and isinstance(e.value, corral.LimitExceededError)
+
+
+AMBIGUOUS = 'root ::= [a-z ]* (root | "")'  # every split of the text into runs: Earley's worst case
+
+
+def test_fill_time_budget_raises_and_leaves_the_matcher_as_it_was():
+    """A fill past ``max_fill_ms`` stops with FillTimeoutError: the row is all zeros, nothing
+    is cached, and the matcher can go on (the same position fills under a larger budget)."""
+    import numpy as np
+
+    vocab = corral.builtin_vocabulary()
+    text = " the cat sat on the mat and then it went"  # this fill: ~60 ms unlimited
+    tight = corral.Matcher(corral.compile(corral.Grammar.from_ebnf(AMBIGUOUS, limits={"max_fill_ms": 1}), vocab))
+    loose = corral.Matcher(corral.compile(corral.Grammar.from_ebnf(AMBIGUOUS, limits={"max_fill_ms": 0}), vocab))
+    assert tight.compiled.grammar.max_fill_ms == 1 and loose.compiled.grammar.max_fill_ms == 0
+    ids = vocab.encode(text)
+    for m in (tight, loose):
+        assert all(m.accept_token(t) for t in ids)
+    mask = np.full((1, corral.bitmask_words(vocab.size)), -1, dtype=np.int32)
+    t = time.perf_counter()
+    with pytest.raises(corral.FillTimeoutError) as e:
+        tight.fill_next_token_bitmask(mask)
+    took = time.perf_counter() - t
+    assert e.value.limit_name == "max_fill_ms" and e.value.limit == 1 and isinstance(e.value, corral.LimitExceededError)
+    assert "max_fill_ms" in str(e.value) and took < 0.5, took
+    assert not mask.any(), "a stopped fill leaves no partial mask"
+    with pytest.raises(corral.FillTimeoutError):  # nothing was cached: it stops again
+        corral.fill_next_token_bitmask_batch([tight], mask)
+    # The unlimited grammar fills this position (slowly); the stopped matcher is unchanged.
+    full = np.zeros_like(mask)
+    loose.fill_next_token_bitmask(full)
+    assert tight.num_accepted == loose.num_accepted == len(ids)
+    word = vocab.encode(" more")[0]
+    assert (int(full[0, word // 32]) >> (word % 32)) & 1
+    assert tight.accept_token(word) and loose.accept_token(word)

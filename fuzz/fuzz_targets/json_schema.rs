@@ -53,6 +53,7 @@ fn options(data: &[u8], strict: bool) -> Options {
             max_nesting: 200,
             max_closure_items: 200_000,
             max_compile_ms: 1_000,
+            max_fill_ms: 1_000,
         },
         property_order: if h & 4 == 0 { PropertyOrder::AnyOrder } else { PropertyOrder::SchemaOrder },
         assert_format: h & 8 == 0,

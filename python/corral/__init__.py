@@ -21,6 +21,7 @@ from .bitmask import allocate_token_bitmask, allowed_token_ids, bitmask_words
 from .compiler import compile, load_grammar
 from .errors import (
     CompileTimeoutError,
+    FillTimeoutError,
     CorralError,
     EmptyMaskError,
     GrammarError,
@@ -60,6 +61,7 @@ __all__ = [
     "InvalidSchemaError",
     "LimitExceededError",
     "CompileTimeoutError",
+    "FillTimeoutError",
     "TokenizerError",
     "UsageError",
     "EmptyMaskError",

@@ -34,7 +34,7 @@ def compile(grammar: _native.Grammar, vocab: Vocabulary) -> _native.CompiledGram
         raise UsageError(f"compile() needs a corral.Vocabulary, got {type(vocab).__name__}")
     # id(vocab): equal vocabularies may differ in what the token data does not capture (an
     # encoder for forced tokens); the cached entry keeps its vocabulary alive, so ids stay unique.
-    key = (grammar.source_key, vocab.fingerprint, id(vocab))
+    key = (grammar.source_key, grammar.max_fill_ms, vocab.fingerprint, id(vocab))
     with _lock:
         hit = _cache.get(key)
         if hit is not None:

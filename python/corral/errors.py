@@ -55,6 +55,13 @@ class CompileTimeoutError(LimitExceededError):
     """Compilation ran past its time budget."""
 
 
+class FillTimeoutError(LimitExceededError):
+    """A mask fill ran past its time budget (``max_fill_ms``); the mask row is all zeros.
+
+    Ordinary grammars fill in microseconds; this means a highly ambiguous grammar at a position
+    where the vocabulary's long tokens split into terminals in very many ways."""
+
+
 class TokenizerError(CorralError, ValueError):
     """The tokenizer or vocabulary is inconsistent or unsupported."""
 
@@ -83,6 +90,7 @@ __all__ = [
     "InvalidSchemaError",
     "LimitExceededError",
     "CompileTimeoutError",
+    "FillTimeoutError",
     "TokenizerError",
     "UsageError",
     "EmptyMaskError",

@@ -90,6 +90,12 @@ pub enum Error {
         /// The budget.
         limit_ms: u64,
     },
+    /// A mask fill ran past its time budget (the mask row is left all zeros).
+    #[error("the mask fill exceeded its time budget of {limit_ms} ms (limit max_fill_ms): the grammar is too ambiguous at this position for this vocabulary; make it less ambiguous, or pass a larger max_fill_ms in `limits=` when building the grammar")]
+    FillTimeout {
+        /// The budget.
+        limit_ms: u64,
+    },
     /// The vocabulary is inconsistent (bad EOS id, size smaller than the token list...).
     #[error("vocabulary error: {0}")]
     Vocabulary(String),

@@ -10,6 +10,8 @@ use std::sync::Arc;
 pub struct Grammar {
     cfg: Arc<Cfg>,
     source: Arc<str>,
+    /// [`Limits::max_fill_ms`] of the limits it was built with.
+    max_fill_ms: u64,
 }
 
 impl Grammar {
@@ -18,7 +20,7 @@ impl Grammar {
         let _budget = crate::budget::Scope::new(limits.max_compile_ms);
         let ast = crate::ebnf::parse(text, limits)?;
         let cfg = crate::lower::lower(&ast, root, limits)?;
-        Ok(Grammar { cfg: Arc::new(cfg), source: format!("ebnf:{root}:{text}").into() })
+        Ok(Grammar { cfg: Arc::new(cfg), source: format!("ebnf:{root}:{text}").into(), max_fill_ms: limits.max_fill_ms })
     }
 
     /// Lowers a grammar built programmatically (e.g. by a JSON Schema compiler).
@@ -26,7 +28,7 @@ impl Grammar {
     pub fn from_ast(ast: &crate::ebnf::GrammarAst, root: &str, source_key: &str, limits: &Limits) -> Result<Grammar> {
         let _budget = crate::budget::Scope::new(limits.max_compile_ms);
         let cfg = crate::lower::lower(ast, root, limits)?;
-        Ok(Grammar { cfg: Arc::new(cfg), source: source_key.into() })
+        Ok(Grammar { cfg: Arc::new(cfg), source: source_key.into(), max_fill_ms: limits.max_fill_ms })
     }
 
     /// A grammar whose language is the strings `pattern` matches in full.
@@ -51,7 +53,13 @@ impl Grammar {
         terminals.push(Terminal { automaton: Arc::new(crate::term_dfa::TermDfa::built(dfa, gid)), label: "regex".into(), gid });
         prods.push(Production { lhs: 1, rhs: vec![Sym::n(0)] });
         let cfg = Cfg::new(vec!["root".into(), "<start>".into()], prods, terminals, 1, 1, limits)?;
-        Ok(Grammar { cfg: Arc::new(cfg), source: format!("regex:{pattern}").into() })
+        Ok(Grammar { cfg: Arc::new(cfg), source: format!("regex:{pattern}").into(), max_fill_ms: limits.max_fill_ms })
+    }
+
+    /// The time budget of one mask fill, in milliseconds (0 = unlimited): see
+    /// [`Limits::max_fill_ms`].
+    pub fn max_fill_ms(&self) -> u64 {
+        self.max_fill_ms
     }
 
     /// The lowered grammar.

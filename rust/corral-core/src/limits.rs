@@ -19,11 +19,17 @@ pub struct Limits {
     pub max_closure_items: usize,
     /// Time budget for compiling one grammar, in milliseconds (0 = unlimited).
     pub max_compile_ms: u64,
+    /// Time budget for one mask fill of a matcher of the grammar, in milliseconds (0 =
+    /// unlimited). Fills take microseconds on ordinary grammars; on a highly ambiguous one
+    /// (terminals of many lengths ending all along long tokens, deep nullable recursion) a
+    /// fill with a 128k vocabulary can take seconds, and a server's thread must not wait that
+    /// long: past the budget the fill stops with [`crate::Error::FillTimeout`].
+    pub max_fill_ms: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_nfa_states: 200_000, max_dfa_states: 20_000, max_repeat: 10_000, max_productions: 200_000, max_nesting: 200, max_closure_items: 4_000_000, max_compile_ms: 10_000 }
+        Limits { max_nfa_states: 200_000, max_dfa_states: 20_000, max_repeat: 10_000, max_productions: 200_000, max_nesting: 200, max_closure_items: 4_000_000, max_compile_ms: 10_000, max_fill_ms: 1_000 }
     }
 }
 

@@ -45,7 +45,17 @@ pub struct Filler {
     dense: bool,
     /// Parser rows the levels of the current fill may still push ([`MAX_LEVEL_ROWS`]).
     rows_left: usize,
+    /// When the current fill's time budget ends, if it has one.
+    deadline: Option<std::time::Instant>,
+    /// Steps since the deadline was last read.
+    ticks: u32,
+    /// The current fill ran past its deadline (it stopped; the mask is incomplete).
+    timed_out: bool,
 }
+
+/// Trie nodes a plain walk steps between two reads of the clock (a step costs from tens of
+/// nanoseconds to, with rows of thousands of items, a millisecond).
+const NODES_PER_CLOCK_READ: u32 = 16;
 
 /// Most parser rows one fill pushes through the levels before it takes the plain walk, nor
 /// more than the trie has nodes (the most the plain walk can push). Fills push tens
@@ -66,19 +76,24 @@ pub enum Kept<'a> {
 impl Filler {
     /// Writes into `mask` (its first `mask_words` words; the rest must be zero) every token
     /// allowed after the position whose lexemes are `cur`. `parser` is restored before returning.
-    pub fn fill(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, mask_words: usize, parser: &mut Parser, cur: &[Lexeme], mask: &mut [u32]) {
+    /// With `budget_ms > 0`, a fill that runs longer stops and returns false (the mask is then
+    /// incomplete; the caller must not use it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn fill(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, mask_words: usize, parser: &mut Parser, cur: &[Lexeme], mask: &mut [u32], budget_ms: u64) -> bool {
         self.ids.clear();
         self.base = None;
         self.dense = false;
+        self.timed_out = false;
+        self.ticks = 0;
+        self.deadline = (budget_ms > 0).then(|| std::time::Instant::now() + std::time::Duration::from_millis(budget_ms));
         if cur.is_empty() {
             mask[..mask_words].fill(0);
-            return;
+            return true;
         }
         if cur.len() > MAX_KEY_LEXEMES {
             self.dense = true;
             mask[..mask_words].fill(0);
-            self.walk_whole(cfg, trie, parser, cur, mask);
-            return;
+            return self.walk_whole(cfg, trie, parser, cur, mask);
         }
         self.depth = trie.max_depth();
         self.set_level(cfg, 0, cur);
@@ -89,18 +104,36 @@ impl Filler {
             TokenSet::Bits(_) | TokenSet::Near { .. } => self.base = Some(entry.clone()),
         }
         self.rows_left = MAX_LEVEL_ROWS.min(trie.nodes.len());
-        if !self.descend(cfg, ci, trie, parser, &entry.level, 0, mask) {
-            // The paths through the levels multiply: the plain walk instead. Every token set
-            // so far is allowed, and the walk sets every allowed token, so the mask stays.
-            self.dense = true;
-            self.walk_whole(cfg, trie, parser, cur, mask);
+        if self.descend(cfg, ci, trie, parser, &entry.level, 0, mask) {
+            return true;
         }
+        if self.timed_out {
+            return false;
+        }
+        // The paths through the levels multiply: the plain walk instead. Every token set so
+        // far is allowed, and the walk sets every allowed token, so the mask stays.
+        self.dense = true;
+        self.walk_whole(cfg, trie, parser, cur, mask)
     }
 
-    /// [`Filler::walk_full`] over the whole trie.
-    fn walk_whole(&mut self, cfg: &Cfg, trie: &TokTrie, parser: &mut Parser, cur: &[Lexeme], mask: &mut [u32]) {
+    /// Whether the current fill is past its deadline (reads the clock every `every` calls).
+    fn out_of_time(&mut self, every: u32) -> bool {
+        if let Some(d) = self.deadline {
+            self.ticks += 1;
+            if self.ticks >= every {
+                self.ticks = 0;
+                if std::time::Instant::now() >= d {
+                    self.timed_out = true;
+                }
+            }
+        }
+        self.timed_out
+    }
+
+    /// [`Filler::walk_full`] over the whole trie; false when it ran out of time.
+    fn walk_whole(&mut self, cfg: &Cfg, trie: &TokTrie, parser: &mut Parser, cur: &[Lexeme], mask: &mut [u32]) -> bool {
         let roots: Vec<u32> = (0..trie.nodes.len() as u32).filter(|&i| trie.nodes[i as usize].depth == 1).collect();
-        self.walk_full(cfg, trie, parser, &roots, false, cur, mask);
+        self.walk_full(cfg, trie, parser, &roots, false, cur, mask)
     }
 
     /// What the last [`Filler::fill`] set, when it is a cached entry's bitmask and at most
@@ -151,13 +184,13 @@ impl Filler {
     }
 
     /// Pushes a row for each group of `level` and goes down to the next levels. Returns false,
-    /// with `parser` restored, when that would take more rows than `rows_left` (some of the
-    /// mask is then set, not all).
+    /// with `parser` restored, when that would take more rows than `rows_left` or the fill
+    /// ran out of time (some of the mask is then set, not all).
     #[allow(clippy::too_many_arguments)]
     fn descend(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, parser: &mut Parser, level: &Level, lvl: usize, mask: &mut [u32]) -> bool {
         let rows = parser.num_rows();
         for (g, group) in level.groups.iter().enumerate() {
-            if self.rows_left == 0 {
+            if self.rows_left == 0 || self.out_of_time(1) {
                 return false;
             }
             self.rows_left -= 1;
@@ -175,7 +208,11 @@ impl Filler {
             start_lexemes(cfg, parser, row, &mut next);
             if next.len() > MAX_KEY_LEXEMES {
                 self.dense = true;
-                self.walk_full(cfg, trie, parser, &group.nodes, true, &next, mask);
+                if !self.walk_full(cfg, trie, parser, &group.nodes, true, &next, mask) {
+                    self.work = next;
+                    parser.truncate(rows);
+                    return false;
+                }
             } else if !next.is_empty() {
                 self.set_level(cfg, lvl + 1, &next);
                 let child = match level.child(g as u32, &self.lex[lvl + 1].1) {
@@ -211,9 +248,10 @@ impl Filler {
     }
 
     /// Plain walk with the full byte step over the subtrees of `roots` (below them when
-    /// `below`); used only for configurations too large for a cache key.
+    /// `below`); used for configurations too large for a cache key and when the levels'
+    /// paths multiply. False, with `parser` restored, when the fill ran out of time.
     #[allow(clippy::too_many_arguments)]
-    fn walk_full(&mut self, cfg: &Cfg, trie: &TokTrie, parser: &mut Parser, roots: &[u32], below: bool, c: &[Lexeme], mask: &mut [u32]) {
+    fn walk_full(&mut self, cfg: &Cfg, trie: &TokTrie, parser: &mut Parser, roots: &[u32], below: bool, c: &[Lexeme], mask: &mut [u32]) -> bool {
         let nodes = &trie.nodes;
         let rows0 = parser.num_rows() as u32;
         let mut work = Vec::with_capacity(c.len() * 4);
@@ -230,6 +268,10 @@ impl Filler {
             self.frames.push((0, c.len() as u32, rows0));
             let mut i = start;
             while i < end {
+                if self.out_of_time(NODES_PER_CLOCK_READ) {
+                    parser.truncate(rows0 as usize);
+                    return false;
+                }
                 let node = nodes[i];
                 let d = node.depth as usize - base;
                 if self.frames.len() > d {
@@ -252,5 +294,6 @@ impl Filler {
             }
             parser.truncate(rows0 as usize);
         }
+        true
     }
 }

@@ -89,7 +89,8 @@ impl CompiledGrammar {
     pub fn prepared(grammar: &Grammar, vocab: Arc<Vocabulary>) -> Arc<CompiledGrammar> {
         let g = Arc::new(CompiledGrammar::new(grammar, vocab));
         let mut mask = vec![0u32; g.vocab.mask_words()];
-        // (Cannot fail: the row has the vocabulary's width.)
+        // (The row has the vocabulary's width; a fill over its time budget keeps nothing,
+        // and the first fill of a matcher reports it.)
         let _ = Matcher::new(g.clone()).fill_next_token_bitmask(&mut mask);
         g
     }
@@ -279,7 +280,7 @@ impl Matcher {
     /// `vocab.mask_words()` words; extra words are cleared.
     pub fn fill_next_token_bitmask(&mut self, mask: &mut [u32]) -> Result<()> {
         if let Some(miss) = self.fill_from_cache(mask)? {
-            self.fill_missed(mask, miss);
+            self.fill_missed(mask, miss)?;
         }
         Ok(())
     }
@@ -312,14 +313,21 @@ impl Matcher {
 
     /// Fills `mask` (checked and cleared past the vocabulary by the [`Matcher::fill_from_cache`]
     /// call that returned `miss`, with the matcher unchanged since) and caches the result.
-    pub fn fill_missed(&mut self, mask: &mut [u32], miss: CacheMiss) {
+    /// A fill past the grammar's time budget ([`crate::Limits::max_fill_ms`]) stops with
+    /// [`Error::FillTimeout`], the row all zeros and the matcher unchanged.
+    pub fn fill_missed(&mut self, mask: &mut [u32], miss: CacheMiss) -> Result<()> {
         let s = self.top();
         let words = self.g.vocab.mask_words();
         let vocab = self.g.vocab.clone();
         let key = miss.key;
         let cfg = self.g.grammar.cfg().clone();
         let cur = &self.lex[s.lex_start as usize..s.lex_end as usize];
-        self.filler.fill(&cfg, vocab.cache(), vocab.trie(), words, &mut self.parser, cur, mask);
+        let budget = self.g.grammar.max_fill_ms();
+        if !self.filler.fill(&cfg, vocab.cache(), vocab.trie(), words, &mut self.parser, cur, mask, budget) {
+            // Stopped at its time budget: no partial mask escapes (all zeros) and none is kept.
+            mask[..words].fill(0);
+            return Err(Error::FillTimeout { limit_ms: budget });
+        }
         let accepting = self.is_accepting();
         if accepting {
             for &e in vocab.eos_token_ids() {
@@ -337,6 +345,7 @@ impl Matcher {
         };
         debug_assert!(kept.to_bits(words)[..] == mask[..words], "the kept mask is not the fill's mask");
         self.g.masks.insert(key, kept);
+        Ok(())
     }
 
     /// Structural key of the current position for the whole-mask cache.

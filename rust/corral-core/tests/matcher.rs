@@ -434,7 +434,7 @@ fn prepared_grammar_starts_from_the_cached_start_mask() {
     assert!(m.fill_from_cache(&mut row).unwrap().is_none(), "the start is cached");
     assert!(m.accept_bytes(b"["));
     let miss = m.fill_from_cache(&mut row).unwrap().expect("a position not filled yet");
-    m.fill_missed(&mut row, miss);
+    m.fill_missed(&mut row, miss).unwrap();
     let mut again = vec![u32::MAX; v.mask_words()];
     assert!(m.fill_from_cache(&mut again).unwrap().is_none(), "the missed fill was cached");
     assert_eq!(row, again);

@@ -59,6 +59,15 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
                 ("limit", limit_ms.into_pyobject(py).unwrap().into_any().unbind()),
             ],
         ),
+        Error::FillTimeout { limit_ms } => raise(
+            py,
+            "FillTimeoutError",
+            msg,
+            &[
+                ("limit_name", "max_fill_ms".into_pyobject(py).unwrap().into_any().unbind()),
+                ("limit", limit_ms.into_pyobject(py).unwrap().into_any().unbind()),
+            ],
+        ),
         Error::Vocabulary(_) => raise(py, "TokenizerError", msg, &[]),
         Error::Usage(_) => raise(py, "UsageError", msg, &[]),
     }

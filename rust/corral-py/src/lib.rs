@@ -154,10 +154,11 @@ fn limits_arg(py: Python<'_>, limits: Option<&Bound<'_, pyo3::types::PyDict>>) -
             "max_nesting" => l.max_nesting = val,
             "max_closure_items" => l.max_closure_items = val,
             "max_compile_ms" => l.max_compile_ms = val as u64,
+            "max_fill_ms" => l.max_fill_ms = val as u64,
             _ => {
                 return Err(usage(
                     py,
-                    format!("unknown limit '{name}'; valid: max_nfa_states, max_dfa_states, max_repeat, max_productions, max_nesting, max_closure_items, max_compile_ms"),
+                    format!("unknown limit '{name}'; valid: max_nfa_states, max_dfa_states, max_repeat, max_productions, max_nesting, max_closure_items, max_compile_ms, max_fill_ms"),
                 ))
             }
         }
@@ -308,6 +309,11 @@ impl PyGrammar {
     fn source_key(&self) -> &str {
         self.inner.source_key()
     }
+    /// The time budget of one mask fill in milliseconds (`limits={"max_fill_ms": ...}`; 0 = none).
+    #[getter]
+    fn max_fill_ms(&self) -> u64 {
+        self.inner.max_fill_ms()
+    }
     fn __repr__(&self) -> String {
         format!("Grammar(rules={}, terminals={}, productions={})", self.inner.num_rules(), self.inner.num_terminals(), self.inner.num_productions())
     }
@@ -391,7 +397,7 @@ impl PyMatcher {
             let m = &mut self.inner;
             // A whole-mask cache hit (most steps) costs less than releasing the GIL.
             if let Some(miss) = m.fill_from_cache(row).map_err(|e| to_py(py, e))? {
-                py.detach(|| m.fill_missed(row, miss));
+                py.detach(|| m.fill_missed(row, miss)).map_err(|e| to_py(py, e))?;
             }
             Ok(())
         })
