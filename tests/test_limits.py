@@ -133,8 +133,13 @@ def test_fill_time_budget_raises_and_leaves_the_matcher_as_it_was():
     assert e.value.limit_name == "max_fill_ms" and e.value.limit == 1 and isinstance(e.value, corral.LimitExceededError)
     assert "max_fill_ms" in str(e.value) and took < 0.5, took
     assert not mask.any(), "a stopped fill leaves no partial mask"
-    with pytest.raises(corral.FillTimeoutError):  # nothing was cached: it stops again
-        corral.fill_next_token_bitmask_batch([tight], mask)
+    # Nothing was cached: it stops again; in a batch, the other rows are still filled.
+    rows = np.full((2, mask.shape[1]), -1, dtype=np.int32)
+    other = corral.Matcher(corral.compile(corral.Grammar.from_ebnf('root ::= "x"'), vocab))
+    with pytest.raises(corral.FillTimeoutError):
+        corral.fill_next_token_bitmask_batch([tight, other], rows)
+    assert not rows[0].any()
+    assert corral.allowed_token_ids(rows[1], vocab.size) == [vocab.encode("x")[0]]
     # The unlimited grammar fills this position (slowly); the stopped matcher is unchanged.
     full = np.zeros_like(mask)
     loose.fill_next_token_bitmask(full)

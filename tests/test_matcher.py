@@ -191,6 +191,15 @@ def test_a_numpy_backed_bitmask_tensor_is_rechecked_when_it_points_elsewhere():
         t.data = torch.from_numpy(np.zeros(2, dtype=np.float32))  # another dtype elsewhere
         with pytest.raises(corral.UsageError, match="int32"):
             m.fill_next_token_bitmask(t, 0)
+    # Bytes swapped inside the held storage (share_memory_ moves them to shared memory and
+    # frees the old ones): checked again, and the fill lands in the tensor's new bytes.
+    t = torch.from_numpy(np.zeros((2, 1), dtype=np.int32))
+    m.fill_next_token_bitmask(t, 0)
+    m.fill_next_token_bitmask(t, 0)
+    t.share_memory_()
+    t.zero_()
+    m.fill_next_token_bitmask(t, 1)
+    assert t[1, 0].item() == 0b101
 
 
 def test_a_bitmask_tensor_changed_in_place_between_fills_is_checked_again():

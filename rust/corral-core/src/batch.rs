@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::matcher::Matcher;
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// One row's work: a matcher and the bitmask row it writes.
@@ -42,7 +42,7 @@ struct Shared {
     /// `n` jobs, valid until `done == n`: the caller does not return (and so does not free
     /// them or end the borrows they point into) before that.
     jobs: *const Job,
-    failed: AtomicBool,
+    /// The first row's error or panic.
     failure: Mutex<Option<Failure>>,
 }
 
@@ -71,23 +71,22 @@ impl Shared {
             if i >= self.n {
                 return;
             }
-            if !self.failed.load(Ordering::Relaxed) {
-                // SAFETY: index `i < n` is taken once (the counter), the job's matcher and
-                // row belong to no other job, and they stay valid until `done == n`, which
-                // cannot happen before this job counts itself done below.
-                let job = unsafe { &*self.jobs.add(i) };
-                let (m, row) = unsafe { (&mut *job.matcher, std::slice::from_raw_parts_mut(job.row, job.words)) };
-                let failure = match catch_unwind(AssertUnwindSafe(|| m.fill_next_token_bitmask(row))) {
-                    Ok(Ok(())) => None,
-                    Ok(Err(e)) => Some(Failure::Error(e)),
-                    Err(p) => Some(Failure::Panic(p)),
-                };
-                if let Some(f) = failure {
-                    self.failed.store(true, Ordering::Relaxed);
-                    let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-                    if slot.is_none() {
-                        *slot = Some(f);
-                    }
+            // Every row is filled even after another failed: a row's own failure (a fill past
+            // its time budget) leaves only that row zeroed, and the others are usable.
+            // SAFETY: index `i < n` is taken once (the counter), the job's matcher and row
+            // belong to no other job, and they stay valid until `done == n`, which cannot
+            // happen before this job counts itself done below.
+            let job = unsafe { &*self.jobs.add(i) };
+            let (m, row) = unsafe { (&mut *job.matcher, std::slice::from_raw_parts_mut(job.row, job.words)) };
+            let failure = match catch_unwind(AssertUnwindSafe(|| m.fill_next_token_bitmask(row))) {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(Failure::Error(e)),
+                Err(p) => Some(Failure::Panic(p)),
+            };
+            if let Some(f) = failure {
+                let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.is_none() {
+                    *slot = Some(f);
                 }
             }
             self.done.fetch_add(1, Ordering::Release);
@@ -111,7 +110,9 @@ impl Shared {
 
 /// Fills `mask` rows for several matchers in parallel: matcher `i` writes row `rows[i]` of
 /// `mask` (rows of `words` words each). Rows must be distinct and in range. The calling
-/// thread fills rows too; up to `rayon::current_num_threads() - 1` pool threads help.
+/// thread fills rows too; up to `rayon::current_num_threads() - 1` pool threads help. Every
+/// row is attempted; the first error (or panic) is returned after all are done, and a row
+/// whose fill ran past its time budget is left all zeros.
 pub fn fill_batch(matchers: &mut [&mut Matcher], mask: &mut [u32], words: usize, rows: &[usize]) -> Result<()> {
     if matchers.len() != rows.len() {
         return Err(Error::Usage(format!("{} matchers but {} row indices", matchers.len(), rows.len())));
@@ -139,7 +140,6 @@ pub fn fill_batch(matchers: &mut [&mut Matcher], mask: &mut [u32], words: usize,
         max_helpers,
         n: jobs.len(),
         jobs: jobs.as_ptr(),
-        failed: AtomicBool::new(false),
         failure: Mutex::new(None),
     });
     if max_helpers > 0 {

@@ -18,20 +18,29 @@ static TORCH_INT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 /// change in place (data pointer, shape, dtype, contiguity), with interned attribute names and
 /// the shape compared as a Python object (about 0.65 µs over a numpy fill instead of 1.7 µs).
 ///
-/// When the tensor's storage cannot be resized (a tensor made by `torch.from_numpy`, as
-/// `corral.allocate_token_bitmask` makes them), the storage is held too and a repeat call
-/// reads only the data pointer (about 0.1 µs): the held storage keeps the checked bytes
-/// allocated, at the same address and size, whatever is later done to the tensor, so a
-/// tensor that still points where it did is written within them. (A tensor reshaped or
-/// retyped in place over the same bytes would be filled with the layout it was checked with.)
+/// A tensor over memory that cannot move gets cheaper repeat calls ([`Fixed`]): the memory
+/// checked is held, so a tensor that still points where it did is written within it. (A
+/// tensor reshaped or retyped in place over the same bytes would be filled with the layout
+/// it was checked with.)
 struct CheckedTensor {
     obj: Py<PyAny>,
     ptr: usize,
     shape: Py<PyAny>,
     rows: usize,
     words: usize,
-    /// The tensor's storage, when it is not resizable.
-    fixed: Option<Py<PyAny>>,
+    fixed: Option<Fixed>,
+}
+
+/// What keeps a checked tensor's bytes allocated, for the cheaper repeat checks.
+enum Fixed {
+    /// The numpy array of a `corral.allocate_token_bitmask` tensor (`_corral_np`), held: a
+    /// referenced numpy array cannot be resized, so its bytes stay where they are. A repeat
+    /// call reads only the tensor's data pointer (about 0.1 µs).
+    Array(#[allow(dead_code)] Py<PyAny>),
+    /// A storage that cannot be resized (`torch.from_numpy`), held, with its data pointer
+    /// then. Its bytes can still be swapped in place (`share_memory_()`), freeing the old
+    /// ones, so a repeat call reads the storage's data pointer too (two reads, not four).
+    Storage { storage: Py<PyAny>, data: usize },
 }
 
 thread_local! {
@@ -71,9 +80,21 @@ impl<'py> MaskBuf<'py> {
         let repeat = LAST_TENSOR.with(|c| c.borrow().as_ref().is_some_and(|t| t.obj.bind(py).is(obj)));
         if repeat {
             let ptr: usize = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
-            let fixed = LAST_TENSOR.with(|c| c.borrow().as_ref().and_then(|t| (t.fixed.is_some() && t.ptr == ptr).then_some((t.rows, t.words))));
-            if let Some((rows, words)) = fixed {
-                return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
+            let fixed = LAST_TENSOR.with(|c| {
+                c.borrow().as_ref().and_then(|t| match &t.fixed {
+                    Some(Fixed::Array(_)) if t.ptr == ptr => Some((t.rows, t.words, None)),
+                    Some(Fixed::Storage { storage, data }) if t.ptr == ptr => Some((t.rows, t.words, Some((storage.clone_ref(py), *data)))),
+                    _ => None,
+                })
+            });
+            if let Some((rows, words, storage)) = fixed {
+                let same = match storage {
+                    None => true,
+                    Some((st, data)) => st.bind(py).call_method0(intern!(py, "data_ptr"))?.extract::<usize>()? == data,
+                };
+                if same {
+                    return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
+                }
             }
             let shape = obj.getattr(intern!(py, "shape"))?;
             let dims = LAST_TENSOR.with(|c| {
@@ -93,10 +114,11 @@ impl<'py> MaskBuf<'py> {
         if let Ok(np) = obj.getattr("_corral_np") {
             if let Ok(typed) = np.cast::<PyArrayDyn<i32>>() {
                 let ptr: usize = obj.call_method0("data_ptr")?.extract()?;
-                if ptr == typed.data() as usize {
+                if ptr == typed.data() as usize && typed.is_c_contiguous() {
                     let (rows, words) = Self::shape2(py, typed.shape())?;
                     if let Ok(shape_obj) = obj.getattr(intern!(py, "shape")) {
-                        Self::remember(obj, ptr, shape_obj, rows, words);
+                        let fixed = Some(Fixed::Array(np.clone().unbind()));
+                        LAST_TENSOR.with(|c| *c.borrow_mut() = Some(CheckedTensor { obj: obj.clone().unbind(), ptr, shape: shape_obj.unbind(), rows, words, fixed }));
                     }
                     return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
                 }
@@ -132,7 +154,7 @@ impl<'py> MaskBuf<'py> {
     }
 
     /// Keeps a checked tensor as this thread's [`CheckedTensor`]. A storage that cannot be
-    /// resized (held from then on) lets repeat calls check only the data pointer; anything
+    /// resized (held from then on) gives repeat calls [`Fixed::Storage`]'s checks; anything
     /// unexpected here just leaves them the full repeat checks.
     fn remember(obj: &Bound<'py, PyAny>, ptr: usize, shape: Bound<'py, PyAny>, rows: usize, words: usize) {
         let py = obj.py();
@@ -140,7 +162,10 @@ impl<'py> MaskBuf<'py> {
             .call_method0(intern!(py, "untyped_storage"))
             .ok()
             .filter(|st| st.call_method0(intern!(py, "resizable")).and_then(|r| r.extract::<bool>()).is_ok_and(|r| !r))
-            .map(Bound::unbind);
+            .and_then(|st| {
+                let data = st.call_method0(intern!(py, "data_ptr")).ok()?.extract::<usize>().ok()?;
+                Some(Fixed::Storage { storage: st.unbind(), data })
+            });
         LAST_TENSOR.with(|c| *c.borrow_mut() = Some(CheckedTensor { obj: obj.clone().unbind(), ptr, shape: shape.unbind(), rows, words, fixed }));
     }
 
