@@ -21,13 +21,13 @@ from .errors import UsageError
 from .vocab import Vocabulary
 
 _CACHE_SIZE = 256
-_cache: "OrderedDict[tuple[str, int, int], _native.CompiledGrammar]" = OrderedDict()
+_cache: "OrderedDict[tuple[str, int, int, int], _native.CompiledGrammar]" = OrderedDict()
 _lock = threading.Lock()
 
 
 def compile(grammar: _native.Grammar, vocab: Vocabulary) -> _native.CompiledGrammar:
-    """Pairs ``grammar`` with ``vocab``. Results are cached by (grammar source, vocabulary
-    fingerprint), so compiling the same grammar again is a dictionary lookup."""
+    """Pairs ``grammar`` with ``vocab``. Results are cached by (grammar source, its fill time
+    budget, vocabulary fingerprint), so compiling the same grammar again is a dictionary lookup."""
     if not isinstance(grammar, _native.Grammar):
         raise UsageError(f"compile() needs a corral.Grammar, got {type(grammar).__name__}")
     if not isinstance(vocab, Vocabulary):

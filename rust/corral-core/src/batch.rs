@@ -39,19 +39,20 @@ struct Shared {
     helpers: AtomicUsize,
     max_helpers: usize,
     n: usize,
-    /// `n` jobs, valid until `done == n`: the caller does not return (and so does not free
-    /// them or end the borrows they point into) before that.
-    jobs: *const Job,
+    jobs: Jobs,
     /// The first row's error or panic.
     failure: Mutex<Option<Failure>>,
 }
 
-// SAFETY: `jobs` points to `n` jobs whose matchers and rows are distinct (checked by
-// `fill_batch`), each taken by exactly one thread through `next`, and kept alive by the caller
-// until every taken job is done; `Matcher` is `Send` (asserted below) and the rows are plain
-// words.
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
+/// The `n` jobs, valid until `done == n`: the caller does not return (and so does not free
+/// them or end the borrows they point into) before that.
+struct Jobs(*const Job);
+
+// SAFETY: the jobs' matchers and rows are distinct (checked by `fill_batch`), each job is
+// taken by exactly one thread through `next`, and the caller keeps them alive until every
+// taken job is done; `Matcher` is `Send` (asserted below) and the rows are plain words.
+unsafe impl Send for Jobs {}
+unsafe impl Sync for Jobs {}
 
 const _: () = {
     const fn matcher_is_send<T: Send>() {}
@@ -76,7 +77,7 @@ impl Shared {
             // SAFETY: index `i < n` is taken once (the counter), the job's matcher and row
             // belong to no other job, and they stay valid until `done == n`, which cannot
             // happen before this job counts itself done below.
-            let job = unsafe { &*self.jobs.add(i) };
+            let job = unsafe { &*self.jobs.0.add(i) };
             let (m, row) = unsafe { (&mut *job.matcher, std::slice::from_raw_parts_mut(job.row, job.words)) };
             let failure = match catch_unwind(AssertUnwindSafe(|| m.fill_next_token_bitmask(row))) {
                 Ok(Ok(())) => None,
@@ -139,7 +140,7 @@ pub fn fill_batch(matchers: &mut [&mut Matcher], mask: &mut [u32], words: usize,
         helpers: AtomicUsize::new(0),
         max_helpers,
         n: jobs.len(),
-        jobs: jobs.as_ptr(),
+        jobs: Jobs(jobs.as_ptr()),
         failure: Mutex::new(None),
     });
     if max_helpers > 0 {
