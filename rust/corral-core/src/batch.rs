@@ -42,6 +42,9 @@ struct Shared {
     jobs: Jobs,
     /// The first row's error or panic.
     failure: Mutex<Option<Failure>>,
+    /// Where the caller sleeps while helpers finish long rows ([`Shared::wait_done`]).
+    sleep: Mutex<()>,
+    wake: std::sync::Condvar,
 }
 
 /// The `n` jobs, valid until `done == n`: the caller does not return (and so does not free
@@ -90,7 +93,32 @@ impl Shared {
                     *slot = Some(f);
                 }
             }
-            self.done.fetch_add(1, Ordering::Release);
+            if self.done.fetch_add(1, Ordering::Release) + 1 == self.n {
+                // The last row: wake the caller if it went to sleep waiting for it.
+                let _guard = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
+                self.wake.notify_all();
+            }
+        }
+    }
+
+    /// Returns once every row is done: spins briefly (the helpers' last rows are usually
+    /// microseconds away), then yields, then sleeps until the last row wakes it (a row can
+    /// take up to its fill budget).
+    fn wait_done(&self) {
+        for i in 0..256u32 {
+            if self.done.load(Ordering::Acquire) >= self.n {
+                return;
+            }
+            if i < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        let mut guard = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
+        while self.done.load(Ordering::Acquire) < self.n {
+            // (The timeout only bounds a wake-up lost to a race the lock already rules out.)
+            guard = self.wake.wait_timeout(guard, std::time::Duration::from_millis(1)).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
 
@@ -142,6 +170,8 @@ pub fn fill_batch(matchers: &mut [&mut Matcher], mask: &mut [u32], words: usize,
         n: jobs.len(),
         jobs: Jobs(jobs.as_ptr()),
         failure: Mutex::new(None),
+        sleep: Mutex::new(()),
+        wake: std::sync::Condvar::new(),
     });
     if max_helpers > 0 {
         shared.add_helper();
@@ -149,15 +179,7 @@ pub fn fill_batch(matchers: &mut [&mut Matcher], mask: &mut [u32], words: usize,
     shared.drain();
     // Rows taken by helpers may still be filling: wait for them (never for a helper that has
     // not started: it will find no row left).
-    let mut spins = 0u32;
-    while shared.done.load(Ordering::Acquire) < shared.n {
-        if spins < 64 {
-            std::hint::spin_loop();
-            spins += 1;
-        } else {
-            std::thread::yield_now();
-        }
-    }
+    shared.wait_done();
     drop(jobs);
     let failure = shared.failure.lock().unwrap_or_else(|p| p.into_inner()).take();
     match failure {
