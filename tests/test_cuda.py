@@ -25,6 +25,7 @@ import corral
 import corral.logits as L
 from corral import speculative
 from corral.sampling import SamplingParams, probabilities, sample
+from test_logits import use_kernel
 
 pytestmark = [
     pytest.mark.cuda,
@@ -65,10 +66,7 @@ class NoHostSync:
 @pytest.mark.parametrize("triton", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_llama3_size_padded_strided_rows_match_cpu(triton, dtype, monkeypatch):
-    if not triton:
-        monkeypatch.setitem(L._TRITON, "disabled", True)
-    elif L._triton_kernel() is None:
-        pytest.skip("triton is not installed")
+    use_kernel(triton, monkeypatch)
     rows, width = 37, LLAMA3 + 64  # padded model width
     mask = random_mask(rows, LLAMA3, 0.3, seed=11).pin_memory()
     # A row-strided view (the logits of a wider buffer), as engines slice their outputs.

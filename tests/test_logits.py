@@ -212,15 +212,21 @@ def test_triton_kernel_in_the_interpreter():
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
+def use_kernel(triton: bool, monkeypatch) -> None:
+    """Masks on CUDA go through the Triton kernel (skipped without triton) or, with
+    ``triton=False``, through the torch-ops fallback."""
+    if not triton:
+        monkeypatch.setitem(L._TRITON, "disabled", True)
+    elif L._triton_kernel() is None:
+        pytest.skip("triton is not installed")
+
+
 @pytest.mark.cuda
 @cuda
 @pytest.mark.parametrize("triton", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_cuda_matches_cpu_without_host_sync(triton, dtype, monkeypatch):
-    if not triton:
-        monkeypatch.setitem(L._TRITON, "disabled", True)
-    elif L._triton_kernel() is None:
-        pytest.skip("triton is not installed")
+    use_kernel(triton, monkeypatch)
     vocab, width = 50257, 50304
     mask = torch.from_numpy(random_mask(8, vocab, 0.1, seed=6)).pin_memory()
     cpu = torch.randn(8, width).to(dtype)

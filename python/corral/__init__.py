@@ -21,9 +21,9 @@ from .bitmask import allocate_token_bitmask, allowed_token_ids, bitmask_words
 from .compiler import compile, load_grammar
 from .errors import (
     CompileTimeoutError,
-    FillTimeoutError,
     CorralError,
     EmptyMaskError,
+    FillTimeoutError,
     GrammarError,
     GrammarSyntaxError,
     InternalError,

@@ -403,15 +403,21 @@ def _launch_direct(logits: Any, bitmask: Any, vocab_size: int | None) -> bool:
     if len(lshape) != 2 or len(bshape) != 2 or lshape[0] != bshape[0] or logits.stride(1) != 1 or bitmask.stride(1) != 1:
         return False
     rows, width = lshape
-    vocab = _check_widths(width, bshape[1], vocab_size)
+    return _launch(kernel, logits, bitmask, None, rows, _check_widths(width, bshape[1], vocab_size), width)
+
+
+def _launch(kernel: Any, lg: Any, bm: Any, rows: Any, n_rows: int, vocab: int, width: int) -> bool:
+    """Launches the kernel over ``n_rows`` rows (``rows``: their indices on the device, or
+    None for all). False if it cannot compile or launch: then it is disabled for good, with a
+    warning, and the caller uses torch ops."""
     words = _TRITON_WORDS
     try:
-        kernel[(rows, (width + 32 * words - 1) // (32 * words))](
-            logits, bitmask, bitmask, vocab, width, logits.stride(0), bitmask.stride(0), HAS_ROWS=False, WORDS=words
+        kernel[(n_rows, (width + 32 * words - 1) // (32 * words))](
+            lg, bm, bm if rows is None else rows, vocab, width, lg.stride(0), bm.stride(0), HAS_ROWS=rows is not None, WORDS=words
         )
     except Exception as e:  # noqa: BLE001 - compile/launch problems: use torch ops from now on
         _TRITON["disabled"] = True
-        warnings.warn(f"corral: the Triton bitmask kernel failed ({type(e).__name__}: {e}); using torch ops instead", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"corral: the Triton bitmask kernel failed ({type(e).__name__}: {e}); using torch ops instead", RuntimeWarning, stacklevel=4)
         return False
     return True
 
@@ -433,13 +439,7 @@ def _apply_triton(logits: Any, bitmask: Any, sel: list[int] | None, vocab: int) 
     width = lg.shape[1]
     if sel is not None and not sel:
         return
-    rows = _index_tensor(sel, lg.device) if sel is not None else bm  # any pointer when unused
+    rows = _index_tensor(sel, lg.device) if sel is not None else None
     n_rows = len(sel) if sel is not None else lg.shape[0]
-    words = _TRITON_WORDS
-    grid = (n_rows, (width + 32 * words - 1) // (32 * words))
-    try:
-        kernel[grid](lg, bm, rows, vocab, width, lg.stride(0), bm.stride(0), HAS_ROWS=sel is not None, WORDS=words)
-    except Exception as e:  # noqa: BLE001 - compile/launch problems: use torch ops from now on
-        _TRITON["disabled"] = True
-        warnings.warn(f"corral: the Triton bitmask kernel failed ({type(e).__name__}: {e}); using torch ops instead", RuntimeWarning, stacklevel=3)
+    if not _launch(kernel, lg, bm, rows, n_rows, vocab, width):
         _apply_torch(logits, bitmask, sel, vocab)

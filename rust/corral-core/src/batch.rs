@@ -33,7 +33,7 @@ struct Job {
 struct Shared {
     /// The next row index to take.
     next: AtomicUsize,
-    /// Rows finished (or skipped after a failure).
+    /// Rows finished (filled, or failed).
     done: AtomicUsize,
     /// Helpers queued so far.
     helpers: AtomicUsize,
@@ -151,7 +151,7 @@ pub fn fill_batch(matchers: &mut [&mut Matcher], mask: &mut [u32], words: usize,
     }
     let n_rows = mask.len() / words;
     let mut slot: Vec<Option<&mut [u32]>> = mask.chunks_mut(words).map(Some).collect();
-    let mut jobs: Vec<Job> = Vec::with_capacity(rows.len());
+    let mut pairs: Vec<(&mut Matcher, &mut [u32])> = Vec::with_capacity(rows.len());
     for (m, &r) in matchers.iter_mut().zip(rows) {
         if r >= n_rows {
             return Err(Error::Usage(format!("row index {r} is out of range for a bitmask with {n_rows} rows")));
@@ -159,9 +159,21 @@ pub fn fill_batch(matchers: &mut [&mut Matcher], mask: &mut [u32], words: usize,
         let Some(row) = slot[r].take() else {
             return Err(Error::Usage(format!("row index {r} appears twice")));
         };
-        jobs.push(Job { matcher: &mut **m, row: row.as_mut_ptr(), words });
+        pairs.push((&mut **m, row));
     }
-    let max_helpers = rayon::current_num_threads().saturating_sub(1).min(jobs.len().saturating_sub(1));
+    let max_helpers = rayon::current_num_threads().saturating_sub(1).min(pairs.len().saturating_sub(1));
+    if max_helpers == 0 {
+        // One row (the engines' per-row calls) or a one-thread pool: no sharing to set up.
+        let mut first = Ok(());
+        for (m, row) in pairs {
+            let r = m.fill_next_token_bitmask(row);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        return first;
+    }
+    let jobs: Vec<Job> = pairs.into_iter().map(|(m, row)| Job { matcher: m, row: row.as_mut_ptr(), words }).collect();
     let shared = Arc::new(Shared {
         next: AtomicUsize::new(0),
         done: AtomicUsize::new(0),
@@ -173,9 +185,7 @@ pub fn fill_batch(matchers: &mut [&mut Matcher], mask: &mut [u32], words: usize,
         sleep: Mutex::new(()),
         wake: std::sync::Condvar::new(),
     });
-    if max_helpers > 0 {
-        shared.add_helper();
-    }
+    shared.add_helper();
     shared.drain();
     // Rows taken by helpers may still be filling: wait for them (never for a helper that has
     // not started: it will find no row left).

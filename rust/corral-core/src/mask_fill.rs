@@ -57,6 +57,10 @@ pub struct Filler {
 /// nanoseconds to, with rows of thousands of items, a millisecond).
 const NODES_PER_CLOCK_READ: u32 = 16;
 
+/// Parser rows the levels push between two reads of the clock (a row costs a microsecond
+/// or more; the clock about 25 ns).
+const ROWS_PER_CLOCK_READ: u32 = 4;
+
 /// Most parser rows one fill pushes through the levels before it takes the plain walk, nor
 /// more than the trie has nodes (the most the plain walk can push). Fills push tens
 /// (json.ebnf with Llama 3: at most 23; the llama.cpp GBNF samples: 29; the ambiguous
@@ -190,7 +194,7 @@ impl Filler {
     fn descend(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, parser: &mut Parser, level: &Level, lvl: usize, mask: &mut [u32]) -> bool {
         let rows = parser.num_rows();
         for (g, group) in level.groups.iter().enumerate() {
-            if self.rows_left == 0 || self.out_of_time(1) {
+            if self.rows_left == 0 || self.out_of_time(ROWS_PER_CLOCK_READ) {
                 return false;
             }
             self.rows_left -= 1;

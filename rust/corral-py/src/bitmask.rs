@@ -117,8 +117,7 @@ impl<'py> MaskBuf<'py> {
                 if ptr == typed.data() as usize && typed.is_c_contiguous() {
                     let (rows, words) = Self::shape2(py, typed.shape())?;
                     if let Ok(shape_obj) = obj.getattr(intern!(py, "shape")) {
-                        let fixed = Some(Fixed::Array(np.clone().unbind()));
-                        LAST_TENSOR.with(|c| *c.borrow_mut() = Some(CheckedTensor { obj: obj.clone().unbind(), ptr, shape: shape_obj.unbind(), rows, words, fixed }));
+                        Self::remember(obj, ptr, shape_obj, rows, words, Some(Fixed::Array(np.clone().unbind())));
                     }
                     return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
                 }
@@ -147,26 +146,27 @@ impl<'py> MaskBuf<'py> {
             if ptr == 0 && rows * words > 0 {
                 return Err(usage(py, "bitmask has no storage"));
             }
-            Self::remember(obj, ptr, shape_obj, rows, words);
+            Self::remember(obj, ptr, shape_obj, rows, words, Self::fixed_storage(obj));
             return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
         }
         Err(usage(py, format!("bitmask must be a numpy array or a CPU torch tensor of int32, got {}", obj.get_type().name()?)))
     }
 
-    /// Keeps a checked tensor as this thread's [`CheckedTensor`]. A storage that cannot be
-    /// resized (held from then on) gives repeat calls [`Fixed::Storage`]'s checks; anything
-    /// unexpected here just leaves them the full repeat checks.
-    fn remember(obj: &Bound<'py, PyAny>, ptr: usize, shape: Bound<'py, PyAny>, rows: usize, words: usize) {
-        let py = obj.py();
-        let fixed = obj
-            .call_method0(intern!(py, "untyped_storage"))
-            .ok()
-            .filter(|st| st.call_method0(intern!(py, "resizable")).and_then(|r| r.extract::<bool>()).is_ok_and(|r| !r))
-            .and_then(|st| {
-                let data = st.call_method0(intern!(py, "data_ptr")).ok()?.extract::<usize>().ok()?;
-                Some(Fixed::Storage { storage: st.unbind(), data })
-            });
+    /// Keeps a checked tensor as this thread's [`CheckedTensor`].
+    fn remember(obj: &Bound<'py, PyAny>, ptr: usize, shape: Bound<'py, PyAny>, rows: usize, words: usize, fixed: Option<Fixed>) {
         LAST_TENSOR.with(|c| *c.borrow_mut() = Some(CheckedTensor { obj: obj.clone().unbind(), ptr, shape: shape.unbind(), rows, words, fixed }));
+    }
+
+    /// [`Fixed::Storage`] for a tensor whose storage cannot be resized; `None` otherwise (or
+    /// on anything unexpected: repeat calls then make the full checks).
+    fn fixed_storage(obj: &Bound<'py, PyAny>) -> Option<Fixed> {
+        let py = obj.py();
+        let st = obj.call_method0(intern!(py, "untyped_storage")).ok()?;
+        if st.call_method0(intern!(py, "resizable")).ok()?.extract::<bool>().ok()? {
+            return None;
+        }
+        let data = st.call_method0(intern!(py, "data_ptr")).ok()?.extract::<usize>().ok()?;
+        Some(Fixed::Storage { storage: st.unbind(), data })
     }
 
     fn shape2(py: Python<'_>, shape: &[usize]) -> PyResult<(usize, usize)> {

@@ -41,36 +41,25 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
             raise(py, "GrammarError", msg, &attrs)
         }
         Error::Regex { .. } => raise(py, "GrammarSyntaxError", msg, &[]),
-        Error::Limit { name, limit, .. } => raise(
-            py,
-            "LimitExceededError",
-            msg,
-            &[
-                ("limit_name", name.into_pyobject(py).unwrap().into_any().unbind()),
-                ("limit", limit.into_pyobject(py).unwrap().into_any().unbind()),
-            ],
-        ),
-        Error::CompileTimeout { limit_ms } => raise(
-            py,
-            "CompileTimeoutError",
-            msg,
-            &[
-                ("limit_name", "max_compile_ms".into_pyobject(py).unwrap().into_any().unbind()),
-                ("limit", limit_ms.into_pyobject(py).unwrap().into_any().unbind()),
-            ],
-        ),
-        Error::FillTimeout { limit_ms } => raise(
-            py,
-            "FillTimeoutError",
-            msg,
-            &[
-                ("limit_name", "max_fill_ms".into_pyobject(py).unwrap().into_any().unbind()),
-                ("limit", limit_ms.into_pyobject(py).unwrap().into_any().unbind()),
-            ],
-        ),
+        Error::Limit { name, limit, .. } => limit_error(py, "LimitExceededError", msg, name, limit as u64),
+        Error::CompileTimeout { limit_ms } => limit_error(py, "CompileTimeoutError", msg, "max_compile_ms", limit_ms),
+        Error::FillTimeout { limit_ms } => limit_error(py, "FillTimeoutError", msg, "max_fill_ms", limit_ms),
         Error::Vocabulary(_) => raise(py, "TokenizerError", msg, &[]),
         Error::Usage(_) => raise(py, "UsageError", msg, &[]),
     }
+}
+
+/// A `LimitExceededError` (or subclass `class`) naming the limit and its value.
+fn limit_error(py: Python<'_>, class: &str, msg: String, name: &str, limit: u64) -> PyErr {
+    raise(
+        py,
+        class,
+        msg,
+        &[
+            ("limit_name", name.into_pyobject(py).unwrap().into_any().unbind()),
+            ("limit", limit.into_pyobject(py).unwrap().into_any().unbind()),
+        ],
+    )
 }
 
 /// Python-side usage error with a message.
