@@ -339,6 +339,12 @@ fn refine(rows: &[Vec<(u32, u32, u32)>], acc: &[bool]) -> Vec<u32> {
 impl CDfa {
     /// Compiles a code-point regular expression (literals are UTF-8 text).
     pub fn from_rx(rx: &Rx, limit: usize) -> Result<CDfa, TooBig> {
+        Ok(CDfa::from_rx_unminimized(rx, limit)?.minimize())
+    }
+
+    /// [`CDfa::from_rx`] without the minimization: for an operand of [`CDfa::product`], which
+    /// minimizes its result anyway.
+    pub fn from_rx_unminimized(rx: &Rx, limit: usize) -> Result<CDfa, TooBig> {
         let mut nfa = Nfa { limit: limit * 20 + 1000, ..Default::default() };
         let start = nfa.add()?;
         let accept = nfa.build(rx, start)?;
@@ -379,7 +385,7 @@ impl CDfa {
             trans.push(row);
             i += 1;
         }
-        Ok(CDfa { trans, accept: acc, start: 0 }.minimize())
+        Ok(CDfa { trans, accept: acc, start: 0 })
     }
 
     /// Concatenation `self · o` (via an NFA-free construction: subset of (left state, right states)).

@@ -16,7 +16,7 @@ use crate::cdfa::CDfa;
 use corral_core::byte_automaton::ByteAutomaton;
 use rustc_hash::FxHashMap;
 use crate::shared_cache::SharedCache;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// What the bytes still to come encode.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -399,6 +399,13 @@ pub fn json_class(ranges: &[(u32, u32)]) -> Arc<ByteAutomaton> {
             _ => Arc::new(json_automaton(&d)),
         }
     })
+}
+
+/// [`json_class`] of one ASCII character (`c < 128`), without a lookup: literals (keys, enum values) are
+/// mostly ASCII, and each of their characters asked the shared cache, under its lock.
+pub fn json_ascii_char(c: u8) -> Arc<ByteAutomaton> {
+    static CHARS: [OnceLock<Arc<ByteAutomaton>>; 128] = [const { OnceLock::new() }; 128];
+    CHARS[usize::from(c)].get_or_init(|| json_class(&[(c as u32, c as u32)])).clone()
 }
 
 #[cfg(test)]

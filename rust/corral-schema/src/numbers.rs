@@ -447,11 +447,10 @@ fn mag_cmp(b: &Dec, op: Op) -> Rx {
     Rx::alt(alts)
 }
 
-/// Signed restricted forms in the interval; `None` when an automaton of the bounds would be
-/// too large.
-pub fn interval(lo: &Bound, hi: &Bound) -> Option<Rx> {
-    // non-negative part: mag in [max(lo,0), hi]
-    let zero = Dec { neg: false, int: String::new(), frac: String::new() };
+/// Signed restricted forms in the interval, as an automaton (not minimized: callers
+/// intersect it with the number forms, which minimizes); `None` when an automaton of the
+/// bounds would be too large.
+pub fn interval(lo: &Bound, hi: &Bound) -> Option<CDfa> {
     let part = |lo: &Bound, hi: &Bound| -> Option<Vec<Rx>> {
         // restrict to magnitudes ≥ 0: constraints on mag
         let mut cons = Vec::new();
@@ -474,32 +473,55 @@ pub fn interval(lo: &Bound, hi: &Bound) -> Option<Rx> {
         Bound::Incl(d) => Bound::Incl(d.negate()),
         Bound::Excl(d) => Bound::Excl(d.negate()),
     };
-    let _ = zero;
-    let mut alts = Vec::new();
-    if let Some(c) = part(lo, hi) {
-        alts.push(conj(c, mag_forms())?);
-    }
-    // negative numbers "-m": value -m in [lo,hi] ⟺ m in [-hi, -lo]
-    if let Some(c) = part(&neg_bound(hi), &neg_bound(lo)) {
-        alts.push(Rx::concat(vec![lit("-"), conj(c, mag_forms())?]));
-    }
-    Some(Rx::alt(alts))
+    // non-negative part: magnitude in [max(lo, 0), hi]
+    let pos = match part(lo, hi) {
+        Some(c) => Some(conj(c)?),
+        None => None,
+    };
+    // negative numbers "-m": value -m in [lo, hi] ⟺ m in [-hi, -lo]
+    let neg = match part(&neg_bound(hi), &neg_bound(lo)) {
+        Some(c) => Some(conj(c)?),
+        None => None,
+    };
+    signed(pos, neg)
 }
 
-/// The intersection of `parts` (or `base` when there are none), computed by automata; `None`
-/// when an automaton or the regex read back from it would be too large.
-fn conj(mut parts: Vec<Rx>, base: Rx) -> Option<Rx> {
-    match parts.len() {
-        0 => Some(base),
-        1 => parts.pop(),
-        _ => {
-            let mut d = CDfa::from_rx(&parts[0], 20_000).ok()?;
-            for p in &parts[1..] {
-                d = d.product(&CDfa::from_rx(p, 20_000).ok()?, true, 200_000).ok()?;
-            }
-            d.to_rx(200_000)
-        }
+/// The intersection of `parts` (every magnitude form when there are none), computed by
+/// automata; `None` when one would be too large. (Kept as an automaton: reading it back as
+/// an expression and determinizing that again cost most of a bounded number's compile.)
+fn conj(parts: Vec<Rx>) -> Option<CDfa> {
+    let Some((first, rest)) = parts.split_first() else {
+        return CDfa::from_rx_unminimized(&mag_forms(), 20_000).ok();
+    };
+    let mut d = CDfa::from_rx_unminimized(first, 20_000).ok()?;
+    for p in rest {
+        d = d.product(&CDfa::from_rx_unminimized(p, 20_000).ok()?, true, 200_000).ok()?;
     }
+    Some(d)
+}
+
+/// `pos ∪ "-"·neg` (either may be missing). Magnitude forms never start with `-`, so the
+/// union is the two automata side by side under a start state with `pos`'s first edges plus
+/// `-` into `neg`; a general union (by product) only if that ever did not hold.
+fn signed(pos: Option<CDfa>, neg: Option<CDfa>) -> Option<CDfa> {
+    let minus = '-' as u32;
+    let Some(neg) = neg else { return Some(pos.unwrap_or_else(CDfa::empty)) };
+    let pos = pos.unwrap_or_else(CDfa::empty);
+    let (n, m) = (pos.len() as u32, neg.len() as u32);
+    let mut trans = pos.trans.clone();
+    trans.extend(neg.trans.iter().map(|row| row.iter().map(|&(a, b, t)| (a, b, t + n)).collect::<Vec<_>>()));
+    let mut accept = pos.accept.clone();
+    accept.extend_from_slice(&neg.accept);
+    let mut first = pos.trans[pos.start as usize].clone();
+    let at = first.partition_point(|e| e.1 < minus);
+    if first.get(at).is_some_and(|e| e.0 <= minus) {
+        let dash = CDfa { trans: neg.trans.iter().cloned().chain([vec![(minus, minus, neg.start)]]).collect(), accept: neg.accept.iter().copied().chain([false]).collect(), start: m };
+        return pos.product(&dash, false, 200_000).ok();
+    }
+    first.insert(at, (minus, minus, neg.start + n));
+    trans.push(first);
+    accept.push(pos.accept[pos.start as usize]);
+    Some(CDfa { trans, accept, start: n + m })
 }
 
 /// Exactly the value `v`, in every restricted form.
@@ -660,9 +682,13 @@ mod tests {
             ("(1.5,)", Bound::Excl(d("1.5")), Bound::None, &["1.51", "2", "100", "1.5000001", "2e0", "1e10"], &["1.5", "1.50", "1", "-3", "1.4999", "1.5e0"]),
             ("(,-2.25]", Bound::None, Bound::Incl(d("-2.25")), &["-2.25", "-3", "-2.250", "-1e5", "-2.3"], &["-2.24", "0", "2.25", "-2.2"]),
             ("[0.001,0.01)", Bound::Incl(d("0.001")), Bound::Excl(d("0.01")), &["0.001", "0.005", "1e-3", "9.9e-3"], &["0.01", "0.0009", "1e-2", "0"]),
+            // both signs: the negative part joins the positive one under a start state
+            ("[-1.5,2]", Bound::Incl(d("-1.5")), Bound::Incl(d("2")), &["-1.5", "-1", "0", "-0", "2", "1.99", "2e0", "-1.5e0", "-0.0"], &["-1.51", "2.01", "-2", "3", "--1", "-", ""]),
+            ("(-3,0)", Bound::Excl(d("-3")), Bound::Excl(d("0")), &["-2.9", "-0.1", "-1e0", "-2.99999"], &["0", "-0", "-3", "1", "-3.0", "0.5"]),
+            ("(,)", Bound::None, Bound::None, &["0", "-1", "1e5", "-2.5"], &["", "-", "01"]),
         ];
         for (name, lo, hi, yes, no) in cases {
-            let a = dfa(&interval(lo, hi).unwrap());
+            let a = interval(lo, hi).unwrap();
             for s in *yes {
                 assert!(a.accepts(s), "{name} should accept {s}");
             }
@@ -670,6 +696,20 @@ mod tests {
                 assert!(!a.accepts(s), "{name} should reject {s}");
             }
         }
+    }
+
+    /// `signed` side by side, and by product when `pos` may start with `-` itself.
+    #[test]
+    fn signed_union() {
+        let rx = |s: &str| crate::strings::ecma_full(s).unwrap();
+        for pos in ["b|d+", "-a|b"] {
+            let u = signed(Some(dfa(&rx(pos))), Some(dfa(&rx("c|-e")))).unwrap();
+            for (s, ok) in [("b", true), ("-c", true), ("--e", true), ("c", false), ("-", false), ("", false), ("-a", pos.starts_with('-')), ("dd", pos.starts_with('b'))] {
+                assert_eq!(u.accepts(s), ok, "{pos}: {s}");
+            }
+        }
+        assert!(signed(None, Some(dfa(&rx("1")))).unwrap().accepts("-1"));
+        assert!(signed(None, None).unwrap().is_empty());
     }
 
     #[test]

@@ -416,6 +416,11 @@ impl Encoder {
     /// (except what JSON must escape), short escapes, `\uXXXX` in either case and surrogate
     /// pairs, as one deterministic byte automaton ([`crate::encode::json_class`]).
     pub fn class(&mut self, ranges: &[(u32, u32)]) -> Rx {
+        if let [(a, b)] = ranges {
+            if a == b && *a < 128 {
+                return Rx::Automaton(crate::encode::json_ascii_char(*a as u8));
+            }
+        }
         let r = corral_core::rx::normalize_ranges(ranges);
         if r.is_empty() {
             return Rx::Nothing;

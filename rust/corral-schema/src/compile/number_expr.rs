@@ -51,13 +51,14 @@ impl<'a> Compiler<'a> {
         // bounds recur: `minimum: 0`, `1..100`); an error names the automaton that grew.
         let key = format!("n:{ints_only}:{nonints_only}:{}:{:?}:{:?}", self.draft == Draft::Draft4, f.lo, f.hi);
         let (lo, hi) = (f.lo.clone(), f.hi.clone());
+        let base_key = format!("nb:{ints_only}:{nonints_only}:{}", self.draft == Draft::Draft4);
         let bounded = shared_dfa(key, || {
-            let d = CDfa::from_rx(&base_rx, DFA_LIMIT).map_err(|_| "number automaton".to_string())?;
+            // (the unbounded forms are few and shared by every bound)
+            let d = shared_dfa(base_key, || CDfa::from_rx(&base_rx, DFA_LIMIT).map_err(|_| "number automaton".to_string()))?;
             if lo == Bound::None && hi == Bound::None {
-                return Ok(d);
+                return Ok((*d).clone());
             }
-            let r = numbers::interval(&lo, &hi).ok_or_else(|| "number bound automaton".to_string())?;
-            let id = CDfa::from_rx(&r, DFA_LIMIT).map_err(|_| "number bound automaton".to_string())?;
+            let id = numbers::interval(&lo, &hi).ok_or_else(|| "number bound automaton".to_string())?;
             d.product(&id, true, DFA_LIMIT).map_err(|_| "number bound automaton".to_string())
         });
         let mut d = match bounded {

@@ -1,0 +1,46 @@
+//! Profiles the compile of chosen schemas inside a warm process: each stdin line is the path
+//! of a JSONSchemaBench-style file; the others warm the process-wide caches as a serving
+//! process would be, and those prefixed with `!` are compiled with `perf` enabled only around
+//! the compile: `perf record --control fifo:CTL,ACK -- sh -c 'for i in $(seq 30); do
+//! compile_prof < list; done'` with `PERF_CTL=CTL PERF_ACK=ACK` in the environment (each
+//! process ends with perf enabled, so perf sees where the next one's code is mapped).
+//! Prints the profiled compiles' times.
+use corral_schema::{compile_schema, Options};
+use std::io::{BufRead, Read, Write};
+use std::time::Instant;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Sends one command to perf's control fifo and waits for its acknowledgement.
+fn perf(cmd: &str) {
+    let (Ok(ctl), Ok(ack)) = (std::env::var("PERF_CTL"), std::env::var("PERF_ACK")) else { return };
+    std::fs::OpenOptions::new().write(true).open(ctl).unwrap().write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    let mut buf = [0u8; 5];
+    let _ = std::fs::File::open(ack).unwrap().read(&mut buf);
+}
+
+fn main() {
+    perf("disable");
+    let opts = Options::default();
+    for line in std::io::stdin().lock().lines() {
+        let line = line.unwrap();
+        let (prof, path) = match line.strip_prefix('!') {
+            Some(p) => (true, p.to_string()),
+            None => (false, line),
+        };
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        if !prof {
+            let _ = compile_schema(&doc["schema"], &opts);
+            continue;
+        }
+        perf("enable");
+        let t = Instant::now();
+        let r = compile_schema(&doc["schema"], &opts);
+        let e = t.elapsed();
+        perf("disable");
+        println!("{path}: {e:?} {}", if r.is_ok() { "ok" } else { "err" });
+    }
+    // Enabled again for the next process's start, so perf sees where its code is mapped.
+    perf("enable");
+}
