@@ -361,3 +361,32 @@ def test_init_backend_reads_server_args(vocab):
 
     b = corral.sglang.init_backend(Args(), vocab, V, {EOS})
     assert isinstance(b, CorralGrammarBackend) and b.any_whitespace is False and b.vocab is vocab
+
+
+# Every split of the text into runs: a fill after this text runs far past 1 ms (test_limits.py).
+AMBIGUOUS = 'root ::= [a-z ]* (root | "")'
+SLOW_TEXT = " the cat sat on the mat and then it went away to sleep for a while"
+
+
+def test_fill_past_budget_ends_only_that_request(backend, vocab, caplog):
+    """A fill past ``max_fill_ms`` in the scheduler's batch does not raise: its row allows only
+    EOS, the grammar reports itself terminated (EOS is then accepted silently, copies keep the
+    state), and the other rows are filled."""
+    tight = corral.compile(corral.Grammar.from_ebnf(AMBIGUOUS, limits={"max_fill_ms": 1}), vocab)
+    slow = CorralGrammar(corral.Matcher(tight), vocab)
+    for t in vocab.encode(SLOW_TEXT):
+        slow.accept_token(t)
+    fine = compile_via_cache(backend, ("ebnf", LIST))[0]
+    mask = fine.allocate_vocab_mask(V, 2, "cpu")
+    with caplog.at_level("ERROR", logger="corral"):
+        CorralGrammar.fill_vocab_masks([slow, fine], mask)
+    assert corral.allowed_token_ids(mask[0], V) == [EOS] and "max_fill_ms" in caplog.text
+    assert torch.equal(mask[1], direct_mask(fine.matcher.compiled, []))
+    assert slow.is_terminated() and slow.copy().is_terminated()
+    slow.accept_token(EOS)  # what the scheduler does with the sampled EOS: no error
+    single = CorralGrammar(corral.Matcher(tight), vocab)
+    for t in vocab.encode(SLOW_TEXT):
+        single.accept_token(t)
+    one = fine.allocate_vocab_mask(V, 1, "cpu")
+    single.fill_vocab_mask(one, 0)
+    assert corral.allowed_token_ids(one[0], V) == [EOS] and single.is_terminated()

@@ -31,7 +31,7 @@ import pytest
 import torch
 
 import corral
-from corral.vllm import VLLM_AVAILABLE, CorralBackend, LogitsProcessor, StructuredOutputOptions
+from corral.vllm import VLLM_AVAILABLE, CorralBackend, CorralGrammar, LogitsProcessor, StructuredOutputOptions
 
 V = 50257
 EOS = 50256
@@ -409,3 +409,44 @@ def test_validate_tokens_does_not_advance(backend, vocab):
     assert g.matcher.num_accepted == 0 and g.num_processed_tokens == 0
     assert g.validate_tokens([]) == []
     assert isinstance(np.asarray(backend.allocate_token_bitmask(2)), np.ndarray)
+
+
+# Every split of the text into runs: a fill after this text runs far past 1 ms (test_limits.py).
+AMBIGUOUS = 'root ::= [a-z ]* (root | "")'
+SLOW_TEXT = " the cat sat on the mat and then it went away to sleep for a while"
+
+
+def test_fill_past_budget_ends_only_that_request(vocab, caplog):
+    """A fill past ``max_fill_ms`` inside the engine's step does not raise: its row allows only
+    EOS, its grammar ends (rollback does not revive it), the log says why, and the other rows
+    of the batch are filled as usual."""
+    tight = corral.compile(corral.Grammar.from_ebnf(AMBIGUOUS, limits={"max_fill_ms": 1}), vocab)
+    slow = CorralGrammar(matcher=corral.Matcher(tight), vocab_size=V)
+    assert slow.accept_tokens("slow", vocab.encode(SLOW_TEXT))
+    backend = CorralBackend(None, vocab, V)
+    fine = backend.compile_grammar(StructuredOutputOptions.GRAMMAR, LIST)
+    bm = backend.allocate_token_bitmask(2)
+    with caplog.at_level("ERROR", logger="corral"):
+        CorralBackend.fill_bitmasks([(slow, 0, True), (fine, 1, True)], bm)
+    assert corral.allowed_token_ids(bm[0], V) == [EOS]
+    assert "max_fill_ms" in caplog.text and "ended with EOS" in caplog.text
+    assert torch.equal(bm[1], direct_mask(fine.matcher.compiled, []))
+    assert slow.is_terminated() and not slow.accept_tokens("slow", [EOS])
+    slow.rollback(1)
+    assert slow.is_terminated(), "an ended request stays ended"
+    # The single-row path does the same.
+    again = CorralGrammar(matcher=corral.Matcher(tight), vocab_size=V)
+    assert again.accept_tokens("again", vocab.encode(SLOW_TEXT))
+    one = backend.allocate_token_bitmask(1)
+    again.fill_bitmask(one, 0)
+    assert corral.allowed_token_ids(one[0], V) == [EOS] and again.is_terminated()
+    again.reset()
+    assert not again.is_terminated()
+
+
+def test_fill_guard_doctest():
+    import doctest
+
+    import corral.fill_guard
+
+    assert doctest.testmod(corral.fill_guard).attempted > 0 and doctest.testmod(corral.fill_guard).failed == 0

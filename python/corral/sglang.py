@@ -45,6 +45,7 @@ from . import _native
 from .bitmask import allocate_token_bitmask
 from .compiler import compile as _compile
 from .errors import CorralError, UsageError
+from .fill_guard import fill_or_end
 from .forced import forced_tokens as _forced_tokens
 from .grammars import builtin_grammar
 from .logits import apply_token_bitmask_inplace
@@ -144,11 +145,17 @@ class CorralGrammar(_BaseObject):  # type: ignore[misc,valid-type]
         self.vocab = vocab
         self.key = key
         self.accepted_tokens: List[int] = []
+        #: A fill ran past the grammar's ``max_fill_ms``: its row allowed only EOS, and the
+        #: grammar reports itself terminated from then on (see :mod:`corral.fill_guard`).
+        self.ended = False
+
+    def _end(self) -> None:
+        self.ended = True
 
     # ------------------------------------------------------------------ state
 
     def accept_token(self, token: int) -> None:
-        if self.matcher.is_terminated():
+        if self.ended or self.matcher.is_terminated():
             return
         self.current_token = token
         if not self.matcher.accept_token(int(token)):
@@ -168,11 +175,12 @@ class CorralGrammar(_BaseObject):  # type: ignore[misc,valid-type]
         del self.accepted_tokens[-k:]
 
     def is_terminated(self) -> bool:
-        return self.matcher.is_terminated()
+        return self.ended or self.matcher.is_terminated()
 
     def copy(self) -> "CorralGrammar":
         g = CorralGrammar(self.matcher.copy(), self.vocab, self.key)
         g.accepted_tokens = list(self.accepted_tokens)
+        g.ended = self.ended
         return g
 
     # ------------------------------------------------------------------ masks
@@ -183,22 +191,27 @@ class CorralGrammar(_BaseObject):  # type: ignore[misc,valid-type]
         return allocate_token_bitmask(batch_size, vocab_size, pin_memory=str(device).startswith("cuda"))
 
     def fill_vocab_mask(self, vocab_mask: Any, idx: int) -> None:
-        _native.fill_next_token_bitmask_batch([self.matcher], vocab_mask, [int(idx)])
+        """Fills row ``idx``; a fill past the grammar's ``max_fill_ms`` ends the request (an
+        EOS-only row, the grammar terminated; :mod:`corral.fill_guard`) instead of raising in
+        the scheduler."""
+        fill_or_end([self.matcher], vocab_mask, [int(idx)], lambda _: self._end())
 
     @staticmethod
     def fill_vocab_masks(grammars: Sequence[Optional["CorralGrammar"]], vocab_mask: Any, indices: Optional[Sequence[int]] = None) -> None:
         """Fills many rows in one parallel call (row ``indices[i]``, default ``i``, for
         ``grammars[i]``); ``None``, finished and terminated grammars are skipped (their rows
         are left as allocated: all allowed). What SGLang's per-request ``fill_vocab_mask``
-        loop does, on corral's thread pool."""
+        loop does, on corral's thread pool; fills past ``max_fill_ms`` end their requests as
+        in :meth:`fill_vocab_mask`."""
         rows = list(range(len(grammars))) if indices is None else [int(i) for i in indices]
-        ms, idx = [], []
+        gs, ms, idx = [], [], []
         for g, r in zip(grammars, rows):
             if g is not None and not g.finished and not g.is_terminated():
+                gs.append(g)
                 ms.append(g.matcher)
                 idx.append(r)
         if ms:
-            _native.fill_next_token_bitmask_batch(ms, vocab_mask, idx)
+            fill_or_end(ms, vocab_mask, idx, lambda i: gs[i]._end())
 
     @staticmethod
     def move_vocab_mask(vocab_mask: Any, device: Any) -> Any:

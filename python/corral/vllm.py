@@ -55,6 +55,7 @@ from . import _native
 from .bitmask import allocate_token_bitmask
 from .compiler import compile as _compile
 from .errors import UsageError
+from .fill_guard import fill_or_end
 from .grammars import builtin_grammar_text
 from .logits import apply_token_bitmask_inplace
 from .vocab import Vocabulary
@@ -133,6 +134,12 @@ class CorralGrammar(_BaseGrammar):  # type: ignore[misc,valid-type]
     vocab_size: int = 0
     num_processed_tokens: int = field(default=0, repr=False)
     _is_terminated: bool = field(default=False, repr=False)
+    #: A fill ran past the grammar's ``max_fill_ms``: its row allowed only EOS and the grammar
+    #: stays terminated (rollbacks included) until :meth:`reset` (see :mod:`corral.fill_guard`).
+    _ended: bool = field(default=False, repr=False)
+
+    def _end(self) -> None:
+        self._ended = self._is_terminated = True
 
     def accept_tokens(self, request_id: str, tokens: List[int]) -> bool:
         """Accepts ``tokens`` in order.
@@ -171,20 +178,20 @@ class CorralGrammar(_BaseGrammar):  # type: ignore[misc,valid-type]
             return
         self.matcher.rollback(num_tokens)
         self.num_processed_tokens -= num_tokens
-        self._is_terminated = self.matcher.is_terminated()
+        self._is_terminated = self._ended or self.matcher.is_terminated()
 
     def fill_bitmask(self, bitmask: Any, idx: int) -> None:
         if self._is_terminated:
             _fill_full(bitmask, idx)
             return
-        _native.fill_next_token_bitmask_batch([self.matcher], bitmask, [int(idx)])
+        fill_or_end([self.matcher], bitmask, [int(idx)], lambda _: self._end())
 
     def is_terminated(self) -> bool:
         return self._is_terminated
 
     def reset(self) -> None:
         self.num_processed_tokens = 0
-        self._is_terminated = False
+        self._is_terminated = self._ended = False
         self.matcher.reset()
 
 
@@ -261,11 +268,14 @@ class CorralBackend(_BaseBackend):  # type: ignore[misc,valid-type]
         """Fills ``(grammar, row, apply_bitmask)`` triples -- the argument of vLLM's
         ``StructuredOutputManager._fill_bitmasks`` -- in one parallel call: rows of corral
         grammars that apply and are not terminated are filled, all other rows set to all ones
-        (other grammars fill their own rows)."""
-        ms, rows = [], []
+        (other grammars fill their own rows). A fill past its grammar's ``max_fill_ms`` ends
+        that request (an EOS-only row, the grammar terminated; :mod:`corral.fill_guard`)
+        instead of raising in the engine's step."""
+        gs, ms, rows = [], [], []
         for grammar, index, apply in batch:
             if apply and not grammar.is_terminated():
                 if isinstance(grammar, CorralGrammar):
+                    gs.append(grammar)
                     ms.append(grammar.matcher)
                     rows.append(int(index))
                 else:
@@ -273,7 +283,7 @@ class CorralBackend(_BaseBackend):  # type: ignore[misc,valid-type]
             else:
                 _fill_full(bitmask, index)
         if ms:
-            _native.fill_next_token_bitmask_batch(ms, bitmask, rows)
+            fill_or_end(ms, bitmask, rows, lambda i: gs[i]._end())
 
     def destroy(self) -> None:
         with self._lock:
