@@ -308,6 +308,11 @@ impl Lowerer<'_> {
     fn lower_seq(&mut self, e: &Expr) -> Result<Vec<Sym>> {
         let mut items = Vec::new();
         flatten_seq(e, &mut items);
+        self.lower_items(items)
+    }
+
+    /// [`Lowerer::lower_seq`] of the flattened items of a sequence.
+    fn lower_items(&mut self, items: Vec<&Expr>) -> Result<Vec<Sym>> {
         let mut out = Vec::new();
         let mut pending: Vec<(&Expr, Rx)> = Vec::new();
         for item in items {
@@ -517,7 +522,11 @@ impl Lowerer<'_> {
                         self.add_prod(first, rhs)?;
                     }
                     let next = self.new_nt(format!("{}#key,", self.label));
-                    let rhs = self.lower_seq(&Expr::Seq(vec![spec.sep.clone(), m.clone()]))?;
+                    // `sep m` (borrowed: a member holds its whole value's expression)
+                    let mut items = Vec::new();
+                    flatten_seq(&spec.sep, &mut items);
+                    flatten_seq(m, &mut items);
+                    let rhs = self.lower_items(items)?;
                     self.add_prod(next, rhs)?;
                     members.push((first, next));
                 }

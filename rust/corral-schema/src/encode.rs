@@ -380,8 +380,9 @@ pub fn utf8_automaton(d: &CDfa) -> ByteAutomaton {
 /// [`json_automaton`] (`json`) or [`utf8_automaton`] of `d`, cached process-wide by the
 /// automaton itself: formats, patterns and common key sets recur across schemas.
 pub fn shared(d: &CDfa, json: bool) -> Arc<ByteAutomaton> {
-    static CACHE: SharedCache<(CDfa, bool), Arc<ByteAutomaton>> = SharedCache::new(1024);
-    CACHE.get_or_build((d.clone(), json), || Arc::new(build(d, json)))
+    static JSON: SharedCache<CDfa, Arc<ByteAutomaton>> = SharedCache::new(1024);
+    static UTF8: SharedCache<CDfa, Arc<ByteAutomaton>> = SharedCache::new(1024);
+    (if json { &JSON } else { &UTF8 }).get_or_build_by(d, || d.clone(), || Arc::new(build(d, json)))
 }
 
 /// The JSON-encoded forms of one character of `ranges` (code point ranges), cached

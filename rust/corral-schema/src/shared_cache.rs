@@ -23,7 +23,24 @@ impl<K: Hash + Eq, V: Clone> SharedCache<K, V> {
         if let Some(v) = self.map.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(&key)) {
             return v.clone();
         }
+        self.insert(key, build())
+    }
+
+    /// [`SharedCache::get_or_build`] looked up by reference: the owned key (`owned()`) is
+    /// made only on a miss.
+    pub(crate) fn get_or_build_by<Q: Hash + Eq + ?Sized>(&self, key: &Q, owned: impl FnOnce() -> K, build: impl FnOnce() -> V) -> V
+    where
+        K: std::borrow::Borrow<Q>,
+    {
+        if let Some(v) = self.map.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(key)) {
+            return v.clone();
+        }
         let v = build();
+        self.insert(owned(), v)
+    }
+
+    /// Caches `v` under `key` (starting over when full) and returns it.
+    fn insert(&self, key: K, v: V) -> V {
         let mut guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let map = guard.get_or_insert_with(FxHashMap::default);
         if map.len() >= self.max {

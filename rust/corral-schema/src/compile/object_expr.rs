@@ -100,8 +100,8 @@ impl<'a> Compiler<'a> {
         let declared: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
         // Every key but the declared ones; pattern classes below are cut out of it. Built on
         // first use: objects that forbid other keys never need it.
-        let mut others_memo: Option<CDfa> = None;
-        let mut others = || others_memo.get_or_insert_with(|| (*keys_except(&declared)).clone()).clone();
+        let mut others_memo: Option<Arc<CDfa>> = None;
+        let mut others = || others_memo.get_or_insert_with(|| keys_except(&declared)).clone();
         let mut pat_dfas = Vec::new();
         let mut any_extra = dropped_patterns;
         for (p, _, pi) in &pats {
@@ -147,7 +147,7 @@ impl<'a> Compiler<'a> {
             if forbidden {
                 continue;
             }
-            // key language
+            // key language (shared until a pattern or `propertyNames` changes it)
             let mut kd = others();
             let mut skip = false;
             for (i, d) in pat_dfas.iter().enumerate() {
@@ -157,13 +157,13 @@ impl<'a> Compiler<'a> {
                     }
                     continue;
                 };
-                kd = if mask & (1 << i) != 0 { kd.product(d, true, DFA_LIMIT) } else { kd.minus(d, DFA_LIMIT) }.map_err(|_| self.limit_err("property name automaton"))?;
+                kd = Arc::new(if mask & (1 << i) != 0 { kd.product(d, true, DFA_LIMIT) } else { kd.minus(d, DFA_LIMIT) }.map_err(|_| self.limit_err("property name automaton"))?);
             }
             if skip {
                 continue;
             }
             if let Some(pd) = &pn_dfa {
-                kd = kd.product(pd, true, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?;
+                kd = Arc::new(kd.product(pd, true, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?);
             }
             if kd.is_empty() {
                 continue;
