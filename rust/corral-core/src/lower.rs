@@ -124,6 +124,11 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
     let root_nt = lw.rule_nt[root_idx].unwrap();
     lw.add_prod(start, vec![Sym::n(root_nt)])?;
     let Lowerer { nt_names, productions, terminals, mut perms, .. } = lw;
+    if !crate::term_dfa::defer_enabled() {
+        // Lowering left the automata it could build later unbuilt (it needs only whether
+        // they are nullable or empty): all of them now, on two threads when that pays.
+        crate::term_dfa::build_all(&terminals.iter().map(|t| t.automaton.clone()).collect::<Vec<_>>());
+    }
     let productions = prune_unproductive(&nt_names, productions, &terminals, &mut perms, start, root)?;
     Cfg::with_perms(nt_names, productions, terminals, perms, start, n, limits)
 }
@@ -468,7 +473,9 @@ impl Lowerer<'_> {
         let t = match self.term_index.get(rx) {
             Some(&t) => t,
             None => {
-                let (automaton, gid) = crate::intern::terminal(rx, self.limits, crate::term_dfa::defer_enabled())?;
+                // (Deferred when it can be: built at the end of lowering, or later with
+                // `CORRAL_DEFER_AUTOMATA=1`.)
+                let (automaton, gid) = crate::intern::terminal(rx, self.limits, true)?;
                 let t = self.terminals.len() as u32;
                 self.terminals.push(Terminal { automaton: std::sync::Arc::new(automaton), label: self.label.clone(), gid });
                 self.term_index.insert(rx.clone(), t);

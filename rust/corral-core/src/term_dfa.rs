@@ -13,7 +13,16 @@
 //! The automaton is the one an eager build gives (same construction, same state numbers), so
 //! caches keyed by `(terminal id, state)` are shared with eager builds.
 //!
-//! Off by default (`CORRAL_DEFER_AUTOMATA=1` in the environment turns it on): it moves work,
+//! By default lowering still leaves these automata unbuilt, but builds them all before the
+//! compile returns ([`build_all`]): they are independent of each other, so a large schema's
+//! go on two threads (the calling thread and one pool thread, from opposite ends), and the
+//! fills find everything built as with an eager build. Session 16, the three slowest schemas
+//! of the benchmark's common set in a warm process (`examples/compile_prof.rs`), o84878
+//! 1.36–1.53 → 1.24–1.27 ms, o60295 1.33–1.45 → 1.26–1.37 (o12457, 357 states, stays on one
+//! thread); what is left of their compile is mostly the schema translation and lowering.
+//!
+//! Leaving them to after the compile is off by default (`CORRAL_DEFER_AUTOMATA=1` in the
+//! environment turns it on): it moves work,
 //! it does not save it, and the benchmark shows both sides (`benches/compare.py`,
 //! JSONSchemaBench with Llama 3, corral alone, the 63 schemas every engine compiles; six
 //! runs on, six off, session 12): compile p50 0.79–0.84 → 0.72–0.76 ms and p99 3.3–3.8 →
@@ -40,6 +49,8 @@ pub struct TermDfa {
     builder: std::sync::atomic::AtomicU32,
     /// The expression of a deferred automaton (`None` when built at once).
     rx: Option<Rx>,
+    /// Most states a deferred automaton can have (0 when built at once).
+    max_states: usize,
     /// The terminal's process-wide id (the automaton cache's key).
     gid: u32,
     nullable: bool,
@@ -50,13 +61,13 @@ impl TermDfa {
     /// An automaton built already.
     pub fn built(dfa: Arc<Dfa>, gid: u32) -> TermDfa {
         let (nullable, empty) = (dfa.nullable(), dfa.is_empty_language());
-        TermDfa { dfa: OnceLock::from(dfa), builder: Default::default(), rx: None, gid, nullable, empty }
+        TermDfa { dfa: OnceLock::from(dfa), builder: Default::default(), rx: None, max_states: 0, gid, nullable, empty }
     }
 
     /// The automaton of `rx`, to be built on first use; `d` says what lowering needs of it
     /// (from [`crate::det_concat::deferrable`], which also guarantees the build succeeds).
     pub(crate) fn deferred(rx: Rx, gid: u32, d: crate::det_concat::Deferred) -> TermDfa {
-        TermDfa { dfa: OnceLock::new(), builder: Default::default(), rx: Some(rx), gid, nullable: d.nullable, empty: d.empty }
+        TermDfa { dfa: OnceLock::new(), builder: Default::default(), rx: Some(rx), max_states: d.max_states, gid, nullable: d.nullable, empty: d.empty }
     }
 
     /// The automaton, built now if it was not. One thread builds it; another thread of the
@@ -108,6 +119,27 @@ impl TermDfa {
         self.dfa.get_or_init(|| built)
     }
 
+    /// Builds the automaton unless it is built or another thread is building it (a helper
+    /// that must never wait: [`build_all`]).
+    fn build_unless_claimed(&self) {
+        use std::sync::atomic::Ordering;
+        if self.dfa.get().is_some() || self.builder.compare_exchange(0, std::process::id(), Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return;
+        }
+        struct Release<'a>(&'a std::sync::atomic::AtomicU32);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.store(0, Ordering::Release);
+            }
+        }
+        let _claim = Release(&self.builder);
+        if self.dfa.get().is_none() {
+            let rx = self.rx.as_ref().expect("an unbuilt automaton keeps its expression");
+            let built = crate::intern::build_deferred(rx, self.gid);
+            let _ = self.dfa.set(built);
+        }
+    }
+
     /// The terminal's process-wide id ([`crate::intern`]).
     pub fn gid(&self) -> u32 {
         self.gid
@@ -126,6 +158,32 @@ impl TermDfa {
     /// Whether the terminal matches no non-empty string.
     pub fn is_empty_language(&self) -> bool {
         self.empty
+    }
+}
+
+/// Deferred automata of one compile whose states add up to at least this many are built on
+/// two threads ([`build_all`]): about 100 µs of work, several times a pool thread's wake-up.
+const PARALLEL_STATES: usize = 1_000;
+
+/// Builds every automaton in `terms` that is not built, before the compile returns: the
+/// calling thread from the first, and, when they are large enough to pay for waking it, one
+/// pool thread from the last, each skipping what the other has taken (the caller waits for
+/// one the helper is finishing). The automata are those an eager build gives; a compile's
+/// automata are independent of each other, so on two cores this halves the part of a large
+/// schema's compile they are (a third to a half of it; JSON-encoded keys and enums).
+pub(crate) fn build_all(terms: &[Arc<TermDfa>]) {
+    let pending: Vec<Arc<TermDfa>> = terms.iter().filter(|t| t.if_built().is_none()).cloned().collect();
+    let states: usize = pending.iter().map(|t| t.max_states).sum();
+    if pending.len() >= 2 && states >= PARALLEL_STATES && rayon::current_num_threads() > 1 {
+        let helper = pending.clone();
+        rayon::spawn(move || {
+            // (A panic here leaves the automaton to the caller, which builds it and reports
+            // the panic as an internal error; it must not abort the process from the pool.)
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| helper.iter().rev().for_each(|t| t.build_unless_claimed())));
+        });
+    }
+    for t in &pending {
+        t.get();
     }
 }
 
