@@ -18,8 +18,8 @@
 //! go on two threads (the calling thread and one pool thread, from opposite ends), and the
 //! fills find everything built as with an eager build. Session 16, the three slowest schemas
 //! of the benchmark's common set in a warm process (`examples/compile_prof.rs`), o84878
-//! 1.36–1.53 → 1.24–1.27 ms, o60295 1.33–1.45 → 1.26–1.37 (o12457, 357 states, stays on one
-//! thread); what is left of their compile is mostly the schema translation and lowering.
+//! 1.36–1.53 → 1.24–1.27 ms, o60295 1.33–1.65 → 1.26–1.40, o12457 1.07–1.19 → 1.06–1.11;
+//! what is left of their compile is mostly the schema translation and lowering.
 //!
 //! Leaving them to after the compile is off by default (`CORRAL_DEFER_AUTOMATA=1` in the
 //! environment turns it on): it moves work,
