@@ -450,3 +450,16 @@ def test_fill_guard_doctest():
     import corral.fill_guard
 
     assert doctest.testmod(corral.fill_guard).attempted > 0 and doctest.testmod(corral.fill_guard).failed == 0
+
+
+def test_logits_processor_fill_past_budget_ends_the_sequence(vocab, caplog):
+    """The V0-style processor runs inside the engine too: a fill past ``max_fill_ms`` leaves
+    only EOS (now and on later calls, which do not feed EOS to the grammar) instead of raising."""
+    tight = corral.compile(corral.Grammar.from_ebnf(AMBIGUOUS, limits={"max_fill_ms": 1}), vocab)
+    proc = LogitsProcessor(tight)
+    ids = vocab.encode(SLOW_TEXT)
+    with caplog.at_level("ERROR", logger="corral"):
+        out = proc(ids, torch.zeros(V))
+    assert torch.isfinite(out).nonzero().flatten().tolist() == [EOS] and "max_fill_ms" in caplog.text
+    out = proc(ids + [EOS], torch.zeros(V))
+    assert torch.isfinite(out).nonzero().flatten().tolist() == [EOS]

@@ -353,8 +353,10 @@ class LogitsProcessor:
     logits)``) for each decoding step of one sequence; accepts the ids appended since the
     previous call and masks ``logits`` (1-D, possibly wider than the vocabulary) in place.
     A shorter ``output_token_ids`` than last time (a new generation, preemption-recompute)
-    rebuilds the state. After EOS the logits are left as they are. One processor per
-    sequence: use :meth:`clone` for ``n > 1`` / beams.
+    rebuilds the state. After EOS the logits are left as they are. A fill past the grammar's
+    ``max_fill_ms`` ends the sequence instead of raising inside the engine: only EOS is
+    allowed from then on (logged; :mod:`corral.fill_guard`). One processor per sequence: use
+    :meth:`clone` for ``n > 1`` / beams.
 
     Raises (when called):
         UsageError: a generated token is not allowed (the mask was not applied).
@@ -372,6 +374,9 @@ class LogitsProcessor:
         self.matcher = _native.Matcher(compiled)
         self._seen: List[int] = []
         self._bitmask = allocate_token_bitmask(1, self.vocab.size)
+        #: A fill ran past the grammar's ``max_fill_ms``: the sequence is ended with EOS (the
+        #: bitmask keeps only EOS from then on; see :mod:`corral.fill_guard`).
+        self._ended = False
 
     def clone(self) -> "LogitsProcessor":
         return LogitsProcessor(self.compiled, vocab=self.vocab)
@@ -400,9 +405,10 @@ class LogitsProcessor:
             _, ids, logits = args
         else:
             raise UsageError("LogitsProcessor takes (output_token_ids, logits) or (prompt_ids, output_ids, logits)")
-        self._sync(ids)
-        if self.matcher.is_terminated():
-            return logits
-        _native.fill_next_token_bitmask_batch([self.matcher], self._bitmask, [0])
+        if not self._ended:
+            self._sync(ids)
+            if self.matcher.is_terminated():
+                return logits
+            fill_or_end([self.matcher], self._bitmask, [0], lambda _: setattr(self, "_ended", True))
         apply_token_bitmask_inplace(logits, self._bitmask[0] if logits.dim() == 1 else self._bitmask, check_empty=False)
         return logits
