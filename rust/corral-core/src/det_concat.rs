@@ -124,10 +124,15 @@ fn parts(x: &Rx) -> &[Rx] {
 /// The rows of the concatenation `parts` as joined (each part's unentered start state left
 /// in), or `None` as [`deterministic_rows`].
 fn chain_rows(parts: &[Rx], max_states: usize) -> Option<Rows> {
-    let mut out = Rows::with_capacity(parts.iter().map(|p| part_size(p).min(64)).sum::<usize>() + 1, 0);
+    let states = parts.iter().map(|p| part_size(p).min(64)).sum::<usize>() + 1;
+    let mut out = Rows::with_capacity(states, 2 * states);
     out.start = out.add([], true); // the empty string so far
+    // The accepting states so far, kept as the parts are joined (every join continues from
+    // them; scanning all states for them made a long chain quadratic).
+    let mut acc = vec![out.start as usize];
+    let mut scratch = Vec::new();
     for part in parts {
-        if !append(&mut out, part, max_states) {
+        if !append(&mut out, part, &mut acc, &mut scratch, max_states) {
             return None;
         }
     }
@@ -359,17 +364,17 @@ enum Times {
 /// is not of a supported kind or the size bound is passed. A bounded repetition of a
 /// supported part is its copies joined one after another (`x{2,4}` = `x x x? x?`); an
 /// unbounded one ends in `x*`, which loops each accepting state back into `x`'s start.
-fn append(out: &mut Rows, part: &Rx, max_states: usize) -> bool {
+fn append(out: &mut Rows, part: &Rx, acc: &mut Vec<usize>, scratch: &mut Vec<Edge>, max_states: usize) -> bool {
     match part {
         Rx::Empty => true,
-        Rx::Concat(xs) => xs.iter().all(|x| append(out, x, max_states)),
+        Rx::Concat(xs) => xs.iter().all(|x| append(out, x, acc, scratch, max_states)),
         Rx::Repeat { inner, min, max } => {
             let copies = max.unwrap_or(*min).max(*min).max(1) as usize;
             if copies.saturating_mul(part_size(inner)) > max_states {
                 return false;
             }
             for _ in 0..*min {
-                if join(out, inner, Times::Once, None, max_states).is_none() {
+                if !join_all(out, inner, Times::Once, acc, scratch, max_states) {
                     return false;
                 }
             }
@@ -378,20 +383,33 @@ fn append(out: &mut Rows, part: &Rx, max_states: usize) -> bool {
                 // accepting states of the copy before it (joining every accepting state would
                 // offer two copies for the same byte).
                 Some(m) => {
-                    let mut frontier: Vec<usize> = (0..out.len()).filter(|&s| out.accept[s]).collect();
+                    let mut frontier = acc.clone();
                     for _ in *min..*m {
-                        match join(out, inner, Times::Optional, Some(&frontier), max_states) {
-                            Some(f) => frontier = f,
-                            None => return false,
-                        }
+                        // (An optional copy leaves the states it continues from accepting.)
+                        let Some(new) = join(out, inner, Times::Optional, &frontier, scratch, max_states) else { return false };
+                        frontier.clear();
+                        frontier.extend(new.filter(|&s| out.accept[s]));
+                        acc.extend_from_slice(&frontier);
                     }
                     true
                 }
-                None => join(out, inner, Times::Star, None, max_states).is_some(),
+                None => join_all(out, inner, Times::Star, acc, scratch, max_states),
             }
         }
-        _ => join(out, part, Times::Once, None, max_states).is_some(),
+        _ => join_all(out, part, Times::Once, acc, scratch, max_states),
     }
+}
+
+/// [`join`] from every accepting state `acc`, which it updates: the part's accepting states,
+/// plus the ones before when the part may be skipped.
+fn join_all(out: &mut Rows, part: &Rx, times: Times, acc: &mut Vec<usize>, scratch: &mut Vec<Edge>, max_states: usize) -> bool {
+    let Some(new) = join(out, part, times, acc, scratch, max_states) else { return false };
+    let start_accepts = times != Times::Once || acc.first().is_some_and(|&s| out.accept[s]);
+    if !start_accepts {
+        acc.clear();
+    }
+    acc.extend(new.filter(|&s| out.accept[s]));
+    true
 }
 
 /// States of a supported single part (a size estimate for repetitions; huge when unsupported,
@@ -406,17 +424,10 @@ fn part_size(part: &Rx) -> usize {
 }
 
 /// Joins one literal, class or embedded automaton to `out`, `times` times, continuing from
-/// the states in `from` (default: every accepting state). Returns the part's accepting
-/// states, or `None` when the join is not deterministic or not supported.
-fn join(out: &mut Rows, part: &Rx, times: Times, from: Option<&[usize]>, max_states: usize) -> Option<Vec<usize>> {
-    let from_all: Vec<usize>;
-    let from = match from {
-        Some(f) => f,
-        None => {
-            from_all = (0..out.len()).filter(|&s| out.accept[s]).collect();
-            &from_all
-        }
-    };
+/// the states in `from` (all before the part; `start_row` is scratch space). Returns the
+/// part's states (its accepting ones are accepting in `out`), or `None` when the join is not
+/// deterministic or not supported.
+fn join(out: &mut Rows, part: &Rx, times: Times, from: &[usize], start_row: &mut Vec<Edge>, max_states: usize) -> Option<std::ops::Range<usize>> {
     // The part as its own automaton, appended to `out` from state `base` on.
     let base = out.len() as u32;
     let start = match part {
@@ -462,24 +473,25 @@ fn join(out: &mut Rows, part: &Rx, times: Times, from: Option<&[usize]>, max_sta
         return None;
     }
     let end = out.len();
-    let start_row: Vec<Edge> = out.row(start as usize).to_vec();
+    // (A copy: merging grows the edge buffer the row lives in.)
+    start_row.clear();
+    start_row.extend_from_slice(out.row(start as usize));
     let start_accepts = out.accept[start as usize] || times != Times::Once;
-    let accepting: Vec<usize> = (base as usize..end).filter(|&s| out.accept[s]).collect();
     if times == Times::Star {
         // Each accepting state of the part may also begin the next repetition.
-        for &s in &accepting {
-            if s != start as usize && !out.merge_into(s, &start_row) {
+        for s in base as usize..end {
+            if out.accept[s] && s != start as usize && !out.merge_into(s, start_row) {
                 return None;
             }
         }
     }
     for &s in from {
-        if !out.merge_into(s, &start_row) {
+        if !out.merge_into(s, start_row) {
             return None;
         }
         out.accept[s] = start_accepts;
     }
-    Some(accepting)
+    Some(base as usize..end)
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! the compile: `perf record --control fifo:CTL,ACK -- sh -c 'for i in $(seq 30); do
 //! compile_prof < list; done'` with `PERF_CTL=CTL PERF_ACK=ACK` in the environment (each
 //! process ends with perf enabled, so perf sees where the next one's code is mapped).
-//! Prints the profiled compiles' times.
+//! Prints the profiled compiles' times. `THRASH=MB` writes that many megabytes before each
+//! profiled compile (cold CPU caches, as after the benchmark's garbage collection).
 use corral_schema::{compile_schema, Options};
 use std::io::{BufRead, Read, Write};
 use std::time::Instant;
@@ -23,6 +24,8 @@ fn perf(cmd: &str) {
 fn main() {
     perf("disable");
     let opts = Options::default();
+    // `THRASH=MB`: write that many megabytes before each profiled compile.
+    let mut thrash: Option<Vec<u64>> = std::env::var("THRASH").ok().map(|v| vec![1u64; v.parse::<usize>().unwrap_or(64) << 17]);
     for line in std::io::stdin().lock().lines() {
         let line = line.unwrap();
         let (prof, path) = match line.strip_prefix('!') {
@@ -33,6 +36,13 @@ fn main() {
         if !prof {
             let _ = compile_schema(&doc["schema"], &opts);
             continue;
+        }
+        if let Some(t) = thrash.as_mut() {
+            // (Cold CPU caches, as after the benchmark's garbage collection.)
+            for (i, w) in t.iter_mut().enumerate() {
+                *w = w.wrapping_add(i as u64);
+            }
+            std::hint::black_box(&t);
         }
         perf("enable");
         let t = Instant::now();
