@@ -88,13 +88,6 @@ impl TermDfa {
     fn build(&self) -> &Arc<Dfa> {
         use std::sync::atomic::Ordering;
         let pid = std::process::id();
-        // Released even if the build panics (the next caller builds it then).
-        struct Release<'a>(&'a std::sync::atomic::AtomicU32);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                self.0.store(0, Ordering::Release);
-            }
-        }
         // Waiting is bounded: the background thread runs at idle priority and may get no CPU
         // time on a busy machine; past the bound this caller builds it too (the same
         // automaton; the first one stored is kept).
@@ -104,7 +97,7 @@ impl TermDfa {
                 return d;
             }
             match self.builder.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => break Some(Release(&self.builder)),
+                Ok(_) => break Some(Claim(&self.builder)),
                 Err(other) if other == pid && waits < MAX_WAITS => {
                     waits += 1;
                     std::thread::yield_now();
@@ -126,13 +119,7 @@ impl TermDfa {
         if self.dfa.get().is_some() || self.builder.compare_exchange(0, std::process::id(), Ordering::AcqRel, Ordering::Acquire).is_err() {
             return;
         }
-        struct Release<'a>(&'a std::sync::atomic::AtomicU32);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                self.0.store(0, Ordering::Release);
-            }
-        }
-        let _claim = Release(&self.builder);
+        let _claim = Claim(&self.builder);
         if self.dfa.get().is_none() {
             let rx = self.rx.as_ref().expect("an unbuilt automaton keeps its expression");
             let built = crate::intern::build_deferred(rx, self.gid);
@@ -161,6 +148,16 @@ impl TermDfa {
     }
 }
 
+/// A thread's claim on building an automaton ([`TermDfa::builder`]), released when dropped —
+/// also when the build panics (the next caller builds it then).
+struct Claim<'a>(&'a std::sync::atomic::AtomicU32);
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// Deferred automata of one compile whose states add up to at least this many are built on
 /// two threads ([`build_all`]): about 100 µs of work, several times a pool thread's wake-up.
 const PARALLEL_STATES: usize = 1_000;
@@ -169,8 +166,8 @@ const PARALLEL_STATES: usize = 1_000;
 /// calling thread from the first, and, when they are large enough to pay for waking it, one
 /// pool thread from the last, each skipping what the other has taken (the caller waits for
 /// one the helper is finishing). The automata are those an eager build gives; a compile's
-/// automata are independent of each other, so on two cores this halves the part of a large
-/// schema's compile they are (a third to a half of it; JSON-encoded keys and enums).
+/// automata are independent of each other, so on two cores up to half of the time they take
+/// (a sixth to a half of a large schema's compile: JSON-encoded keys and enums) is saved.
 pub(crate) fn build_all(terms: &[Arc<TermDfa>]) {
     let pending: Vec<Arc<TermDfa>> = terms.iter().filter(|t| t.if_built().is_none()).cloned().collect();
     let states: usize = pending.iter().map(|t| t.max_states).sum();
