@@ -386,7 +386,7 @@ fn append(out: &mut Rows, part: &Rx, acc: &mut Vec<usize>, scratch: &mut Vec<Edg
                     let mut frontier = acc.clone();
                     for _ in *min..*m {
                         // (An optional copy leaves the states it continues from accepting.)
-                        let Some(new) = join(out, inner, Times::Optional, &frontier, scratch, max_states) else { return false };
+                        let Some((new, _)) = join(out, inner, Times::Optional, &frontier, scratch, max_states) else { return false };
                         frontier.clear();
                         frontier.extend(new.filter(|&s| out.accept[s]));
                         acc.extend_from_slice(&frontier);
@@ -403,8 +403,7 @@ fn append(out: &mut Rows, part: &Rx, acc: &mut Vec<usize>, scratch: &mut Vec<Edg
 /// [`join`] from every accepting state `acc`, which it updates: the part's accepting states,
 /// plus the ones before when the part may be skipped.
 fn join_all(out: &mut Rows, part: &Rx, times: Times, acc: &mut Vec<usize>, scratch: &mut Vec<Edge>, max_states: usize) -> bool {
-    let Some(new) = join(out, part, times, acc, scratch, max_states) else { return false };
-    let start_accepts = times != Times::Once || acc.first().is_some_and(|&s| out.accept[s]);
+    let Some((new, start_accepts)) = join(out, part, times, acc, scratch, max_states) else { return false };
     if !start_accepts {
         acc.clear();
     }
@@ -425,9 +424,10 @@ fn part_size(part: &Rx) -> usize {
 
 /// Joins one literal, class or embedded automaton to `out`, `times` times, continuing from
 /// the states in `from` (all before the part; `start_row` is scratch space). Returns the
-/// part's states (its accepting ones are accepting in `out`), or `None` when the join is not
-/// deterministic or not supported.
-fn join(out: &mut Rows, part: &Rx, times: Times, from: &[usize], start_row: &mut Vec<Edge>, max_states: usize) -> Option<std::ops::Range<usize>> {
+/// part's states (its accepting ones are accepting in `out`) and whether the states in `from`
+/// stay accepting (the part may be skipped), or `None` when the join is not deterministic or
+/// not supported.
+fn join(out: &mut Rows, part: &Rx, times: Times, from: &[usize], start_row: &mut Vec<Edge>, max_states: usize) -> Option<(std::ops::Range<usize>, bool)> {
     // The part as its own automaton, appended to `out` from state `base` on.
     let base = out.len() as u32;
     let start = match part {
@@ -491,7 +491,7 @@ fn join(out: &mut Rows, part: &Rx, times: Times, from: &[usize], start_row: &mut
         }
         out.accept[s] = start_accepts;
     }
-    Some(base as usize..end)
+    Some((base as usize..end, start_accepts))
 }
 
 #[cfg(test)]

@@ -387,11 +387,12 @@ pub fn shared(d: &CDfa, json: bool) -> Arc<ByteAutomaton> {
 
 /// The JSON-encoded forms of one character of `ranges` (code point ranges), cached
 /// process-wide: the same classes (any character, digits, a literal's letters) recur in
-/// every schema.
+/// every schema. One ASCII character (most of a literal key or enum value) is looked up in a
+/// fixed table, without the shared cache's lock and key allocations.
 pub fn json_class(ranges: &[(u32, u32)]) -> Arc<ByteAutomaton> {
+    static ASCII: [OnceLock<Arc<ByteAutomaton>>; 128] = [const { OnceLock::new() }; 128];
     static CACHE: SharedCache<Vec<(u32, u32)>, Arc<ByteAutomaton>> = SharedCache::new(4096);
-    let ranges = corral_core::rx::normalize_ranges(ranges);
-    CACHE.get_or_build(ranges.clone(), || {
+    let build = |ranges: &[(u32, u32)]| {
         let d = CDfa { trans: vec![ranges.iter().map(|&(a, b)| (a, b, 1)).collect(), Vec::new()], accept: vec![false, true], start: 0 };
         match ranges[..] {
             // One code point: each intermediate state is reached by one spelling (up to the
@@ -399,14 +400,14 @@ pub fn json_class(ranges: &[(u32, u32)]) -> Arc<ByteAutomaton> {
             [(a, b)] if a == b => Arc::new(json_automaton(&d).single_char()),
             _ => Arc::new(json_automaton(&d)),
         }
-    })
-}
-
-/// [`json_class`] of one ASCII character (`c < 128`), without a lookup: literals (keys, enum values) are
-/// mostly ASCII, and each of their characters asked the shared cache, under its lock.
-pub fn json_ascii_char(c: u8) -> Arc<ByteAutomaton> {
-    static CHARS: [OnceLock<Arc<ByteAutomaton>>; 128] = [const { OnceLock::new() }; 128];
-    CHARS[usize::from(c)].get_or_init(|| json_class(&[(c as u32, c as u32)])).clone()
+    };
+    if let [(a, b)] = ranges {
+        if a == b && *a < 128 {
+            return ASCII[*a as usize].get_or_init(|| build(ranges)).clone();
+        }
+    }
+    let ranges = corral_core::rx::normalize_ranges(ranges);
+    CACHE.get_or_build(ranges.clone(), || build(&ranges))
 }
 
 #[cfg(test)]

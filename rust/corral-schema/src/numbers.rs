@@ -507,21 +507,24 @@ fn signed(pos: Option<CDfa>, neg: Option<CDfa>) -> Option<CDfa> {
     let minus = '-' as u32;
     let Some(neg) = neg else { return Some(pos.unwrap_or_else(CDfa::empty)) };
     let pos = pos.unwrap_or_else(CDfa::empty);
-    let (n, m) = (pos.len() as u32, neg.len() as u32);
-    let mut trans = pos.trans.clone();
-    trans.extend(neg.trans.iter().map(|row| row.iter().map(|&(a, b, t)| (a, b, t + n)).collect::<Vec<_>>()));
-    let mut accept = pos.accept.clone();
-    accept.extend_from_slice(&neg.accept);
     let mut first = pos.trans[pos.start as usize].clone();
     let at = first.partition_point(|e| e.1 < minus);
     if first.get(at).is_some_and(|e| e.0 <= minus) {
-        let dash = CDfa { trans: neg.trans.iter().cloned().chain([vec![(minus, minus, neg.start)]]).collect(), accept: neg.accept.iter().copied().chain([false]).collect(), start: m };
-        return pos.product(&dash, false, 200_000).ok();
+        let m = neg.len() as u32;
+        let (neg_start, mut trans, mut accept) = (neg.start, neg.trans, neg.accept);
+        trans.push(vec![(minus, minus, neg_start)]);
+        accept.push(false);
+        return pos.product(&CDfa { trans, accept, start: m }, false, 200_000).ok();
     }
+    let n = pos.len() as u32;
     first.insert(at, (minus, minus, neg.start + n));
+    let start_accepts = pos.accept[pos.start as usize];
+    let (mut trans, mut accept) = (pos.trans, pos.accept);
+    trans.extend(neg.trans.into_iter().map(|row| row.into_iter().map(|(a, b, t)| (a, b, t + n)).collect::<Vec<_>>()));
+    accept.extend(neg.accept);
     trans.push(first);
-    accept.push(pos.accept[pos.start as usize]);
-    Some(CDfa { trans, accept, start: n + m })
+    accept.push(start_accepts);
+    Some(CDfa { start: trans.len() as u32 - 1, trans, accept })
 }
 
 /// Exactly the value `v`, in every restricted form.

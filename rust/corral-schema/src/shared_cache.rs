@@ -20,10 +20,10 @@ impl<K: Hash + Eq, V: Clone> SharedCache<K, V> {
 
     /// The cached result for `key`, else `build()` (run without the lock held), cached.
     pub(crate) fn get_or_build(&self, key: K, build: impl FnOnce() -> V) -> V {
-        if let Some(v) = self.map.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(&key)) {
-            return v.clone();
+        match self.get(&key) {
+            Some(v) => v,
+            None => self.insert(key, build()),
         }
-        self.insert(key, build())
     }
 
     /// [`SharedCache::get_or_build`] looked up by reference: the owned key (`owned()`) is
@@ -32,11 +32,21 @@ impl<K: Hash + Eq, V: Clone> SharedCache<K, V> {
     where
         K: std::borrow::Borrow<Q>,
     {
-        if let Some(v) = self.map.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(key)) {
-            return v.clone();
+        match self.get(key) {
+            Some(v) => v,
+            None => {
+                let v = build();
+                self.insert(owned(), v)
+            }
         }
-        let v = build();
-        self.insert(owned(), v)
+    }
+
+    /// The cached result for `key`.
+    fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+    {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(key)).cloned()
     }
 
     /// Caches `v` under `key` (starting over when full) and returns it.

@@ -417,8 +417,9 @@ impl Encoder {
     /// pairs, as one deterministic byte automaton ([`crate::encode::json_class`]).
     pub fn class(&mut self, ranges: &[(u32, u32)]) -> Rx {
         if let [(a, b)] = ranges {
-            if a == b && *a < 128 {
-                return Rx::Automaton(crate::encode::json_ascii_char(*a as u8));
+            if a <= b {
+                // (one valid range: nothing to normalize; one character is the common case)
+                return Rx::Automaton(crate::encode::json_class(ranges));
             }
         }
         let r = corral_core::rx::normalize_ranges(ranges);
