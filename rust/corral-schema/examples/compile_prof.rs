@@ -21,11 +21,21 @@ fn perf(cmd: &str) {
     let _ = std::fs::File::open(ack).unwrap().read(&mut buf);
 }
 
+/// Minor page faults of this process so far (`/proc/self/stat`; 0 where it cannot be read).
+fn minflt() -> i64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    rest.split_whitespace().nth(7).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
 fn main() {
     perf("disable");
     let opts = Options::default();
     // `THRASH=MB`: write that many megabytes before each profiled compile.
     let mut thrash: Option<Vec<u64>> = std::env::var("THRASH").ok().map(|v| vec![1u64; v.parse::<usize>().unwrap_or(64) << 17]);
+    // `PREFAULT=MB`: allocate, touch and free that many megabytes before each profiled compile.
+    let prefault: Option<usize> = std::env::var("PREFAULT").ok().and_then(|v| v.parse().ok());
+    let populate: Option<usize> = std::env::var("POPULATE").ok().and_then(|v| v.parse().ok());
     for line in std::io::stdin().lock().lines() {
         let line = line.unwrap();
         let (prof, path) = match line.strip_prefix('!') {
@@ -44,12 +54,27 @@ fn main() {
             }
             std::hint::black_box(&t);
         }
+        if let Some(mb) = prefault {
+            // Touch and free that much memory first (does the allocator reuse it?).
+            let blocks: Vec<Vec<u8>> = (0..mb).map(|_| vec![1u8; 1 << 20]).collect();
+            std::hint::black_box(&blocks);
+        }
+        if let Some(mb) = populate {
+            // Fault in the memory after a fresh allocation's (where the heap grows next?).
+            let probe = vec![0u8; 8192];
+            let a = (probe.as_ptr() as usize) & !4095;
+            // SAFETY: MADV_POPULATE_WRITE faults pages in without changing their contents.
+            let rc = unsafe { libc::madvise(a as *mut libc::c_void, mb << 20, libc::MADV_POPULATE_WRITE) };
+            if rc != 0 { eprintln!("populate: {}", std::io::Error::last_os_error()); }
+        }
+        let f0 = minflt();
         perf("enable");
         let t = Instant::now();
         let r = compile_schema(&doc["schema"], &opts);
         let e = t.elapsed();
         perf("disable");
-        println!("{path}: {e:?} {}", if r.is_ok() { "ok" } else { "err" });
+        let faults = minflt() - f0;
+        println!("{path}: {e:?} {} {faults} faults", if r.is_ok() { "ok" } else { "err" });
     }
     // Enabled again for the next process's start, so perf sees where its code is mapped.
     perf("enable");

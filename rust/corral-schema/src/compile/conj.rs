@@ -336,7 +336,7 @@ impl<'a> Compiler<'a> {
         for (c, _) in &f.str_pos {
             match c {
                 StrCons::Pattern(s) => out.push(json!({"x-corral-types": T_STR, "x-corral-not-pattern": s})),
-                StrCons::Format(s) => match format_lang(s) {
+                StrCons::Format(s) => match *format_lang(s) {
                     FormatLang::Exact(_) | FormatLang::WithLeap(..) => out.push(json!({"x-corral-types": T_STR, "x-corral-not-format": s})),
                     FormatLang::Unknown => {}
                     FormatLang::Loose(..) => unsup(self, "format")?,

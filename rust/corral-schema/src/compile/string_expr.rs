@@ -15,16 +15,16 @@ impl<'a> Compiler<'a> {
     }
 
     pub(super) fn format_dfa(&mut self, name: &str) -> Result<Arc<CDfa>, String> {
-        shared_dfa(format!("f:{name}"), || match format_lang(name) {
-            FormatLang::Exact(rx) | FormatLang::Loose(rx, _) => CDfa::from_rx(&rx, DFA_LIMIT).map_err(|_| "format too large".to_string()),
+        shared_dfa(format!("f:{name}"), || match &*format_lang(name) {
+            FormatLang::Exact(rx) | FormatLang::Loose(rx, _) => CDfa::from_rx(rx, DFA_LIMIT).map_err(|_| "format too large".to_string()),
             FormatLang::WithLeap(rx, dt) => {
-                let l = if dt {
+                let l = if *dt {
                     let pre = CDfa::from_rx(&Rx::concat(vec![strings::ecma_full(strings::DATE).unwrap(), Rx::Chars(vec![('T' as u32, 'T' as u32), ('t' as u32, 't' as u32)])]), DFA_LIMIT).unwrap();
                     pre.concat(leap_time_dfa())
                 } else {
                     leap_time_dfa().clone()
                 };
-                CDfa::from_rx(&rx, DFA_LIMIT).and_then(|r| r.product(&l, false, DFA_LIMIT)).map_err(|_| "format too large".to_string())
+                CDfa::from_rx(rx, DFA_LIMIT).and_then(|r| r.product(&l, false, DFA_LIMIT)).map_err(|_| "format too large".to_string())
             }
             FormatLang::Unknown => Ok(CDfa::from_rx(&star(any_char()), 10).unwrap()),
         })
@@ -74,15 +74,15 @@ impl<'a> Compiler<'a> {
                     Ok(rx) => rxs.push((rx, ptr.clone(), "pattern")),
                     Err(e) => self.unsupported(ptr, "pattern", e.0)?,
                 },
-                StrCons::Format(name) => match format_lang(name) {
-                    FormatLang::Exact(rx) => rxs.push((rx, ptr.clone(), "format")),
+                StrCons::Format(name) => match &*format_lang(name) {
+                    FormatLang::Exact(rx) => rxs.push((rx.clone(), ptr.clone(), "format")),
                     FormatLang::WithLeap(rx, dt) => {
-                        leap = Some(dt);
-                        rxs.push((rx, ptr.clone(), "format"));
+                        leap = Some(*dt);
+                        rxs.push((rx.clone(), ptr.clone(), "format"));
                     }
                     FormatLang::Loose(rx, why) => {
-                        self.unsupported(ptr, "format", why)?;
-                        rxs.push((rx, ptr.clone(), "format"));
+                        self.unsupported(ptr, "format", why.clone())?;
+                        rxs.push((rx.clone(), ptr.clone(), "format"));
                     }
                     FormatLang::Unknown => {
                         let pointer = format!("{ptr}/format");

@@ -118,7 +118,7 @@ impl<'a> Compiler<'a> {
                 "format" | "x-corral-not-format" => {
                     let Value::String(x) = v else { continue };
                     let name = s.as_str().unwrap_or("");
-                    if matches!(format_lang(name), FormatLang::Unknown) {
+                    if matches!(*format_lang(name), FormatLang::Unknown) {
                         continue;
                     }
                     let d = self.format_dfa(name).map_err(|e| SchemaError::Unsupported { pointer: format!("{}/format", it.ptr), keyword: "format".into(), message: e })?;
