@@ -4,8 +4,14 @@
 //! the compile: `perf record --control fifo:CTL,ACK -- sh -c 'for i in $(seq 30); do
 //! compile_prof < list; done'` with `PERF_CTL=CTL PERF_ACK=ACK` in the environment (each
 //! process ends with perf enabled, so perf sees where the next one's code is mapped).
-//! Prints the profiled compiles' times. `THRASH=MB` writes that many megabytes before each
-//! profiled compile (cold CPU caches, as after the benchmark's garbage collection).
+//! Prints the profiled compiles' times and minor page faults. `THRASH=MB` writes that many
+//! megabytes before each profiled compile (cold CPU caches, as after the benchmark's garbage
+//! collection). Two experiments on where a first compile's page faults go (session 17: the
+//! first compile of o60295 faults in ~1 MB, 170–255 faults at ~4 µs each on the benchmark
+//! VM, its re-compiles none): `PREFAULT=MB` allocates, touches and frees that much before
+//! each profiled compile, `POPULATE=MB` faults in (`MADV_POPULATE_WRITE`) that much after a
+//! fresh small allocation's address. Neither reliably removed the faults (o60295 250 →
+//! 56–207): the allocator does not grow where either guesses.
 use corral_schema::{compile_schema, Options};
 use std::io::{BufRead, Read, Write};
 use std::time::Instant;
