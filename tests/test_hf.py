@@ -213,6 +213,46 @@ def test_processor_state_by_hand():
         proc(torch.cat([prompt, torch.tensor([[2], [0]])], dim=1), torch.zeros(2, 8))
 
 
+# An ambiguous branch whose fill after a sentence takes seconds, and an unambiguous one after "0".
+TWO_BRANCHES = 'root ::= "0" [a-z ]* | amb\namb ::= [a-z ]* (amb | "")'
+SLOW_TEXT = " the cat sat on the mat and then it went away to sleep for a while"
+
+
+def test_fill_past_budget_ends_only_that_row(caplog):
+    """A row whose fill runs past ``max_fill_ms`` gets EOS only (now and later; its sampled
+    EOS is not fed to its grammar) and the error is logged; the other rows go on as usual."""
+    vocab = corral.builtin_vocabulary()
+    V = vocab.size
+    compiled = corral.compile(corral.Grammar.from_ebnf(TWO_BRANCHES, limits={"max_fill_ms": 200}), vocab)
+    proc = corral.hf.LogitsProcessor(compiled)
+    prompt = torch.tensor([[EOS], [EOS]])
+    assert allowed(proc(prompt, torch.zeros(2, V))[0]) == allowed(proc(prompt, torch.zeros(2, V))[1])
+    slow = vocab.encode(SLOW_TEXT)
+    fast = vocab.encode("0") + slow[:-1]
+    assert len(fast) == len(slow)
+
+    def direct(ids):
+        m = corral.Matcher(compiled)
+        assert all(m.accept_token(t) for t in ids)
+        row = torch.zeros(1, corral.bitmask_words(V), dtype=torch.int32)
+        m.fill_next_token_bitmask(row, 0)
+        return corral.allowed_token_ids(row[0], V)
+
+    ids = torch.cat([prompt, torch.tensor([slow, fast])], dim=1)
+    with caplog.at_level("ERROR", logger="corral"):
+        out = proc(ids, torch.zeros(2, V))
+    assert allowed(out[0]) == [EOS]
+    assert "max_fill_ms" in caplog.text and "ended with EOS" in caplog.text
+    assert allowed(out[1]) == direct(fast) and len(allowed(out[1])) > 1000
+    # The ended row's EOS is not fed to its grammar (no "not allowed" error); it stays EOS only.
+    more = vocab.encode(" and")
+    ids = torch.cat([ids, torch.tensor([[EOS], more[:1]])], dim=1)
+    out = proc(ids, torch.zeros(2, V))
+    assert allowed(out[0]) == [EOS] and allowed(out[1]) == direct(fast + more[:1])
+    # A new generate() call starts every row afresh.
+    assert allowed(proc(prompt, torch.zeros(2, V))[0]) == direct([])
+
+
 def test_processor_rejects_mismatched_shapes():
     vocab = corral.Vocabulary.from_bytes([b"a", b""], eos_token_ids=[1])
     proc = corral.hf.LogitsProcessor(corral.Grammar.from_regex("a+"), vocab=vocab)

@@ -34,6 +34,7 @@ from . import _native
 from .bitmask import bitmask_words
 from .compiler import compile as _compile
 from .errors import UsageError
+from .fill_guard import eos_only_row, fill_or_end
 from .logits import apply_token_bitmask_inplace
 from .vocab import Vocabulary
 
@@ -59,6 +60,12 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
     changes, ``input_ids`` gets no longer than at the previous call, or the prompt changes.
     When rows are reordered (beam search), a row continues a copy of the matcher of the row
     whose previous ids it extends (or is rebuilt from scratch).
+
+    A row whose mask fill runs past the grammar's ``max_fill_ms`` (a grammar too ambiguous at
+    that point for the vocabulary) allows only EOS from then on, so ``generate`` finishes it
+    with its output cut short there; the event is logged as an error on the ``corral`` logger
+    and the other rows go on (as in the vLLM and SGLang adapters: :mod:`corral.fill_guard`).
+    Only a vocabulary without EOS tokens gets the :class:`corral.FillTimeoutError` raised.
 
     Args:
         compiled_grammar: a :class:`corral.CompiledGrammar` (or a :class:`corral.Grammar`
@@ -99,6 +106,8 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         self._words = bitmask_words(self._size)
         self._matchers: list[Any] | None = None
         self._hist: list[list[int]] = []
+        # Rows ended after a fill past max_fill_ms (EOS only from then on).
+        self._ended: list[bool] = []
         self._prompt: torch.Tensor | None = None
         self._ids: torch.Tensor | None = None  # input_ids at the previous call (CPU)
         self._seen = 0
@@ -115,6 +124,7 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         """Forgets the current batch: the next call starts fresh matchers."""
         self._matchers = None
         self._hist = []
+        self._ended = []
         self._prompt = None
         self._ids = None
         self._seen = 0
@@ -123,6 +133,7 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         rows, length = cur.shape
         self._matchers = [_native.Matcher(self.compiled) for _ in range(rows)]
         self._hist = [[] for _ in range(rows)]
+        self._ended = [False] * rows
         self._prompt = cur
         self._ids = cur
         self._seen = length
@@ -130,8 +141,8 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
     def _accept(self, row: int, matcher: Any, tokens: Sequence[int]) -> None:
         hist = self._hist[row]
         for tok in tokens:
-            if matcher.is_terminated():
-                break  # generate() pads finished rows
+            if matcher.is_terminated() or self._ended[row]:
+                break  # generate() pads finished rows (an ended row's EOS is not fed to its grammar)
             if not matcher.accept_token(tok):
                 text = b"".join(self.vocab.token_bytes(t) for t in hist)[-60:]
                 raise UsageError(
@@ -159,30 +170,38 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
             for j, r in enumerate(old_rows):
                 where.setdefault(tuple(r), j)
             gen = cur[:, plen:length].tolist()
-            old_m, old_h = self._matchers, self._hist
+            old_m, old_h, old_e = self._matchers, self._hist, self._ended
             matchers: list[Any] = []
             hists: list[list[int]] = []
+            ended: list[bool] = []
             pending: list[list[int]] = []
             for i in range(cur.shape[0]):
                 if same[i]:
                     matchers.append(old_m[i])
                     hists.append(old_h[i])
+                    ended.append(old_e[i])
                     pending.append(gen[i][seen - plen :])
                     continue
                 j = where.get(tuple(gen[i][: seen - plen]))
                 if j is not None:
                     matchers.append(old_m[j].copy())
                     hists.append(list(old_h[j]))
+                    ended.append(old_e[j])
                     pending.append(gen[i][seen - plen :])
                 else:
                     matchers.append(_native.Matcher(self.compiled))
                     hists.append([])
+                    ended.append(False)
                     pending.append(gen[i])
-            self._matchers, self._hist = matchers, hists
+            self._matchers, self._hist, self._ended = matchers, hists, ended
             for i, m in enumerate(matchers):
                 self._accept(i, m, pending[i])
         self._ids = cur
         self._seen = length
+
+    def _end(self, row: int) -> None:
+        """Ends row ``row`` after its fill ran past the time budget (EOS only from now on)."""
+        self._ended[row] = True
 
     # ------------------------------------------------------------------ call
 
@@ -208,7 +227,16 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
             self._advance(cur)
         if self._bitmask is None or self._bitmask.shape[0] != rows:
             self._bitmask = torch.empty((rows, self._words), dtype=torch.int32)
-        _native.fill_next_token_bitmask_batch(self._matchers, self._bitmask)
+        live = [i for i, e in enumerate(self._ended) if not e]
+        if len(live) == rows:
+            fill_or_end(self._matchers, self._bitmask, live, self._end)
+        else:
+            eos = list(self.compiled.vocab.eos_token_ids)
+            for i, e in enumerate(self._ended):
+                if e:
+                    eos_only_row(self._bitmask, i, eos)
+            if live:
+                fill_or_end([self._matchers[i] for i in live], self._bitmask, live, lambda k: self._end(live[k]))
         apply_token_bitmask_inplace(scores, self._bitmask, vocab_size=self._size, check_empty=self.check_empty)
         return scores
 
