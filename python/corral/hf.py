@@ -228,15 +228,11 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         if self._bitmask is None or self._bitmask.shape[0] != rows:
             self._bitmask = torch.empty((rows, self._words), dtype=torch.int32)
         live = [i for i, e in enumerate(self._ended) if not e]
-        if len(live) == rows:
-            fill_or_end(self._matchers, self._bitmask, live, self._end)
-        else:
-            eos = list(self.compiled.vocab.eos_token_ids)
-            for i, e in enumerate(self._ended):
-                if e:
-                    eos_only_row(self._bitmask, i, eos)
-            if live:
-                fill_or_end([self._matchers[i] for i in live], self._bitmask, live, lambda k: self._end(live[k]))
+        for i in range(rows):
+            if self._ended[i]:
+                eos_only_row(self._bitmask, i, self.compiled.vocab.eos_token_ids)
+        if live:
+            fill_or_end([self._matchers[i] for i in live], self._bitmask, live, lambda k: self._end(live[k]))
         apply_token_bitmask_inplace(scores, self._bitmask, vocab_size=self._size, check_empty=self.check_empty)
         return scores
 

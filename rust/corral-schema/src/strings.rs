@@ -1,10 +1,10 @@
 //! String languages: ECMA-262 patterns to code-point [`Rx`], JSON string encoding of a
 //! code-point language (every character raw or escaped in every valid way), and formats.
 
+use crate::shared_cache::SharedCache;
 use corral_core::rx::Rx;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
+use std::sync::Arc;
 
 /// Any Unicode scalar value.
 pub fn any_char() -> Rx {
@@ -568,19 +568,11 @@ fn uri_parts() -> (String, String) {
     (uri, rel)
 }
 
-/// The language of a `format`, when known. Built once per process for each known format
-/// (the `uri` expression alone takes half a millisecond to parse); unknown names are not kept.
+/// The language of a `format`, when known: built once per process and name (the `uri`
+/// expression alone takes half a millisecond to parse), in a bounded cache.
 pub fn format_lang(name: &str) -> Arc<FormatLang> {
-    static KNOWN: OnceLock<Mutex<HashMap<String, Arc<FormatLang>>>> = OnceLock::new();
-    let known = KNOWN.get_or_init(Default::default);
-    if let Some(f) = known.lock().unwrap_or_else(|e| e.into_inner()).get(name) {
-        return f.clone();
-    }
-    let f = Arc::new(build_format_lang(name));
-    if !matches!(*f, FormatLang::Unknown) {
-        known.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), f.clone());
-    }
-    f
+    static LANGS: SharedCache<String, Arc<FormatLang>> = SharedCache::new(256);
+    LANGS.get_or_build_by(name, || name.to_string(), || Arc::new(build_format_lang(name)))
 }
 
 /// Builds the language of a `format` (see [`format_lang`]).
@@ -668,13 +660,11 @@ mod tests {
 
     #[test]
     fn format_languages_are_built_once() {
-        // Known formats come from the process-wide table (the same expression each time);
-        // unknown names are answered without being kept.
+        // The same expression each time, from the process-wide cache.
         let (a, b) = (format_lang("uri"), format_lang("uri"));
         assert!(Arc::ptr_eq(&a, &b));
         assert!(matches!(*a, FormatLang::Exact(_)));
         assert!(matches!(*format_lang("no-such-format"), FormatLang::Unknown));
-        assert!(!Arc::ptr_eq(&format_lang("no-such-format"), &format_lang("no-such-format")));
     }
 
     #[test]
