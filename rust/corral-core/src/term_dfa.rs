@@ -21,6 +21,22 @@
 //! 1.36–1.53 → 1.24–1.27 ms, o60295 1.33–1.65 → 1.26–1.40, o12457 1.07–1.19 → 1.06–1.11;
 //! what is left of their compile is mostly the schema translation and lowering.
 //!
+//! Session 18 (first compiles in the benchmark's order with 64 MB swept before each): the pool
+//! thread often started only after the caller had built everything — on this 2-CPU VM a
+//! thread woken while the other CPU has been idle a few milliseconds is put on the waker's
+//! CPU (30 of 30 trials), so for o60295 (32 automata, 4,734 states) the automata took
+//! 0.55–0.86 ms with the helper as without. Two fixes were measured and dropped: (1) handing
+//! each automaton to the helper as lowering leaves it (the helper started once 256 states
+//! were queued, 27–40 µs after), o60295 1.97 → 2.01 ms median of ten, o84878 1.70 → 1.55,
+//! the Python loop over the common set unchanged (compile p99 2.35–2.65 vs 2.37–2.59 ms): its
+//! two largest automata ("any other key", ~750 states, 150–370 µs each) are most of the
+//! work and come late; (2) a helper thread kept off the caller's CPU (its affinity set when
+//! handed work; it then started in 23–56 µs and built 18 of o60295's 32 automata): build
+//! 0.38–0.60 ms, but the compile in the Python loop moved within noise (o84878 2.0 → 1.86 ms,
+//! o60295 unchanged — two threads building at once are bound by fresh memory), while fills
+//! whose large walks it also split got slower (fills over 100 µs over the benchmark's walks
+//! 54–60 → 60–73).
+//!
 //! Leaving them to after the compile is off by default (`CORRAL_DEFER_AUTOMATA=1` in the
 //! environment turns it on): it moves work,
 //! it does not save it, and the benchmark shows both sides (`benches/compare.py`,
