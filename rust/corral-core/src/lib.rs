@@ -30,6 +30,7 @@ pub mod mask_cache;
 pub mod mask_fill;
 pub mod matcher;
 pub mod nfa;
+pub mod off_cpu;
 pub mod perm;
 pub mod regex;
 pub mod rx;

@@ -4,8 +4,6 @@
 //! `0xFF80_0000`, `0xFC00` and `0xFF80`). Words whose 32 tokens are all allowed are skipped;
 //! words with none allowed are written in one run.
 
-use rayon::prelude::*;
-
 /// −∞ as an f32 bit pattern.
 pub const NEG_INF_F32: u32 = 0xFF80_0000;
 /// −∞ as an IEEE half bit pattern.
@@ -128,14 +126,36 @@ pub fn mask_rows<T: Lane>(logits: &mut [T], width: usize, mask: &[u32], words: u
         }
     }
     let run = |(r, row): (usize, &mut [T])| if mask_row_with(row, &mask[r * words..(r + 1) * words], vocab, neg_inf, table) { None } else { Some(r) };
-    let mut empty: Vec<usize> = if jobs.len() >= 4 && width >= 4096 {
-        jobs.into_par_iter().filter_map(run).collect()
+    let mut empty: Vec<usize> = if jobs.len() >= 4 && width >= 4096 && crate::off_cpu::helpers() > 0 {
+        // The caller and helper threads kept off its CPU take rows from one counter
+        // ([`crate::off_cpu::share`]): the caller starts at once, a helper joins when it wakes.
+        let rows: Vec<(usize, RowPtr<T>)> = jobs.into_iter().map(|(r, row)| (r, RowPtr(row.as_mut_ptr(), row.len()))).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let empty = std::sync::Mutex::new(Vec::new());
+        crate::off_cpu::share(rows.len() - 1, &|| loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&(r, RowPtr(ptr, len))) = rows.get(i) else { break };
+            // SAFETY: row `i` is claimed once (the counter), and the rows are disjoint chunks of
+            // `logits`, borrowed for this whole call.
+            let row = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+            if let Some(r) = run((r, row)) {
+                empty.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+            }
+        });
+        empty.into_inner().unwrap_or_else(|e| e.into_inner())
     } else {
         jobs.into_iter().filter_map(run).collect()
     };
     empty.sort_unstable();
     empty
 }
+
+/// One row of logits, shared by the threads of [`mask_rows`] (each row claimed by one).
+#[derive(Clone, Copy)]
+struct RowPtr<T>(*mut T, usize);
+// SAFETY: each row is written by the one thread that claimed it; `T` is plain bits.
+unsafe impl<T: Send> Send for RowPtr<T> {}
+unsafe impl<T: Send> Sync for RowPtr<T> {}
 
 #[cfg(test)]
 mod tests {
