@@ -30,8 +30,8 @@
 //! were queued, 27–40 µs after), o60295 1.97 → 2.01 ms median of ten, o84878 1.70 → 1.55,
 //! the Python loop over the common set unchanged (compile p99 2.35–2.65 vs 2.37–2.59 ms): its
 //! two largest automata ("any other key", ~750 states, 150–370 µs each) are most of the
-//! work and come late; (2) a helper thread kept off the caller's CPU (its affinity set when
-//! handed work; it then started in 23–56 µs and built 18 of o60295's 32 automata): build
+//! work and come late; (2) a helper thread kept off the caller's CPU (what [`crate::off_cpu`]
+//! does for mask application; it started in 23–56 µs and built 18 of o60295's 32 automata): build
 //! 0.38–0.60 ms, but the compile in the Python loop moved within noise (o84878 2.0 → 1.86 ms,
 //! o60295 unchanged — two threads building at once are bound by fresh memory), while fills
 //! whose large walks it also split got slower (fills over 100 µs over the benchmark's walks
