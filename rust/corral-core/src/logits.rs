@@ -195,6 +195,37 @@ mod tests {
         }
     }
 
+    /// Rows shared between the caller and helper threads (four rows or more, 4,096 columns or
+    /// more) come out as each row masked alone, empty rows included, whatever the order and
+    /// repeats of the indices.
+    #[test]
+    fn shared_rows_equal_rows_masked_alone() {
+        let mut rnd = crate::testutil::xorshift(0x9E37_79B9_7F4A_7C15);
+        let (width, vocab) = (5000usize, 4990usize);
+        let words = width.div_ceil(32);
+        for round in 0..20 {
+            let batch = 4 + round % 13;
+            let mut mask: Vec<u32> = (0..batch * words).map(|_| rnd(1 << 32) as u32).collect();
+            for r in (0..batch).filter(|r| r % 3 == round % 3) {
+                mask[r * words..(r + 1) * words].iter_mut().for_each(|w| *w = 0); // nothing allowed
+            }
+            let logits: Vec<u32> = (0..batch * width).map(|_| rnd(1 << 30) as u32).collect();
+            let mut rows: Vec<usize> = (0..batch).rev().collect();
+            rows.push(round % batch); // a repeat
+            let mut shared = logits.clone();
+            let empty = mask_rows(&mut shared, width, &mask, words, &rows, vocab, NEG_INF_F32);
+            let mut alone = logits.clone();
+            let mut expected = Vec::new();
+            for r in 0..batch {
+                if !mask_row(&mut alone[r * width..(r + 1) * width], &mask[r * words..(r + 1) * words], vocab, NEG_INF_F32) {
+                    expected.push(r);
+                }
+            }
+            assert_eq!(empty, expected, "round {round}: empty rows");
+            assert!(shared == alone, "round {round}: masked logits");
+        }
+    }
+
     #[test]
     fn rows_and_empty_rows() {
         let mut logits = vec![0u32; 4 * 64];
