@@ -266,7 +266,15 @@ pub struct Exceptions {
     /// hub without one of those bytes holds none: every step out of the hub either cannot
     /// go wrong or comes back to the hub first.
     pub hubs: Vec<(u32, u8, ByteSet)>,
+    /// Per pair `q * 8 + p` (DFA state, plain-prefix state) reachable from the start: the
+    /// fewest plain bytes after which the automaton can die or accept, capped at 255; 0 for a
+    /// pair not reached (or an automaton too large for the table: empty). A subtree whose
+    /// longest path below is shorter holds no such path.
+    pub dist: Vec<u8>,
 }
+
+/// Largest automaton (in states) [`Exceptions::dist`] is kept for: eight bytes a state.
+const MAX_DIST_STATES: usize = 1 << 14;
 
 /// Most hubs [`PlainSlice::exceptions`] keeps.
 const MAX_HUBS: usize = 8;
@@ -352,6 +360,27 @@ impl PlainSlice {
             }
             out.hubs.push((q, p, first));
         }
+        // Fewest bytes to a death or an end, backwards from the pairs that have one next.
+        if dfa.num_states() <= MAX_DIST_STATES {
+            let mut dist = vec![u8::MAX; pairs.len()];
+            let mut queue: std::collections::VecDeque<u32> = edges.iter().filter(|e| e.1 == BAD).map(|e| e.0).collect();
+            for &k in &queue {
+                dist[k as usize] = 1;
+            }
+            while let Some(x) = queue.pop_front() {
+                let next = dist[x as usize].saturating_add(1);
+                for &y in &preds[x as usize] {
+                    if dist[y as usize] > next {
+                        dist[y as usize] = next;
+                        queue.push_back(y);
+                    }
+                }
+            }
+            out.dist = vec![0; dfa.num_states() * STATES];
+            for (k, &(q, p)) in pairs.iter().enumerate() {
+                out.dist[q as usize * STATES + p as usize] = dist[k];
+            }
+        }
         let few = |set: &ByteSet| (0x20..0x7Fu8).filter(|&b| set.contains(b)).count() <= max_ascii;
         (few(&out.last) || out.hubs.iter().any(|h| few(&h.2))).then_some(out)
     }
@@ -388,6 +417,10 @@ impl PlainSlice {
                 if len > 1 {
                     on_end(i);
                 }
+            } else if len > 1 && trie.reach(i) - d < except.dist.get(q as usize * STATES + p as usize).map_or(0, |&x| x as usize) {
+                // Every path below is shorter than the fewest bytes to a death or an end.
+                i += len;
+                continue;
             } else if len > 1 && trie.has_below_sets() {
                 let below = trie.below_bytes(i);
                 if !below.intersects(&except.last) || except.hubs.iter().any(|h| h.0 == q && h.1 == p && !below.intersects(&h.2)) {
