@@ -269,7 +269,8 @@ pub struct Exceptions {
     /// Per pair `q * 8 + p` (DFA state, plain-prefix state) reachable from the start: the
     /// fewest plain bytes after which the automaton can die or accept, capped at 255; 0 for a
     /// pair not reached (or an automaton too large for the table: empty). A subtree whose
-    /// longest path below is shorter holds no such path.
+    /// longest path below is shorter holds no such path. (255 stands for "255 or more", which
+    /// includes "never": tokens are far shorter.)
     pub dist: Vec<u8>,
 }
 
@@ -360,12 +361,19 @@ impl PlainSlice {
             }
             out.hubs.push((q, p, first));
         }
+        let few = |set: &ByteSet| (0x20..0x7Fu8).filter(|&b| set.contains(b)).count() <= max_ascii;
+        if !few(&out.last) && !out.hubs.iter().any(|h| few(&h.2)) {
+            return None;
+        }
         // Fewest bytes to a death or an end, backwards from the pairs that have one next.
         if dfa.num_states() <= MAX_DIST_STATES {
             let mut dist = vec![u8::MAX; pairs.len()];
-            let mut queue: std::collections::VecDeque<u32> = edges.iter().filter(|e| e.1 == BAD).map(|e| e.0).collect();
-            for &k in &queue {
-                dist[k as usize] = 1;
+            let mut queue: std::collections::VecDeque<u32> = std::collections::VecDeque::new();
+            for e in edges.iter().filter(|e| e.1 == BAD) {
+                if dist[e.0 as usize] != 1 {
+                    dist[e.0 as usize] = 1;
+                    queue.push_back(e.0);
+                }
             }
             while let Some(x) = queue.pop_front() {
                 let next = dist[x as usize].saturating_add(1);
@@ -381,8 +389,7 @@ impl PlainSlice {
                 out.dist[q as usize * STATES + p as usize] = dist[k];
             }
         }
-        let few = |set: &ByteSet| (0x20..0x7Fu8).filter(|&b| set.contains(b)).count() <= max_ascii;
-        (few(&out.last) || out.hubs.iter().any(|h| few(&h.2))).then_some(out)
+        Some(out)
     }
 
     /// Corrects [`PlainSlice::bits`] (already in `allowed`) for `dfa` from `state`: walks the
@@ -438,6 +445,24 @@ impl PlainSlice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fewest bytes to a death of "any string not containing `ion`" (then `"`): three
+    /// from the start, two after `i`, one after `io`, between characters.
+    #[test]
+    fn distances_to_a_death_count_the_bytes_left() {
+        let limits = crate::limits::Limits::default();
+        let rx = crate::regex::parse_regex(r#"([^i"\\\x00-\x1f]|i(i|oi)*([^io"\\\x00-\x1f]|o[^in"\\\x00-\x1f]))*(i(i|oi)*o?)?""#, &limits).unwrap();
+        let dfa = Dfa::from_rx(&rx, &limits).unwrap();
+        let trie = TokTrie::build([(0u32, &b"x"[..]), (1, b"ion"), (2, b"io"), (3, b"\xc3\xa9")].into_iter());
+        let slice = PlainSlice::new(&trie);
+        let run = |text: &[u8]| text.iter().fold(dfa.start(), |q, &b| dfa.next(q, b));
+        let e = slice.exceptions(&dfa, dfa.start(), 256).expect("served with exceptions");
+        let dist = |text: &[u8], p: u8| e.dist[run(text) as usize * STATES + p as usize];
+        assert_eq!((dist(b"", BOUNDARY), dist(b"i", BOUNDARY), dist(b"io", BOUNDARY), dist(b"xio", BOUNDARY)), (3, 2, 1, 1));
+        assert_eq!(dist(b"ix", BOUNDARY), 3, "back to the start after another character");
+        // Inside a two-byte character: its last byte, then three more.
+        assert_eq!(dist(b"\xc3", CONT1), 4);
+    }
 
     #[test]
     fn plain_prefix_automaton_accepts_exactly_valid_plain_text() {
