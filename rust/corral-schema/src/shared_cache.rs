@@ -2,13 +2,18 @@
 //! full): automata of patterns, formats, character classes and key sets recur across schemas,
 //! and building them again would cost milliseconds per compile.
 
-use rustc_hash::FxHashMap;
-use std::hash::Hash;
+use rustc_hash::FxBuildHasher;
+use std::hash::{BuildHasher, Hash};
 use std::sync::Mutex;
 
 /// A bounded, thread-safe cache; results are cloned out (use `Arc` values).
+///
+/// Entries keep their key's hash: keys can be whole automata (thousands of transitions), and
+/// a map that rehashed them each time it grew spent 5.6% of the slowest schemas' first
+/// compiles doing so (session 19, perf over `compile_prof`); a lookup hashes its key once
+/// for both the lookup and the insert after a miss.
 pub(crate) struct SharedCache<K, V> {
-    map: Mutex<Option<FxHashMap<K, V>>>,
+    map: Mutex<Option<hashbrown::HashTable<(u64, K, V)>>>,
     max: usize,
 }
 
@@ -20,9 +25,10 @@ impl<K: Hash + Eq, V: Clone> SharedCache<K, V> {
 
     /// The cached result for `key`, else `build()` (run without the lock held), cached.
     pub(crate) fn get_or_build(&self, key: K, build: impl FnOnce() -> V) -> V {
-        match self.get(&key) {
+        let hash = FxBuildHasher.hash_one(&key);
+        match self.get(hash, &key) {
             Some(v) => v,
-            None => self.insert(key, build()),
+            None => self.insert(hash, key, build()),
         }
     }
 
@@ -32,31 +38,38 @@ impl<K: Hash + Eq, V: Clone> SharedCache<K, V> {
     where
         K: std::borrow::Borrow<Q>,
     {
-        match self.get(key) {
+        // (`Borrow` promises that `Q` hashes as `K` does.)
+        let hash = FxBuildHasher.hash_one(key);
+        match self.get(hash, key) {
             Some(v) => v,
             None => {
                 let v = build();
-                self.insert(owned(), v)
+                self.insert(hash, owned(), v)
             }
         }
     }
 
-    /// The cached result for `key`.
-    fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<V>
+    /// The cached result for `key`, whose hash is `hash`.
+    fn get<Q: Eq + ?Sized>(&self, hash: u64, key: &Q) -> Option<V>
     where
         K: std::borrow::Borrow<Q>,
     {
-        self.map.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(key)).cloned()
+        let guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        guard.as_ref()?.find(hash, |e| e.0 == hash && e.1.borrow() == key).map(|e| e.2.clone())
     }
 
     /// Caches `v` under `key` (starting over when full) and returns it.
-    fn insert(&self, key: K, v: V) -> V {
+    fn insert(&self, hash: u64, key: K, v: V) -> V {
         let mut guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let map = guard.get_or_insert_with(FxHashMap::default);
+        let map = guard.get_or_insert_with(hashbrown::HashTable::new);
+        if let Some(e) = map.find(hash, |e| e.0 == hash && e.1 == key) {
+            // (Built meanwhile by another thread: the first stays, and every caller gets it.)
+            return e.2.clone();
+        }
         if map.len() >= self.max {
             map.clear();
         }
-        map.insert(key, v.clone());
+        map.insert_unique(hash, (hash, key, v.clone()), |e| e.0);
         v
     }
 }
