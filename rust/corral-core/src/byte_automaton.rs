@@ -18,6 +18,9 @@ pub struct ByteAutomaton {
     fingerprint: u64,
     /// States plus edges ([`ByteAutomaton::size`]), counted at construction.
     size: usize,
+    /// Heap bytes ([`ByteAutomaton::memory_bytes`]), counted at construction: expressions
+    /// sum them when they are made ([`crate::rx::RxList`]).
+    memory: usize,
     /// Set by [`ByteAutomaton::single_char`].
     single_char: bool,
     /// What joins and unions with other pieces need to know without building them (computed
@@ -75,7 +78,8 @@ impl ByteAutomaton {
                 mix(((lo as u64) << 40) | ((hi as u64) << 32) | t as u64);
             }
         }
-        ByteAutomaton { trans, accept, start, fingerprint: h, size, single_char: false, summary: std::sync::OnceLock::new() }
+        let memory = trans.iter().map(|e| e.capacity() * 12 + 24).sum::<usize>() + accept.len();
+        ByteAutomaton { trans, accept, start, fingerprint: h, size, memory, single_char: false, summary: std::sync::OnceLock::new() }
     }
 
     /// Marks the automaton as the encoded forms of one code point (its raw UTF-8 bytes and,
@@ -148,7 +152,7 @@ impl ByteAutomaton {
 
     /// Heap bytes held (edges and acceptance flags).
     pub fn memory_bytes(&self) -> usize {
-        self.trans.iter().map(|e| e.capacity() * 12 + 24).sum::<usize>() + self.accept.len()
+        self.memory
     }
 
     /// Number of states plus edges (a size measure for limits).

@@ -517,13 +517,13 @@ mod tests {
     fn joins_that_stay_deterministic() {
         // `"` + (a|b)* + `"`: the loop's accepting state also takes the closing quote.
         let body = ByteAutomaton::new(vec![vec![(b'a', b'b', 0)]], vec![true], 0);
-        let rx = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), Rx::Automaton(Arc::new(body)), Rx::Literal(b"\"".to_vec())]);
+        let rx = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), Rx::Automaton(Arc::new(body)), Rx::Literal(b"\"".to_vec())].into());
         let r = deterministic_rows(&rx, 100).unwrap();
         for (s, ok) in [("\"\"", true), ("\"abba\"", true), ("\"ab", false), ("\"a\"b", false), ("\"c\"", false), ("", false)] {
             assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
         }
         // A nullable middle part: the join skips it.
-        let rx = Rx::Concat(vec![Rx::Literal(b"x".to_vec()), Rx::Repeat { inner: Box::new(Rx::Literal(b"yz".to_vec())), min: 0, max: None }]);
+        let rx = Rx::Concat(vec![Rx::Literal(b"x".to_vec()), Rx::Repeat { inner: Box::new(Rx::Literal(b"yz".to_vec())), min: 0, max: None }].into());
         let r = deterministic_rows(&rx, 100).unwrap();
         for (s, ok) in [("x", true), ("xyz", true), ("xyzyz", true), ("xy", false), ("xyzy", false), ("yz", false)] {
             assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
@@ -535,7 +535,7 @@ mod tests {
         }
         assert!(deterministic_rows(&rx, 3).is_none(), "four copies exceed the bound");
         let opt = ByteAutomaton::new(vec![vec![(b'y', b'y', 1)], vec![]], vec![true, true], 0);
-        let rx = Rx::Concat(vec![Rx::Literal(b"x".to_vec()), Rx::Automaton(Arc::new(opt)), Rx::Bytes(vec![(b'0', b'9')])]);
+        let rx = Rx::Concat(vec![Rx::Literal(b"x".to_vec()), Rx::Automaton(Arc::new(opt)), Rx::Bytes(vec![(b'0', b'9')])].into());
         let r = deterministic_rows(&rx, 100).unwrap();
         for (s, ok) in [("x5", true), ("xy5", true), ("xy", false), ("x", false), ("xyy5", false)] {
             assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
@@ -546,9 +546,9 @@ mod tests {
     fn overlapping_joins_and_other_shapes_fall_back() {
         // a* · a: the accepting state of a* and the start of `a` share the byte `a`.
         let star = ByteAutomaton::new(vec![vec![(b'a', b'a', 0)]], vec![true], 0);
-        let rx = Rx::Concat(vec![Rx::Automaton(Arc::new(star)), Rx::Literal(b"a".to_vec())]);
+        let rx = Rx::Concat(vec![Rx::Automaton(Arc::new(star)), Rx::Literal(b"a".to_vec())].into());
         assert!(deterministic_rows(&rx, 100).is_none());
-        assert!(deterministic_rows(&Rx::Alt(vec![rx.clone(), Rx::Literal(b"b".to_vec())]), 100).is_none(), "an alternative that is not");
+        assert!(deterministic_rows(&Rx::Alt(vec![rx.clone(), Rx::Literal(b"b".to_vec())].into()), 100).is_none(), "an alternative that is not");
         assert!(deterministic_rows(&Rx::Chars(vec![(0x41, 0x100)]), 100).is_none(), "multi-byte UTF-8");
         assert!(deterministic_rows(&Rx::Literal(b"abcdef".to_vec()), 4).is_none(), "size bound");
     }
@@ -556,7 +556,7 @@ mod tests {
     #[test]
     fn alternations_are_unions_sharing_prefixes() {
         let lit = |s: &str| Rx::Literal(s.as_bytes().to_vec());
-        let rx = Rx::Alt(vec![lit("abc"), lit("abd"), lit("b"), lit("ab")]);
+        let rx = Rx::Alt(vec![lit("abc"), lit("abd"), lit("b"), lit("ab")].into());
         let r = deterministic_rows(&rx, 100).unwrap();
         for (s, ok) in [("abc", true), ("abd", true), ("b", true), ("ab", true), ("a", false), ("abe", false), ("bb", false), ("", false)] {
             assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
@@ -564,19 +564,19 @@ mod tests {
         // start, a, ab, abc, abd, b: the shared prefix is walked once.
         assert_eq!(r.len(), 6);
         // Inside a concatenation, and nullable: `"` (x | y | ) `"`.
-        let rx = Rx::Concat(vec![lit("\""), Rx::Alt(vec![lit("x"), lit("yy"), Rx::Empty]), lit("\"")]);
+        let rx = Rx::Concat(vec![lit("\""), Rx::Alt(vec![lit("x"), lit("yy"), Rx::Empty].into()), lit("\"")].into());
         let r = deterministic_rows(&rx, 100).unwrap();
         for (s, ok) in [("\"x\"", true), ("\"yy\"", true), ("\"\"", true), ("\"y\"", false), ("\"x", false)] {
             assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
         }
-        assert!(deterministic_rows(&Rx::Alt(vec![lit("abcdef"), lit("xyz")]), 5).is_none(), "size bound");
+        assert!(deterministic_rows(&Rx::Alt(vec![lit("abcdef"), lit("xyz")].into()), 5).is_none(), "size bound");
     }
 
     #[test]
     fn parts_left_behind_are_dropped() {
         // Each embedded automaton's own start state is replaced by the join and unreachable.
         let one = Arc::new(ByteAutomaton::new(vec![vec![(b'a', b'a', 1)], vec![]], vec![false, true], 0));
-        let rx = Rx::Concat(vec![Rx::Automaton(one.clone()), Rx::Automaton(one.clone()), Rx::Automaton(one)]);
+        let rx = Rx::Concat(vec![Rx::Automaton(one.clone()), Rx::Automaton(one.clone()), Rx::Automaton(one)].into());
         let r = deterministic_rows(&rx, 100).unwrap();
         assert_eq!(r.len(), 4, "a a a: four states");
         assert!(run(&r, b"aaa") && !run(&r, b"aa") && !run(&r, b"aaaa"));
@@ -628,7 +628,7 @@ mod tests {
         let mut parts = vec![Rx::Literal(b"\"".to_vec())];
         parts.extend(s.chars().map(json_char));
         parts.push(Rx::Literal(b"\"".to_vec()));
-        Rx::Concat(parts)
+        Rx::Concat(parts.into())
     }
 
     /// Checks what `deferrable` promised against the automaton built now.
@@ -662,10 +662,10 @@ mod tests {
         assert!(tight > 100, "the bound is not vacuous ({tight} of 400 within a factor of two)");
         // Not every union qualifies: a piece without the single-character promise.
         let plain = Rx::Automaton(Arc::new(ByteAutomaton::new(vec![vec![(b'a', b'a', 1)], vec![]], vec![false, true], 0)));
-        let rx = Rx::Alt(vec![json_literal("ab"), Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), plain, Rx::Literal(b"\"".to_vec())])]);
+        let rx = Rx::Alt(vec![json_literal("ab"), Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), plain, Rx::Literal(b"\"".to_vec())].into())].into());
         assert!(deferrable(&rx, 20_000).is_none());
         // Nor one past the limit.
-        assert!(deferrable(&Rx::Alt(vec![json_literal("abcdef"), json_literal("abc")]), 20).is_none());
+        assert!(deferrable(&Rx::Alt(vec![json_literal("abcdef"), json_literal("abc")].into()), 20).is_none());
     }
 
     #[test]
@@ -697,7 +697,7 @@ mod tests {
                     }
                 })
                 .collect();
-            let rx = Rx::Concat(parts);
+            let rx = Rx::Concat(parts.into());
             match deferrable(&rx, 20_000) {
                 Some(d) => {
                     some += 1;

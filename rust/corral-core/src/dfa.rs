@@ -1055,7 +1055,7 @@ mod tests {
     #[test]
     fn trimmed_dead_ends() {
         // "a" followed by nothing possible: Concat(a, Nothing) is Nothing.
-        let rx = Rx::alt(vec![lit("ab"), Rx::Concat(vec![lit("ac"), Rx::Nothing])]);
+        let rx = Rx::alt(vec![lit("ab"), Rx::Concat(vec![lit("ac"), Rx::Nothing].into())]);
         let d = Dfa::from_rx(&rx, &Limits::default()).unwrap();
         let s = d.next(d.start(), b'a');
         assert_eq!(d.next(s, b'c'), DEAD);
@@ -1110,7 +1110,7 @@ mod tests {
                 let at = rnd(parts.len() as u64 + 1) as usize;
                 parts.insert(at, Rx::Alt((0..2 + rnd(2)).map(|_| concat(rnd, alphabet, false)).collect()));
             }
-            Rx::Concat(parts)
+            Rx::Concat(parts.into())
         }
         for _ in 0..1200 {
             // Concatenations, and alternations of them (string enums, key sets).

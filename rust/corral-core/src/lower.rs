@@ -221,18 +221,6 @@ struct Lowerer<'a> {
     perms: Vec<Perm>,
 }
 
-fn rx_size(rx: &Rx) -> usize {
-    match rx {
-        Rx::Empty | Rx::Nothing => 1,
-        Rx::Literal(b) => b.len() + 1,
-        Rx::Chars(r) => r.len() + 1,
-        Rx::Bytes(r) => r.len() + 1,
-        Rx::Concat(xs) | Rx::Alt(xs) => 1 + xs.iter().map(rx_size).sum::<usize>(),
-        Rx::Repeat { inner, min, max } => 1 + rx_size(inner) * (max.unwrap_or(*min).max(*min) as usize).max(1),
-        Rx::Automaton(a) => a.size(),
-    }
-}
-
 impl Lowerer<'_> {
     fn is_regular(&self, e: &Expr) -> bool {
         match e {
@@ -258,7 +246,7 @@ impl Lowerer<'_> {
             Expr::Token(inner) => return self.to_rx(inner),
             Expr::Perm(_) => return Err(Error::GrammarInvalid { message: "a key set is not a regular language".into(), location: None }),
         };
-        if rx_size(&rx) > self.limits.max_nfa_states {
+        if rx.nfa_size() > self.limits.max_nfa_states {
             return Err(Error::Limit {
                 name: "max_nfa_states",
                 limit: self.limits.max_nfa_states,

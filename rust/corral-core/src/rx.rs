@@ -15,9 +15,9 @@ pub enum Rx {
     /// One byte from these inclusive, sorted, non-overlapping ranges.
     Bytes(Vec<(u8, u8)>),
     /// Concatenation.
-    Concat(Vec<Rx>),
+    Concat(RxList),
     /// Alternation.
-    Alt(Vec<Rx>),
+    Alt(RxList),
     /// `inner{min,max}`; `max = None` means unbounded.
     Repeat {
         /// Repeated expression.
@@ -29,6 +29,111 @@ pub enum Rx {
     },
     /// A deterministic byte automaton built directly (see [`crate::byte_automaton`]).
     Automaton(std::sync::Arc<crate::byte_automaton::ByteAutomaton>),
+}
+
+/// The parts of a concatenation or alternation: shared (cloning one is a reference count),
+/// with its hash, NFA size, nullability and heap bytes computed once when it is made.
+///
+/// Lowering clones, hashes and compares the expressions of terminals several times each (the
+/// grammar's terminal index, the process-wide id table, deferred automata): with parts held
+/// by value those deep copies and walks were a quarter of a large schema's compile (session
+/// 19, perf over `compile_prof`). Equal lists made apart compare by hash first, then by
+/// value.
+#[derive(Clone)]
+pub struct RxList(std::sync::Arc<ListInner>);
+
+struct ListInner {
+    items: Box<[Rx]>,
+    hash: u64,
+    nfa_size: usize,
+    heap_bytes: usize,
+    /// Of the concatenation (`all`) and of the alternation (`any`) of the items.
+    nullable_all: bool,
+    nullable_any: bool,
+}
+
+impl RxList {
+    fn new(items: Vec<Rx>) -> RxList {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = rustc_hash::FxBuildHasher.build_hasher();
+        items.len().hash(&mut h);
+        for x in &items {
+            x.hash(&mut h);
+        }
+        let node = std::mem::size_of::<Rx>();
+        let inner = ListInner {
+            hash: h.finish(),
+            nfa_size: items.iter().fold(1usize, |a, x| a.saturating_add(x.nfa_size())),
+            heap_bytes: items.iter().map(|x| node + x.heap_bytes()).sum(),
+            nullable_all: items.iter().all(|x| x.nullable()),
+            nullable_any: items.iter().any(|x| x.nullable()),
+            items: items.into_boxed_slice(),
+        };
+        RxList(std::sync::Arc::new(inner))
+    }
+
+    /// The items, moved out when this is the only reference (else cloned).
+    pub fn into_vec(self) -> Vec<Rx> {
+        match std::sync::Arc::try_unwrap(self.0) {
+            Ok(inner) => inner.items.into_vec(),
+            Err(shared) => shared.items.to_vec(),
+        }
+    }
+}
+
+impl From<Vec<Rx>> for RxList {
+    fn from(items: Vec<Rx>) -> RxList {
+        RxList::new(items)
+    }
+}
+
+impl FromIterator<Rx> for RxList {
+    fn from_iter<I: IntoIterator<Item = Rx>>(it: I) -> RxList {
+        RxList::new(it.into_iter().collect())
+    }
+}
+
+impl IntoIterator for RxList {
+    type Item = Rx;
+    type IntoIter = std::vec::IntoIter<Rx>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_vec().into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a RxList {
+    type Item = &'a Rx;
+    type IntoIter = std::slice::Iter<'a, Rx>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.items.iter()
+    }
+}
+
+impl std::ops::Deref for RxList {
+    type Target = [Rx];
+    fn deref(&self) -> &[Rx] {
+        &self.0.items
+    }
+}
+
+impl PartialEq for RxList {
+    fn eq(&self, other: &RxList) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0) || (self.0.hash == other.0.hash && self.0.items == other.0.items)
+    }
+}
+
+impl Eq for RxList {}
+
+impl std::hash::Hash for RxList {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.0.hash);
+    }
+}
+
+impl std::fmt::Debug for RxList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.items.iter()).finish()
+    }
 }
 
 /// Largest Unicode scalar value.
@@ -69,7 +174,7 @@ impl Rx {
         match out.len() {
             0 => Rx::Empty,
             1 => out.pop().unwrap(),
-            _ => Rx::Concat(out),
+            _ => Rx::Concat(out.into()),
         }
     }
 
@@ -86,7 +191,7 @@ impl Rx {
         match out.len() {
             0 => Rx::Nothing,
             1 => out.pop().unwrap(),
-            _ => Rx::Alt(out),
+            _ => Rx::Alt(out.into()),
         }
     }
 
@@ -98,9 +203,23 @@ impl Rx {
             Rx::Literal(b) => b.len(),
             Rx::Chars(r) => r.len() * 8,
             Rx::Bytes(r) => r.len() * 2,
-            Rx::Concat(v) | Rx::Alt(v) => v.iter().map(|x| node + x.heap_bytes()).sum(),
+            Rx::Concat(v) | Rx::Alt(v) => v.0.heap_bytes,
             Rx::Repeat { inner, .. } => node + inner.heap_bytes(),
             Rx::Automaton(a) => a.memory_bytes(),
+        }
+    }
+
+    /// Size of the expression as an NFA (positions; repetitions expanded): what lowering
+    /// bounds by `max_nfa_states`. Constant time for concatenations and alternations.
+    pub fn nfa_size(&self) -> usize {
+        match self {
+            Rx::Empty | Rx::Nothing => 1,
+            Rx::Literal(b) => b.len() + 1,
+            Rx::Chars(r) => r.len() + 1,
+            Rx::Bytes(r) => r.len() + 1,
+            Rx::Concat(xs) | Rx::Alt(xs) => xs.0.nfa_size,
+            Rx::Repeat { inner, min, max } => inner.nfa_size().saturating_mul((max.unwrap_or(*min).max(*min) as usize).max(1)).saturating_add(1),
+            Rx::Automaton(a) => a.size(),
         }
     }
 
@@ -110,8 +229,8 @@ impl Rx {
             Rx::Empty => true,
             Rx::Nothing | Rx::Chars(_) | Rx::Bytes(_) => false,
             Rx::Literal(b) => b.is_empty(),
-            Rx::Concat(xs) => xs.iter().all(|x| x.nullable()),
-            Rx::Alt(xs) => xs.iter().any(|x| x.nullable()),
+            Rx::Concat(xs) => xs.0.nullable_all,
+            Rx::Alt(xs) => xs.0.nullable_any,
             Rx::Repeat { inner, min, .. } => *min == 0 || inner.nullable(),
             Rx::Automaton(a) => a.nullable(),
         }
