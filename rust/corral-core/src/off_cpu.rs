@@ -34,10 +34,33 @@ const MAX_HELPERS: usize = 7;
 struct Helper {
     queue: Mutex<VecDeque<Job>>,
     wake: Condvar,
+    /// Where it may run.
+    place: Placement,
+}
+
+/// A thread whose affinity callers set: its kernel id and the CPU it was last kept off.
+pub(crate) struct Placement {
     /// The thread's kernel id (for its affinity); 0 until it has started.
     tid: AtomicI64,
     /// The CPU it was last kept off (-1: none yet).
     kept_off: AtomicI64,
+}
+
+impl Placement {
+    /// A thread not started yet.
+    pub(crate) const fn new() -> Placement {
+        Placement { tid: AtomicI64::new(0), kept_off: AtomicI64::new(-1) }
+    }
+
+    /// Records the calling thread as the one placed (called by that thread when it starts).
+    pub(crate) fn record_self(&self) {
+        self.tid.store(thread_id(), Ordering::Release);
+    }
+
+    /// Whether the thread has recorded itself.
+    fn started(&self) -> bool {
+        self.tid.load(Ordering::Acquire) != 0
+    }
 }
 
 struct Pool {
@@ -55,7 +78,7 @@ fn pool() -> Option<&'static Pool> {
         let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
         let mut helpers = Vec::new();
         for i in 0..threads.saturating_sub(1).min(MAX_HELPERS) {
-            let h = Arc::new(Helper { queue: Mutex::new(VecDeque::new()), wake: Condvar::new(), tid: AtomicI64::new(0), kept_off: AtomicI64::new(-1) });
+            let h = Arc::new(Helper { queue: Mutex::new(VecDeque::new()), wake: Condvar::new(), place: Placement::new() });
             let me = h.clone();
             if std::thread::Builder::new().name(format!("corral-helper-{i}")).spawn(move || run(&me)).is_err() {
                 break;
@@ -64,7 +87,7 @@ fn pool() -> Option<&'static Pool> {
         }
         // Their ids are known before any work is handed to them (microseconds).
         let t = std::time::Instant::now();
-        while helpers.iter().any(|h| h.tid.load(Ordering::Acquire) == 0) && t.elapsed() < std::time::Duration::from_millis(100) {
+        while helpers.iter().any(|h| !h.place.started()) && t.elapsed() < std::time::Duration::from_millis(100) {
             std::thread::yield_now();
         }
         (!helpers.is_empty()).then(|| Pool { helpers, next: AtomicUsize::new(0), pid: std::process::id() })
@@ -74,7 +97,7 @@ fn pool() -> Option<&'static Pool> {
 
 /// A helper's loop: its queued jobs in order, sleeping while there are none.
 fn run(h: &Helper) {
-    h.tid.store(thread_id(), Ordering::Release);
+    h.place.record_self();
     loop {
         let job = {
             let mut q = h.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -101,10 +124,10 @@ fn thread_id() -> i64 {
     1
 }
 
-/// Keeps helper `h` off the CPU the calling thread is on (unless it is already, or the
-/// caller may run on one CPU only).
+/// Keeps the thread of `h` off the CPU the calling thread is on (unless it is already, or
+/// the caller may run on one CPU only).
 #[cfg(target_os = "linux")]
-fn keep_off_caller(h: &Helper) {
+pub(crate) fn keep_off_caller(h: &Placement) {
     // SAFETY: plain system calls on a zeroed `cpu_set_t` owned here.
     unsafe {
         let cpu = libc::sched_getcpu();
@@ -127,7 +150,7 @@ fn keep_off_caller(h: &Helper) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn keep_off_caller(_h: &Helper) {}
+pub(crate) fn keep_off_caller(_h: &Placement) {}
 
 /// Number of helper threads (0 with one CPU).
 pub fn helpers() -> usize {
@@ -179,7 +202,7 @@ impl Drop for Settle {
             }
             let mut done = part.done.lock().unwrap_or_else(|e| e.into_inner());
             if !*done {
-                let_back(&part.helper);
+                let_back(&part.helper.place);
             }
             while !*done {
                 done = part.finished.wait(done).unwrap_or_else(|e| e.into_inner());
@@ -188,9 +211,9 @@ impl Drop for Settle {
     }
 }
 
-/// Lets helper `h` run on every CPU the calling thread may use again.
+/// Lets the thread of `h` run on every CPU the calling thread may use again.
 #[cfg(target_os = "linux")]
-fn let_back(h: &Helper) {
+fn let_back(h: &Placement) {
     // SAFETY: plain system calls on a zeroed `cpu_set_t` owned here.
     unsafe {
         let tid = h.tid.load(Ordering::Acquire);
@@ -202,7 +225,7 @@ fn let_back(h: &Helper) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn let_back(_h: &Helper) {}
+fn let_back(_h: &Placement) {}
 
 /// Runs `work` on the calling thread and on up to `max_helpers` helper threads kept off its
 /// CPU, and returns once the caller's run and every helper run that started are done.
@@ -240,7 +263,7 @@ pub fn share(max_helpers: usize, work: &(dyn Fn() + Sync)) {
         }));
         // (Settled from here on: its job is taken back or waited for.)
         settle.0.push(part.clone());
-        keep_off_caller(h);
+        keep_off_caller(&h.place);
         h.queue.lock().unwrap_or_else(|e| e.into_inner()).push_back(Box::new(move || {
             let job = part.job.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let Some(job) = job {
@@ -343,21 +366,21 @@ mod tests {
         if unsafe { libc::CPU_COUNT(&mine) } < 2 {
             return;
         }
-        h.kept_off.store(-1, Ordering::Relaxed);
-        keep_off_caller(h);
-        let off = h.kept_off.load(Ordering::Relaxed);
+        h.place.kept_off.store(-1, Ordering::Relaxed);
+        keep_off_caller(&h.place);
+        let off = h.place.kept_off.load(Ordering::Relaxed);
         assert!(off >= 0, "the helper was kept off a CPU");
-        let theirs = mask(h.tid.load(Ordering::Acquire));
+        let theirs = mask(h.place.tid.load(Ordering::Acquire));
         // SAFETY: plain calls on sets owned here.
         unsafe {
             assert!(!libc::CPU_ISSET(off as usize, &theirs), "the helper's mask holds the CPU it was kept off");
             assert_eq!(libc::CPU_COUNT(&theirs), libc::CPU_COUNT(&mine) - 1);
         }
-        let_back(h);
-        let theirs = mask(h.tid.load(Ordering::Acquire));
+        let_back(&h.place);
+        let theirs = mask(h.place.tid.load(Ordering::Acquire));
         // SAFETY: plain call on a set owned here.
         assert!(unsafe { libc::CPU_EQUAL(&theirs, &mine) }, "let back onto every CPU the caller may use");
-        assert_eq!(h.kept_off.load(Ordering::Relaxed), -1);
+        assert_eq!(h.place.kept_off.load(Ordering::Relaxed), -1);
     }
 
     #[test]

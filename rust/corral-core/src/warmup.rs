@@ -84,6 +84,7 @@ fn worker() -> Option<&'static Worker> {
             // Deep automata recurse in places (the schema compiler's stack size).
             .stack_size(64 << 20)
             .spawn(move || {
+                PLACE.record_self();
                 lower_priority();
                 for job in rx {
                     drain(&u, &p);
@@ -95,6 +96,14 @@ fn worker() -> Option<&'static Worker> {
     });
     w.as_ref().filter(|w| w.pid == std::process::id())
 }
+
+/// Where the warm-up thread may run: each time work is queued it is kept off the queuing
+/// thread's CPU ([`crate::off_cpu::keep_off_caller`]). On a 2-CPU KVM guest a thread woken
+/// while the other CPU has idled a few milliseconds is put on the waker's CPU, where this one,
+/// at idle priority, waits until the caller sleeps; kept off it, it starts on the other CPU
+/// within tens of microseconds and builds the deferred automata while the caller's first
+/// fills run.
+static PLACE: crate::off_cpu::Placement = crate::off_cpu::Placement::new();
 
 /// Gives the calling thread (the warm-up thread) the Linux scheduler's idle policy
 /// (`SCHED_IDLE`: it runs on a CPU nothing else wants, and sharing one with an ordinary
@@ -167,6 +176,7 @@ pub fn drop_in_background<T: Send + 'static>(value: T) {
 /// drops `job` without running it, when there is no thread (warm-up off, or a forked child).
 pub fn in_background(job: impl FnOnce() + Send + 'static) -> bool {
     let Some(w) = worker() else { return false };
+    crate::off_cpu::keep_off_caller(&PLACE);
     w.pending.fetch_add(1, Ordering::AcqRel);
     let sent = w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(job));
     if sent.is_err() {
@@ -194,6 +204,7 @@ pub fn submit_first(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
 /// Adds `queued` jobs to the urgent queue through `push` (under its lock) and wakes the thread
 /// with a no-op on the channel; without a thread (it could not start) runs them here.
 fn queue_urgent(w: &Worker, push: impl FnOnce(&mut VecDeque<Job>), queued: usize) {
+    crate::off_cpu::keep_off_caller(&PLACE);
     w.pending.fetch_add(queued + 1, Ordering::AcqRel);
     push(&mut w.urgent.lock().unwrap_or_else(|p| p.into_inner()));
     if w.tx.lock().unwrap_or_else(|p| p.into_inner()).send(Box::new(|| {})).is_err() {
