@@ -461,8 +461,8 @@ impl Lowerer<'_> {
         let t = match self.term_index.get(rx) {
             Some(&t) => t,
             None => {
-                // (Deferred when it can be: built at the end of lowering, or later with
-                // `CORRAL_DEFER_AUTOMATA=1`.)
+                // (Deferred when it can be: built after the compile, or at the end of
+                // lowering with `CORRAL_DEFER_AUTOMATA=0`.)
                 let (automaton, gid) = crate::intern::terminal(rx, self.limits, true)?;
                 let t = self.terminals.len() as u32;
                 self.terminals.push(Terminal { automaton: std::sync::Arc::new(automaton), label: self.label.clone(), gid });

@@ -13,49 +13,51 @@
 //! The automaton is the one an eager build gives (same construction, same state numbers), so
 //! caches keyed by `(terminal id, state)` are shared with eager builds.
 //!
-//! By default lowering still leaves these automata unbuilt, but builds them all before the
-//! compile returns ([`build_all`]): they are independent of each other, so a large schema's
-//! go on two threads (the calling thread and one pool thread, from opposite ends), and the
-//! fills find everything built as with an eager build. Session 16, the three slowest schemas
-//! of the benchmark's common set in a warm process (`examples/compile_prof.rs`), o84878
-//! 1.36–1.53 → 1.24–1.27 ms, o60295 1.33–1.65 → 1.26–1.40, o12457 1.07–1.19 → 1.06–1.11;
-//! what is left of their compile is mostly the schema translation and lowering.
+//! With `CORRAL_DEFER_AUTOMATA=0` in the environment, lowering still leaves these automata
+//! unbuilt but builds them all before the compile returns ([`build_all`]): they are
+//! independent of each other, so a large schema's go on two threads (the calling thread and
+//! one pool thread, from opposite ends), and the fills find everything built as with an eager
+//! build. (Session 16, the three slowest schemas of the benchmark's common set in a warm
+//! process, `examples/compile_prof.rs`: o84878 1.36–1.53 → 1.24–1.27 ms, o60295 1.33–1.65 →
+//! 1.26–1.40, o12457 1.07–1.19 → 1.06–1.11. Session 18: on this 2-CPU VM the pool thread
+//! often started only after the caller had built everything — a thread woken while the other
+//! CPU has idled a few milliseconds is put on the waker's CPU; handing it each automaton as
+//! lowering leaves it, or a helper kept off the caller's CPU, did not help: the two largest
+//! automata of o60295, its "any other key" ones, ~750 states and 150–370 µs each, are most of
+//! the work, and two threads building at once are bound by fresh memory.)
 //!
-//! Session 18 (first compiles in the benchmark's order with 64 MB swept before each): the pool
-//! thread often started only after the caller had built everything — on this 2-CPU VM a
-//! thread woken while the other CPU has been idle a few milliseconds is put on the waker's
-//! CPU (30 of 30 trials), so for o60295 (32 automata, 4,734 states) the automata took
-//! 0.55–0.86 ms with the helper as without. Two fixes were measured and dropped: (1) handing
-//! each automaton to the helper as lowering leaves it (the helper started once 256 states
-//! were queued, 27–40 µs after), o60295 1.97 → 2.01 ms median of ten, o84878 1.70 → 1.55,
-//! the Python loop over the common set unchanged (compile p99 2.35–2.65 vs 2.37–2.59 ms): its
-//! two largest automata ("any other key", ~750 states, 150–370 µs each) are most of the
-//! work and come late; (2) a helper thread kept off the caller's CPU (what [`crate::off_cpu`]
-//! does for mask application; it started in 23–56 µs and built 18 of o60295's 32 automata): build
-//! 0.38–0.60 ms, but the compile in the Python loop moved within noise (o84878 2.0 → 1.86 ms,
-//! o60295 unchanged — two threads building at once are bound by fresh memory), while fills
-//! whose large walks it also split got slower (fills over 100 µs over the benchmark's walks
-//! 54–60 → 60–73).
-//!
-//! Leaving them to after the compile is off by default (`CORRAL_DEFER_AUTOMATA=1` in the
-//! environment turns it on): it moves work,
-//! it does not save it, and the benchmark shows both sides (`benches/compare.py`,
-//! JSONSchemaBench with Llama 3, corral alone, the 63 schemas every engine compiles; six
-//! runs on, six off, session 12): compile p50 0.79–0.84 → 0.72–0.76 ms and p99 3.3–3.8 →
-//! 2.3–2.7 ms, but the fill p99 went from 34–40 to 36–46 µs and the p99.9 from 100–140 to
-//! 140–280 µs. The benchmark's fills follow the compile back to back, so a walk reaches a
-//! nested object's keys or an enum within a few fills, often before the background thread
-//! has built them; so would a speculative decoder verifying a batch of drafts right after
-//! the prompt. Where each fill after the first follows a forward pass of milliseconds, the
-//! builds are done by then and it shortens the compile and the time to first mask.
+//! **Leaving them to after the compile is the default since session 19.** It moves work, it
+//! does not save it: the background thread ([`crate::warmup`], kept off the compiling
+//! thread's CPU) builds them while the caller's first fills run, and a fill that meets one
+//! first builds it — or, when the background thread is building it, spins up to
+//! [`MAX_WAIT`] for it. The benchmark shows both sides (`benches/compare.py --limit 100`,
+//! JSONSchemaBench with Llama 3, the 62 schemas every engine compiled; runs s19b off and
+//! s19d on, the same code otherwise): compile p99 2.03 → 1.60 ms (llguidance 2.11 / 2.14),
+//! time to first mask p99 2.06 → 1.62, compile p50 0.59 → 0.55; fill p99 32.1 → 34.7 µs,
+//! p99.9 92 → 193, max 307 → 384 (all 100 schemas: 2,513 → 835). In session 12 (no
+//! background placement, yield-bounded waits) the same trade was compile p99 3.3–3.8 →
+//! 2.3–2.7 ms against fill p99 34–40 → 36–46 µs and p99.9 100–140 → 140–280, and it stayed
+//! off. The benchmark's fills follow the compile back to back, so a walk can reach a nested
+//! object's keys or an enum before the background thread has built them; where each fill
+//! after the first follows a forward pass of milliseconds, the builds are done by then.
 
 use crate::dfa::Dfa;
 use crate::rx::Rx;
 use std::sync::{Arc, OnceLock};
 
-/// Yields a caller makes while another thread of this process builds the automaton, before
-/// building it itself.
-const MAX_WAITS: u32 = 200;
+/// Longest a caller spins while another thread of this process builds the automaton, before
+/// building it itself: about the build time of a large key automaton. (Session 19: bounded by
+/// 200 `yield_now` calls instead, a compile whose first fill met an automaton claimed by the
+/// idle-priority background thread took 3.8–4.9 ms instead of 0.6–1.0 in the benchmark, each
+/// time right after another engine's worker had run for seconds — the background thread got
+/// no CPU time and each yield could give the caller's CPU away for a time slice.)
+const MAX_WAIT: std::time::Duration = std::time::Duration::from_micros(150);
+
+/// Whether this process may run on one CPU only (read once).
+fn one_cpu() -> bool {
+    static ONE: OnceLock<bool> = OnceLock::new();
+    *ONE.get_or_init(|| std::thread::available_parallelism().map_or(true, |n| n.get() == 1))
+}
 
 /// A terminal's automaton: built, or an expression to build it from on first use.
 #[derive(Debug)]
@@ -104,19 +106,22 @@ impl TermDfa {
     fn build(&self) -> &Arc<Dfa> {
         use std::sync::atomic::Ordering;
         let pid = std::process::id();
-        // Waiting is bounded: the background thread runs at idle priority and may get no CPU
-        // time on a busy machine; past the bound this caller builds it too (the same
-        // automaton; the first one stored is kept).
-        let mut waits = 0u32;
+        // Waiting is bounded in time: the background thread runs at idle priority and may get
+        // no CPU time on a busy machine; past the bound this caller builds it too (the same
+        // automaton; the first one stored is kept). The caller spins rather than yields, so
+        // that it keeps its CPU; with one CPU it does not wait at all.
+        let mut since: Option<std::time::Instant> = None;
         let _claim = loop {
             if let Some(d) = self.dfa.get() {
                 return d;
             }
             match self.builder.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => break Some(Claim(&self.builder)),
-                Err(other) if other == pid && waits < MAX_WAITS => {
-                    waits += 1;
-                    std::thread::yield_now();
+                Err(other) if other == pid && one_cpu() => break None,
+                Err(other) if other == pid && since.get_or_insert_with(std::time::Instant::now).elapsed() < MAX_WAIT => {
+                    for _ in 0..64 {
+                        std::hint::spin_loop();
+                    }
                 }
                 Err(other) if other == pid => break None,
                 // Claimed in the parent of this forked process: nobody here will finish it.
@@ -200,9 +205,10 @@ pub(crate) fn build_all(terms: &[Arc<TermDfa>]) {
     }
 }
 
-/// Whether lowering defers the automata it may: only with `CORRAL_DEFER_AUTOMATA=1` in the
-/// environment (read once per process; see the module documentation for when it pays).
+/// Whether lowering leaves the automata it may to after the compile: yes unless
+/// `CORRAL_DEFER_AUTOMATA=0` is in the environment (read once per process; see the module
+/// documentation for the trade).
 pub fn defer_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("CORRAL_DEFER_AUTOMATA").is_ok_and(|v| v.trim() == "1"))
+    *ON.get_or_init(|| !std::env::var("CORRAL_DEFER_AUTOMATA").is_ok_and(|v| v.trim() == "0"))
 }

@@ -362,8 +362,8 @@ impl PyCompiledGrammar {
     fn grammar(&self, py: Python<'_>) -> Py<PyGrammar> {
         self.grammar.clone_ref(py)
     }
-    /// Heap bytes held by the grammar tables and the automata built so far (with
-    /// `CORRAL_DEFER_AUTOMATA=1`, some are built after the compile).
+    /// Heap bytes held by the grammar tables and the automata built so far (some are built
+    /// after the compile, by a background thread or the first fill that needs them).
     #[getter]
     fn memory_bytes(&self) -> usize {
         self.inner.memory_bytes()

@@ -234,7 +234,14 @@ pub fn formats_in_background() {
                 // (Not strict: `hostname` is enforced loosely, and a strict compile stops
                 // before building its automaton.)
                 let opts = Options { strict: false, ..Options::default() };
-                let _ = big_stack::on_big_stack(|| compile::compile(&schema, &opts));
+                // (Its automata are built here too: compiles leave them to the first fills.)
+                big_stack::on_big_stack(|| {
+                    if let Ok(c) = compile::compile(&schema, &opts) {
+                        c.grammar.cfg().terminals.iter().for_each(|t| {
+                            t.dfa();
+                        });
+                    }
+                });
             });
         }
     });

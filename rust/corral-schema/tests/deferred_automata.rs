@@ -1,4 +1,4 @@
-//! Schemas compiled with deferred automata (`CORRAL_DEFER_AUTOMATA=1`, see
+//! Schemas compiled with deferred automata (the default; set explicitly here, see
 //! `corral_core::term_dfa`): keys and enum values are left unbuilt by the compile, built by
 //! the background thread or the fill that meets them first, and the masks are exact — the
 //! per-token reference (accept, then roll back) at every byte of valid instances — while

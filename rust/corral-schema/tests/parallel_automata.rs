@@ -25,7 +25,9 @@ fn schema(round: usize) -> Value {
 
 #[test]
 fn automata_built_on_two_threads_are_complete_and_exact() {
-    assert!(!corral_core::term_dfa::defer_enabled(), "run without CORRAL_DEFER_AUTOMATA");
+    // (Its own process: Cargo runs each test file as one.)
+    std::env::set_var("CORRAL_DEFER_AUTOMATA", "0");
+    assert!(!corral_core::term_dfa::defer_enabled(), "CORRAL_DEFER_AUTOMATA=0 builds them before the compile returns");
     let opts = Options { whitespace: Whitespace::Compact, ..Default::default() };
     for round in 0..40 {
         let c = compile_schema(&schema(round), &opts).unwrap();
