@@ -10,22 +10,78 @@
 /// other expression, so it carries a fingerprint of its whole structure, computed once at
 /// construction: hashing is O(1) and unequal automata almost always differ at the first
 /// comparison (automata of thousands of states were hashed in full at every lookup).
+///
+/// A front end may also give one to be built on first use ([`ByteAutomaton::lazy`]), with
+/// what lowering asks of it before that (nullability, [`Summary`], size bounds): the JSON
+/// encoding of a large schema's "any other key" automata was 45% of its compile (session 19),
+/// and a generation may never reach those keys.
 #[derive(Debug, Clone)]
 pub struct ByteAutomaton {
-    trans: Vec<Vec<(u8, u8, u32)>>,
-    accept: Vec<bool>,
+    tables: std::sync::OnceLock<Tables>,
+    /// Set for an automaton built on first use.
+    lazy: Option<Lazy>,
     start: u32,
     fingerprint: u64,
+    /// Set by [`ByteAutomaton::single_char`].
+    single_char: bool,
+    /// What joins and unions with other pieces need to know without building them (computed
+    /// on first use, or given with a lazy automaton).
+    summary: std::sync::OnceLock<Summary>,
+}
+
+/// The states and edges of a built automaton.
+#[derive(Debug, Clone)]
+struct Tables {
+    trans: Vec<Vec<(u8, u8, u32)>>,
+    accept: Vec<bool>,
     /// States plus edges ([`ByteAutomaton::size`]), counted at construction.
     size: usize,
     /// Heap bytes ([`ByteAutomaton::memory_bytes`]), counted at construction: expressions
     /// sum them when they are made ([`crate::rx::RxList`]).
     memory: usize,
-    /// Set by [`ByteAutomaton::single_char`].
-    single_char: bool,
-    /// What joins and unions with other pieces need to know without building them (computed
-    /// on first use).
-    summary: std::sync::OnceLock<Summary>,
+}
+
+impl Tables {
+    fn new(trans: Vec<Vec<(u8, u8, u32)>>, accept: Vec<bool>) -> Tables {
+        debug_assert_eq!(trans.len(), accept.len());
+        let size = trans.len() + trans.iter().map(|e| e.len()).sum::<usize>();
+        let memory = trans.iter().map(|e| e.capacity() * 12 + 24).sum::<usize>() + accept.len();
+        Tables { trans, accept, size, memory }
+    }
+}
+
+/// The tables of an automaton built on first use: `(trans, accept)` as for
+/// [`ByteAutomaton::new`].
+pub type BuildTables = dyn Fn() -> (Vec<Vec<(u8, u8, u32)>>, Vec<bool>) + Send + Sync;
+
+/// What a lazy automaton is built from and what is known of it before.
+#[derive(Clone)]
+struct Lazy {
+    /// The front end's description of what it builds from: equal keys build equal automata.
+    key: std::sync::Arc<[u32]>,
+    build: std::sync::Arc<BuildTables>,
+    facts: LazyFacts,
+}
+
+impl std::fmt::Debug for Lazy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lazy").field("key_len", &self.key.len()).field("facts", &self.facts).finish()
+    }
+}
+
+/// What a front end states about an automaton it gives to be built on first use
+/// ([`ByteAutomaton::lazy`]); checked against the built automaton in debug builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LazyFacts {
+    /// Whether the empty string is in the language.
+    pub nullable: bool,
+    /// Exactly what [`ByteAutomaton::summary`] of the built automaton gives.
+    pub summary: Summary,
+    /// At least its number of states.
+    pub len_bound: usize,
+    /// Its states plus edges as lowering weighs them against its expression limit (an
+    /// estimate: [`ByteAutomaton::size`] gives it, built or not).
+    pub size_estimate: usize,
 }
 
 /// Facts about a [`ByteAutomaton`], computed once, for deciding without
@@ -43,12 +99,21 @@ pub struct Summary {
 
 impl PartialEq for ByteAutomaton {
     fn eq(&self, other: &Self) -> bool {
-        std::ptr::eq(self, other)
-            || (self.fingerprint == other.fingerprint
-                && self.start == other.start
-                && self.accept == other.accept
-                && self.trans == other.trans
-                && self.single_char == other.single_char)
+        if std::ptr::eq(self, other) {
+            return true;
+        }
+        if self.fingerprint != other.fingerprint || self.start != other.start || self.single_char != other.single_char {
+            return false;
+        }
+        match (&self.lazy, &other.lazy) {
+            (None, None) => {
+                let (a, b) = (self.tables(), other.tables());
+                a.accept == b.accept && a.trans == b.trans
+            }
+            (Some(a), Some(b)) => a.key == b.key,
+            // (Fingerprints of the two kinds are made apart: never equal in practice.)
+            _ => false,
+        }
     }
 }
 
@@ -70,16 +135,47 @@ impl ByteAutomaton {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (start as u64);
         let mut mix = |x: u64| h = (h ^ x).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
         mix(trans.len() as u64);
-        let mut size = trans.len();
         for (edges, &acc) in trans.iter().zip(&accept) {
-            size += edges.len();
             mix(((edges.len() as u64) << 1) | acc as u64);
             for &(lo, hi, t) in edges {
                 mix(((lo as u64) << 40) | ((hi as u64) << 32) | t as u64);
             }
         }
-        let memory = trans.iter().map(|e| e.capacity() * 12 + 24).sum::<usize>() + accept.len();
-        ByteAutomaton { trans, accept, start, fingerprint: h, size, memory, single_char: false, summary: std::sync::OnceLock::new() }
+        let tables = std::sync::OnceLock::from(Tables::new(trans, accept));
+        ByteAutomaton { tables, lazy: None, start, fingerprint: h, single_char: false, summary: std::sync::OnceLock::new() }
+    }
+
+    /// An automaton built by `build` when its states are first needed. `key` describes what
+    /// it is built from (automata with equal keys must be equal); `facts` is what lowering
+    /// asks before that. Its [`ByteAutomaton::size`] is then `facts.size_estimate` whether it
+    /// is built or not, so that decisions made from it do not depend on when it was built.
+    pub fn lazy(key: Vec<u32>, start: u32, facts: LazyFacts, build: std::sync::Arc<BuildTables>) -> ByteAutomaton {
+        let mut h: u64 = 0x9e37_79b9_7f4a_7c15 ^ (start as u64);
+        let mut mix = |x: u64| h = (h ^ x).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(31);
+        mix(key.len() as u64);
+        for &k in &key {
+            mix(k as u64);
+        }
+        let summary = std::sync::OnceLock::from(facts.summary);
+        ByteAutomaton { tables: std::sync::OnceLock::new(), lazy: Some(Lazy { key: key.into(), build, facts }), start, fingerprint: h, single_char: false, summary }
+    }
+
+    /// The states and edges, built now if they were not.
+    fn tables(&self) -> &Tables {
+        self.tables.get_or_init(|| {
+            let lazy = self.lazy.as_ref().expect("an automaton without tables is lazy");
+            let (trans, accept) = (lazy.build)();
+            let t = Tables::new(trans, accept);
+            debug_assert!(t.trans.len() <= lazy.facts.len_bound, "lazy automaton over its state bound: {} states ({:?})", t.trans.len(), lazy.facts);
+            debug_assert_eq!(summarize(&t.trans, &t.accept, self.start), lazy.facts.summary, "lazy automaton's summary");
+            debug_assert_eq!(t.accept.get(self.start as usize).copied().unwrap_or(false), lazy.facts.nullable);
+            t
+        })
+    }
+
+    /// Whether the states are built (always, unless it was made [`ByteAutomaton::lazy`]).
+    pub fn is_built(&self) -> bool {
+        self.tables.get().is_some()
     }
 
     /// Marks the automaton as the encoded forms of one code point (its raw UTF-8 bytes and,
@@ -102,17 +198,20 @@ impl ByteAutomaton {
 
     /// Facts about the automaton ([`Summary`]), computed on first use.
     pub fn summary(&self) -> &Summary {
-        self.summary.get_or_init(|| summarize(&self.trans, &self.accept, self.start))
+        self.summary.get_or_init(|| {
+            let t = self.tables();
+            summarize(&t.trans, &t.accept, self.start)
+        })
     }
 
     /// State `s`'s sorted, disjoint, inclusive `(lo, hi, target)` byte ranges.
     pub fn edges(&self, s: usize) -> &[(u8, u8, u32)] {
-        &self.trans[s]
+        &self.tables().trans[s]
     }
 
     /// Whether state `s` accepts.
     pub fn accepts(&self, s: usize) -> bool {
-        self.accept[s]
+        self.tables().accept[s]
     }
 
     /// Start state.
@@ -120,50 +219,72 @@ impl ByteAutomaton {
         self.start
     }
 
-    /// Number of states.
+    /// Number of states (building a lazy automaton).
     pub fn len(&self) -> usize {
-        self.trans.len()
+        self.tables().trans.len()
+    }
+
+    /// At least the number of states, without building a lazy automaton (its stated bound,
+    /// built or not); exact for the others.
+    pub fn len_bound(&self) -> usize {
+        match &self.lazy {
+            Some(l) => l.facts.len_bound,
+            None => self.len(),
+        }
     }
 
     /// True when the automaton has no state at all.
     pub fn is_empty(&self) -> bool {
-        self.trans.is_empty()
+        // (A lazy automaton is never empty: its front end builds those at once.)
+        self.lazy.is_none() && self.tables().trans.is_empty()
     }
 
     /// Whether the empty string is in the language.
     pub fn nullable(&self) -> bool {
-        self.accept.get(self.start as usize).copied().unwrap_or(false)
+        match &self.lazy {
+            Some(l) => l.facts.nullable,
+            None => self.tables().accept.get(self.start as usize).copied().unwrap_or(false),
+        }
     }
 
     /// Whether `bytes` is in the language (a direct run, for tests and checks).
     pub fn matches(&self, bytes: &[u8]) -> bool {
+        let t = self.tables();
         let mut s = self.start as usize;
-        if s >= self.len() {
+        if s >= t.trans.len() {
             return false;
         }
         for &b in bytes {
-            match self.trans[s].iter().find(|&&(lo, hi, _)| lo <= b && b <= hi) {
-                Some(&(_, _, t)) => s = t as usize,
+            match t.trans[s].iter().find(|&&(lo, hi, _)| lo <= b && b <= hi) {
+                Some(&(_, _, n)) => s = n as usize,
                 None => return false,
             }
         }
-        self.accept[s]
+        t.accept[s]
     }
 
-    /// Heap bytes held (edges and acceptance flags).
+    /// Heap bytes held (edges and acceptance flags); for a lazy automaton, an estimate from
+    /// its stated size, built or not.
     pub fn memory_bytes(&self) -> usize {
-        self.memory
+        match &self.lazy {
+            Some(l) => l.facts.size_estimate * 12,
+            None => self.tables().memory,
+        }
     }
 
-    /// Number of states plus edges (a size measure for limits).
+    /// Number of states plus edges (a size measure for limits); for a lazy automaton, its
+    /// stated estimate, built or not.
     pub fn size(&self) -> usize {
-        self.size
+        match &self.lazy {
+            Some(l) => l.facts.size_estimate,
+            None => self.tables().size,
+        }
     }
 }
 
 /// The [`Summary`] of an automaton: out-bytes of the start and of the
 /// accepting states, and whether an accepting state is reachable over at least one byte.
-fn summarize(trans: &[Vec<(u8, u8, u32)>], accept: &[bool], start: u32) -> Summary {
+pub fn summarize(trans: &[Vec<(u8, u8, u32)>], accept: &[bool], start: u32) -> Summary {
     let mut sum = Summary::default();
     if start as usize >= trans.len() {
         return sum;

@@ -198,7 +198,7 @@ fn chain(x: &Rx) -> Option<Chain> {
                     out.union_with(&s.start_out);
                 }
                 accept_out = out;
-                c.size += a.len();
+                c.size += a.len_bound();
                 c.has_nonempty |= s.has_nonempty;
                 c.has_any &= a.nullable() || s.has_nonempty;
                 c.nullable &= a.nullable();

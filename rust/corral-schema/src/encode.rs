@@ -13,7 +13,7 @@
 //! than minimal and took milliseconds per key set.
 
 use crate::cdfa::CDfa;
-use corral_core::byte_automaton::ByteAutomaton;
+use corral_core::byte_automaton::{ByteAutomaton, LazyFacts};
 use rustc_hash::FxHashMap;
 use crate::shared_cache::SharedCache;
 use std::sync::{Arc, OnceLock};
@@ -351,7 +351,8 @@ fn merge_edges(edges: &mut Vec<(u8, u8, u32)>) {
     edges.truncate(n);
 }
 
-fn build(d: &CDfa, json: bool) -> ByteAutomaton {
+/// The states and edges of [`build`]'s automaton.
+fn build_tables(d: &CDfa, json: bool) -> (Vec<Vec<(u8, u8, u32)>>, Vec<bool>) {
     let n = d.len();
     let mut b = Builder { d, trans: vec![Vec::new(); n], accept: d.accept.clone(), memo: Default::default(), uniform_leads: FxHashMap::default() };
     // Every state of a key trie has its own `\uXXXX` path (one new node per hex digit):
@@ -364,7 +365,146 @@ fn build(d: &CDfa, json: bool) -> ByteAutomaton {
     for q in 0..n {
         b.boundary(q, json);
     }
-    ByteAutomaton::new(b.trans, b.accept, d.start)
+    (b.trans, b.accept)
+}
+
+fn build(d: &CDfa, json: bool) -> ByteAutomaton {
+    let (trans, accept) = build_tables(d, json);
+    ByteAutomaton::new(trans, accept, d.start)
+}
+
+/// A key-set-shaped CDfa state ([`lazy_facts`]) seen from its edges `full`: the bytes
+/// leaving its byte state in the JSON encoding — what [`Builder::boundary`] gives it, without
+/// building it: raw ASCII but what JSON escapes, every lead byte when its non-ASCII
+/// characters go somewhere, and `\` when any character can be escaped (every scalar value
+/// can) — and where its non-ASCII characters go: `Some(None)` nowhere, `Some(Some(t))` all to
+/// `t`; `None` when they are split (not key-set-shaped). Allocates nothing.
+fn key_set_state(full: &[(u32, u32, u32)]) -> Option<(corral_core::byteset::ByteSet, Option<u32>)> {
+    const NON_ASCII: u64 = (0xD7FF - 0x80 + 1) + (0x10FFFF - 0xE000 + 1);
+    let mut first = corral_core::byteset::ByteSet::default();
+    let (mut target, mut covered, mut any) = (None, 0u64, false);
+    for &(a, b, t) in full {
+        for (lo, hi) in [(a, b.min(0xD7FF)), (a.max(0xE000), b)] {
+            if lo > hi {
+                continue;
+            }
+            any = true;
+            for c in lo..=hi.min(0x7F) {
+                if c >= 0x20 && c != 0x22 && c != 0x5C {
+                    first.insert(c as u8);
+                }
+            }
+            let lo = lo.max(0x80);
+            if lo <= hi {
+                if target.is_some_and(|x| x != t) {
+                    return None;
+                }
+                target = Some(t);
+                covered += (hi - lo + 1) as u64;
+            }
+        }
+    }
+    if covered != 0 && covered != NON_ASCII {
+        return None;
+    }
+    if covered != 0 {
+        first.insert_range(0xC2, 0xF4);
+    }
+    if any {
+        first.insert(b'\\');
+    }
+    Some((first, target))
+}
+
+/// What `map` does on the aligned block `[lo, hi]`: `Some(None)` nothing, `Some(Some(t))`
+/// all of it to `t`, `None` split.
+fn block(map: &[(u32, u32, u32)], lo: u32, hi: u32) -> Option<Option<u32>> {
+    let i = map.partition_point(|&(_, b, _)| b < lo);
+    match map.get(i) {
+        Some(&(a, b, t)) if a <= lo && b >= hi => Some(Some(t)),
+        Some(&(a, _, _)) if a <= hi => None,
+        _ => Some(None),
+    }
+}
+
+/// What lowering needs of `d`'s JSON encoding without building it ([`ByteAutomaton::lazy`]),
+/// when `d` is shaped like a key set ("any name but these"): every state sends all its
+/// non-ASCII characters to one state, or none. `None` for anything else, whose encoding is
+/// then built at once.
+///
+/// The state bound: each CDfa state's byte state, its `\` state, and the nodes of its own
+/// `\uXXXX` paths (the `\u` state, `\u0`, `\u00`, and one per 16-character ASCII block
+/// its characters do not all send to one state: at most 13); plus at most 32 nodes shared by
+/// all states per target that a whole 16-character block or all non-ASCII characters go to
+/// (the continuation bytes of raw characters, the rest of `\uXXXX` and of surrogate pairs).
+fn lazy_facts(d: &CDfa) -> Option<LazyFacts> {
+    let n = d.len();
+    if n == 0 {
+        return None;
+    }
+    let mut shared_targets: Vec<u32> = Vec::new();
+    let mut own = 0usize;
+    let mut summary = corral_core::byte_automaton::Summary::default();
+    for (q, full) in d.trans.iter().enumerate() {
+        let (first, target) = key_set_state(full)?;
+        shared_targets.extend(target);
+        for blk in 0..8u32 {
+            match block(full, blk * 16, blk * 16 + 15) {
+                Some(t) => shared_targets.extend(t),
+                None => own += 1,
+            }
+        }
+        own += 5;
+        if q == d.start as usize {
+            summary.start_out = first;
+        }
+        if d.accept[q] {
+            summary.accept_out.union_with(&first);
+        }
+    }
+    shared_targets.sort_unstable();
+    shared_targets.dedup();
+    let len_bound = own + 32 * shared_targets.len() + 16;
+    if len_bound > crate::compile::AUTOMATON_TERMINAL_STATES * 4 {
+        return None;
+    }
+    // An accepting state reached over at least one character that has a spelling (every
+    // scalar value; not a lone surrogate).
+    let spellable = |&(a, b, _): &(u32, u32, u32)| !(a >= 0xD800 && b <= 0xDFFF);
+    let mut seen = vec![false; n];
+    let mut stack: Vec<u32> = d.trans[d.start as usize].iter().filter(|e| spellable(e)).map(|e| e.2).collect();
+    while let Some(q) = stack.pop() {
+        let q = q as usize;
+        if seen[q] {
+            continue;
+        }
+        seen[q] = true;
+        if d.accept[q] {
+            summary.has_nonempty = true;
+            break;
+        }
+        stack.extend(d.trans[q].iter().filter(|e| spellable(e)).map(|e| e.2));
+    }
+    Some(LazyFacts { nullable: d.accept[d.start as usize], summary, len_bound, size_estimate: len_bound * LAZY_EDGES_PER_STATE })
+}
+
+/// States plus edges per state assumed for a lazy automaton's size ([`lazy_facts`]; the size
+/// only weighs it against lowering's expression limit of 200,000 by default; a key set of
+/// JSONSchemaBench's o12409 has 1,228 states and 10,452 states plus edges, under a stated
+/// bound of 1,270 states).
+const LAZY_EDGES_PER_STATE: usize = 8;
+
+/// `d` as a flat list of numbers (what a lazy automaton of it is keyed by).
+fn cdfa_key(d: &CDfa, json: bool) -> Vec<u32> {
+    let mut k = Vec::with_capacity(3 + d.len() * 2 + d.trans.iter().map(|t| t.len() * 3).sum::<usize>());
+    k.extend([json as u32, d.start, d.len() as u32]);
+    for (t, &acc) in d.trans.iter().zip(&d.accept) {
+        k.push(((t.len() as u32) << 1) | acc as u32);
+        for &(a, b, x) in t {
+            k.extend([a, b, x]);
+        }
+    }
+    k
 }
 
 /// The JSON-encoded forms (inside the quotes) of the strings of `d`.
@@ -382,7 +522,19 @@ pub fn utf8_automaton(d: &CDfa) -> ByteAutomaton {
 pub fn shared(d: &CDfa, json: bool) -> Arc<ByteAutomaton> {
     static JSON: SharedCache<CDfa, Arc<ByteAutomaton>> = SharedCache::new(1024);
     static UTF8: SharedCache<CDfa, Arc<ByteAutomaton>> = SharedCache::new(1024);
-    (if json { &JSON } else { &UTF8 }).get_or_build_by(d, || d.clone(), || Arc::new(build(d, json)))
+    (if json { &JSON } else { &UTF8 }).get_or_build_by(d, || d.clone(), || Arc::new(if json { lazy_json(d) } else { build(d, false) }))
+}
+
+/// [`json_automaton`] of `d`, built on first use when [`lazy_facts`] can tell what lowering
+/// needs of it before (key sets), else now.
+fn lazy_json(d: &CDfa) -> ByteAutomaton {
+    match lazy_facts(d) {
+        Some(facts) => {
+            let src = Arc::new(d.clone());
+            ByteAutomaton::lazy(cdfa_key(d, true), d.start, facts, Arc::new(move || build_tables(&src, true)))
+        }
+        None => build(d, true),
+    }
 }
 
 /// The JSON-encoded forms of one character of `ranges` (code point ranges), cached
@@ -569,5 +721,68 @@ mod tests {
         }
         assert!(!a.matches(&[0xED, 0xA0, 0x80]), "an encoded surrogate is not UTF-8");
         assert!(!a.matches(&[0xC0, 0x80]), "overlong");
+    }
+    /// The facts a lazy JSON automaton states before it is built (nullability, the summary
+    /// joins are decided on, state and size bounds) are those of the built automaton, for
+    /// key sets of random ASCII names and for random automata whose states send every
+    /// non-ASCII character to one state or none (with random ASCII rows: gaps, control
+    /// characters, `"` and `\`); and the lazy automaton reads what the eager one reads.
+    #[test]
+    fn lazy_json_facts_are_those_of_the_built_automaton() {
+        use corral_core::byte_automaton::summarize;
+        let mut rnd = corral_core::testutil::xorshift(0x1a2f_0e5e_7777_0001u64);
+        let any = CDfa::from_rx(&Rx::Repeat { inner: Box::new(Rx::any_char()), min: 0, max: None }, 10_000).unwrap();
+        let mut checked = 0;
+        for case in 0..400 {
+            let d = if case % 2 == 0 {
+                let letters = b"abcdefgh_-\"09 \x01";
+                let names: Vec<Vec<u8>> = (0..1 + rnd(12)).map(|_| (0..rnd(9)).map(|_| letters[rnd(letters.len() as u64) as usize]).collect()).collect();
+                let declared = CDfa::from_rx(&Rx::alt(names.into_iter().map(Rx::Literal).collect()), 10_000).unwrap().minimize();
+                any.minus(&declared, 10_000).unwrap().minimize()
+            } else {
+                let n = 1 + rnd(6) as u32;
+                let mut trans = Vec::new();
+                for _ in 0..n {
+                    let mut row = Vec::new();
+                    let mut c = 0u32;
+                    while c < 0x80 {
+                        let end = (c + rnd(40) as u32).min(0x7F);
+                        if rnd(3) != 0 {
+                            row.push((c, end, rnd(n as u64) as u32));
+                        }
+                        c = end + 1;
+                    }
+                    match rnd(3) {
+                        0 => {}
+                        _ => {
+                            let t = rnd(n as u64) as u32;
+                            row.push((0x80, 0xD7FF, t));
+                            row.push((0xE000, 0x10FFFF, t));
+                        }
+                    }
+                    trans.push(row);
+                }
+                CDfa { trans, accept: (0..n).map(|_| rnd(3) == 0).collect(), start: 0 }
+            };
+            let Some(facts) = lazy_facts(&d) else { continue };
+            checked += 1;
+            let (trans, accept) = build_tables(&d, true);
+            let size = trans.len() + trans.iter().map(|e| e.len()).sum::<usize>();
+            assert_eq!(summarize(&trans, &accept, d.start), facts.summary, "case {case}");
+            assert_eq!(accept[d.start as usize], facts.nullable, "case {case}");
+            assert!(trans.len() <= facts.len_bound, "case {case}: {} states, bound {}", trans.len(), facts.len_bound);
+            assert!(size <= 2 * facts.size_estimate, "case {case}: size {size}, estimate {}", facts.size_estimate);
+            let lazy = lazy_json(&d);
+            let eager = json_automaton(&d);
+            assert!(!lazy.is_built());
+            for _ in 0..30 {
+                let s: String = (0..rnd(6)).map(|_| ['a', 'b', '"', '\\', '\u{1}', 'é', '😀', 'h', '_'][rnd(9) as usize]).collect();
+                for form in [s.clone(), s.chars().map(|c| json_forms(c).pop().unwrap()).collect::<String>()] {
+                    assert_eq!(lazy.matches(form.as_bytes()), eager.matches(form.as_bytes()), "case {case}: {form:?}");
+                }
+            }
+            assert_eq!(lazy.len(), eager.len());
+        }
+        assert!(checked > 250, "only {checked} automata were lazy");
     }
 }

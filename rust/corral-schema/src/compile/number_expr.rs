@@ -107,7 +107,7 @@ impl<'a> Compiler<'a> {
             // Built as bytes directly: spelling the automaton as an expression and
             // determinizing that made automata up to ten times larger (see `encode`).
             let a = crate::encode::shared(d, encode);
-            if a.len() <= AUTOMATON_TERMINAL_STATES * 4 {
+            if a.len_bound() <= AUTOMATON_TERMINAL_STATES * 4 {
                 return Expr::Terminal(Rx::Automaton(a));
             }
         }
