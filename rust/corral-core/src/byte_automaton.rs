@@ -111,7 +111,8 @@ impl PartialEq for ByteAutomaton {
                 a.accept == b.accept && a.trans == b.trans
             }
             (Some(a), Some(b)) => a.key == b.key,
-            // (Fingerprints of the two kinds are made apart: never equal in practice.)
+            // (A lazy automaton and a built one are never equal: at worst the same language
+            // gets two terminal ids.)
             _ => false,
         }
     }
@@ -275,7 +276,8 @@ impl ByteAutomaton {
     /// its stated size, built or not.
     pub fn memory_bytes(&self) -> usize {
         match &self.lazy {
-            Some(l) => l.facts.size_estimate * 12,
+            // (Its tables once built, its key, and the front end's source it keeps.)
+            Some(l) => l.facts.size_estimate * 12 + l.key.len() * 8,
             None => self.tables().memory,
         }
     }

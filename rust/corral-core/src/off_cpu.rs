@@ -132,7 +132,9 @@ pub(crate) fn keep_off_caller(h: &Placement) {
     unsafe {
         let cpu = libc::sched_getcpu();
         let tid = h.tid.load(Ordering::Acquire);
-        if cpu < 0 || tid <= 0 || h.kept_off.load(Ordering::Relaxed) == cpu as i64 {
+        // (Nor when the placed thread queues work for itself: it would keep itself off its
+        // own CPU.)
+        if cpu < 0 || tid <= 0 || tid == thread_id() || h.kept_off.load(Ordering::Relaxed) == cpu as i64 {
             return;
         }
         let mut set: libc::cpu_set_t = std::mem::zeroed();

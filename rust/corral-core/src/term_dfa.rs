@@ -89,8 +89,9 @@ impl TermDfa {
     }
 
     /// The automaton, built now if it was not. One thread builds it; another thread of the
-    /// process that needs it meanwhile waits for that build (a fill meeting an automaton the
-    /// background thread is finishing gets it sooner than by building it). The claim is
+    /// process that needs it meanwhile waits for that build at most [`MAX_WAIT`] (a fill
+    /// meeting an automaton the background thread is finishing gets it sooner than by
+    /// building it), then builds it too. The claim is
     /// by process id, not a lock: a process forked while a thread of its parent was
     /// building builds the automaton itself instead of waiting for a thread it does not
     /// have.

@@ -382,7 +382,7 @@ fn build(d: &CDfa, json: bool) -> ByteAutomaton {
 fn key_set_state(full: &[(u32, u32, u32)]) -> Option<(corral_core::byteset::ByteSet, Option<u32>)> {
     const NON_ASCII: u64 = (0xD7FF - 0x80 + 1) + (0x10FFFF - 0xE000 + 1);
     let mut first = corral_core::byteset::ByteSet::default();
-    let (mut target, mut covered, mut any) = (None, 0u64, false);
+    let (mut target, mut covered, mut any, mut pieces) = (None, 0u64, false, 0);
     for &(a, b, t) in full {
         for (lo, hi) in [(a, b.min(0xD7FF)), (a.max(0xE000), b)] {
             if lo > hi {
@@ -401,10 +401,13 @@ fn key_set_state(full: &[(u32, u32, u32)]) -> Option<(corral_core::byteset::Byte
                 }
                 target = Some(t);
                 covered += (hi - lo + 1) as u64;
+                pieces += 1;
             }
         }
     }
-    if covered != 0 && covered != NON_ASCII {
+    // (All of them in the two merged pieces around the surrogates: adjacent edges to one
+    // state left unmerged would add nodes the state bound does not count.)
+    if covered != 0 && (covered != NON_ASCII || pieces > 2) {
         return None;
     }
     if covered != 0 {
@@ -429,8 +432,9 @@ fn block(map: &[(u32, u32, u32)], lo: u32, hi: u32) -> Option<Option<u32>> {
 
 /// What lowering needs of `d`'s JSON encoding without building it ([`ByteAutomaton::lazy`]),
 /// when `d` is shaped like a key set ("any name but these"): every state sends all its
-/// non-ASCII characters to one state, or none. `None` for anything else, whose encoding is
-/// then built at once.
+/// non-ASCII characters to one state, or none. Patterns and formats over ASCII (or over any
+/// character past a prefix) have that shape too and are built lazily alike. `None` for
+/// anything else, whose encoding is then built at once.
 ///
 /// The state bound: each CDfa state's byte state, its `\` state, and the nodes of its own
 /// `\uXXXX` paths (the `\u` state, `\u0`, `\u00`, and one per 16-character ASCII block
@@ -526,7 +530,7 @@ pub fn shared(d: &CDfa, json: bool) -> Arc<ByteAutomaton> {
 }
 
 /// [`json_automaton`] of `d`, built on first use when [`lazy_facts`] can tell what lowering
-/// needs of it before (key sets), else now.
+/// needs of it before (key sets, and patterns or formats of the same shape), else now.
 fn lazy_json(d: &CDfa) -> ByteAutomaton {
     match lazy_facts(d) {
         Some(facts) => {
