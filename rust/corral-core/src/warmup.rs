@@ -102,7 +102,12 @@ fn worker() -> Option<&'static Worker> {
 /// while the other CPU has idled a few milliseconds is put on the waker's CPU, where this one,
 /// at idle priority, waits until the caller sleeps; kept off it, it starts on the other CPU
 /// within tens of microseconds and builds the deferred automata while the caller's first
-/// fills run.
+/// fills run. It stays off that CPU while it works: letting it back on every CPU once awake
+/// (so that another process busy on its CPU could not starve it) was measured in session 19
+/// and dropped — in a Python loop over the benchmark's common schemas and walks the fill p50
+/// went from 1.05–1.10 to 1.49 µs and compile plus first mask p50 from 0.51–0.54 to 0.60 ms:
+/// free to move, it was put beside the caller. (A fill never waits long for it: see
+/// [`crate::term_dfa`]'s `MAX_WAIT`.)
 static PLACE: crate::off_cpu::Placement = crate::off_cpu::Placement::new();
 
 /// Gives the calling thread (the warm-up thread) the Linux scheduler's idle policy
