@@ -161,22 +161,18 @@ impl ByteAutomaton {
         ByteAutomaton { tables: std::sync::OnceLock::new(), lazy: Some(Lazy { key: key.into(), build, facts }), start, fingerprint: h, single_char: false, summary }
     }
 
-    /// The states and edges, built now if they were not. Never waits for another thread:
-    /// two threads that need them at once both build them and the first stored is kept (a
-    /// fill must not wait for the idle-priority background thread, which may get no CPU time
-    /// while another process runs: [`std::sync::OnceLock::get_or_init`] would make it).
+    /// The states and edges, built now if they were not; never waits for another thread
+    /// building them ([`crate::race_once`]).
     fn tables(&self) -> &Tables {
-        if let Some(t) = self.tables.get() {
-            return t;
-        }
-        let lazy = self.lazy.as_ref().expect("an automaton without tables is lazy");
-        let (trans, accept) = (lazy.build)();
-        let t = Tables::new(trans, accept);
-        debug_assert!(t.trans.len() <= lazy.facts.len_bound, "lazy automaton over its state bound: {} states ({:?})", t.trans.len(), lazy.facts);
-        debug_assert_eq!(summarize(&t.trans, &t.accept, self.start), lazy.facts.summary, "lazy automaton's summary");
-        debug_assert_eq!(t.accept.get(self.start as usize).copied().unwrap_or(false), lazy.facts.nullable);
-        let _ = self.tables.set(t);
-        self.tables.get().expect("stored here or by another thread")
+        crate::race_once::get_or_race(&self.tables, || {
+            let lazy = self.lazy.as_ref().expect("an automaton without tables is lazy");
+            let (trans, accept) = (lazy.build)();
+            let t = Tables::new(trans, accept);
+            debug_assert!(t.trans.len() <= lazy.facts.len_bound, "lazy automaton over its state bound: {} states ({:?})", t.trans.len(), lazy.facts);
+            debug_assert_eq!(summarize(&t.trans, &t.accept, self.start), lazy.facts.summary, "lazy automaton's summary");
+            debug_assert_eq!(t.accept.get(self.start as usize).copied().unwrap_or(false), lazy.facts.nullable);
+            t
+        })
     }
 
     /// Whether the states are built (always, unless it was made [`ByteAutomaton::lazy`]).
@@ -204,13 +200,10 @@ impl ByteAutomaton {
 
     /// Facts about the automaton ([`Summary`]), computed on first use.
     pub fn summary(&self) -> &Summary {
-        if let Some(s) = self.summary.get() {
-            return s;
-        }
-        // (Not `get_or_init`: see `tables`.)
-        let t = self.tables();
-        let _ = self.summary.set(summarize(&t.trans, &t.accept, self.start));
-        self.summary.get().expect("stored here or by another thread")
+        crate::race_once::get_or_race(&self.summary, || {
+            let t = self.tables();
+            summarize(&t.trans, &t.accept, self.start)
+        })
     }
 
     /// State `s`'s sorted, disjoint, inclusive `(lo, hi, target)` byte ranges.

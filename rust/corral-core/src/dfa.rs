@@ -733,15 +733,10 @@ impl Dfa {
         weight.iter().max_by_key(|w| (w.1, std::cmp::Reverse(w.0))).map(|w| w.0)
     }
 
-    /// The memoized [`crate::slice::PlainMoves`] of this automaton. Never waits for another
-    /// thread building them (the idle-priority background thread may get no CPU time): both
-    /// build, and the first stored is kept.
+    /// The memoized [`crate::slice::PlainMoves`] of this automaton; never waits for another
+    /// thread building them ([`crate::race_once`]).
     pub(crate) fn plain_moves(&self, build: impl FnOnce(&Dfa) -> crate::slice::PlainMoves) -> &crate::slice::PlainMoves {
-        if let Some(p) = self.plain.0.get() {
-            return p;
-        }
-        let _ = self.plain.0.set(Box::new(build(self)));
-        self.plain.0.get().expect("stored here or by another thread")
+        crate::race_once::get_or_race(&self.plain.0, || Box::new(build(self))).as_ref()
     }
 
     /// Bytes that lead from `state` to a live state.

@@ -32,6 +32,7 @@ pub mod matcher;
 pub mod nfa;
 pub mod off_cpu;
 pub mod perm;
+mod race_once;
 pub mod regex;
 pub mod rx;
 pub mod slice;

@@ -197,7 +197,7 @@ impl Builder<'_> {
         let d = self.d;
         let full: &[(u32, u32, u32)] = &d.trans[q];
         // What raw bytes may spell: no surrogates; in JSON no control characters, `"` or `\`.
-        let raw = if json { remove_all(full, &[(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF)]) } else { remove_all(full, &[(0xD800, 0xDFFF)]) };
+        let raw = if json { remove_all(full, &JSON_RAW_HOLES) } else { remove_all(full, &[(0xD800, 0xDFFF)]) };
         let mut edges: Vec<(u8, u8, u32)> = Vec::with_capacity(raw.len() + 8);
         // One byte.
         for &(a, b, t) in &raw {
@@ -373,6 +373,9 @@ fn build(d: &CDfa, json: bool) -> ByteAutomaton {
     ByteAutomaton::new(trans, accept, d.start)
 }
 
+/// Code points a JSON string never holds raw (control characters, `"`, `\`, surrogates).
+const JSON_RAW_HOLES: [(u32, u32); 4] = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF)];
+
 /// A key-set-shaped CDfa state ([`lazy_facts`]) seen from its edges `full`: the bytes
 /// leaving its byte state in the JSON encoding — what [`Builder::boundary`] gives it, without
 /// building it: raw ASCII but what JSON escapes, every lead byte when its non-ASCII
@@ -390,7 +393,7 @@ fn key_set_state(full: &[(u32, u32, u32)]) -> Option<(corral_core::byteset::Byte
             }
             any = true;
             for c in lo..=hi.min(0x7F) {
-                if c >= 0x20 && c != 0x22 && c != 0x5C {
+                if !JSON_RAW_HOLES.iter().any(|&(a, b)| a <= c && c <= b) {
                     first.insert(c as u8);
                 }
             }

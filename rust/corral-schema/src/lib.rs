@@ -237,9 +237,9 @@ pub fn formats_in_background() {
                 // (Its automata are built here too: compiles leave them to the first fills.)
                 big_stack::on_big_stack(|| {
                     if let Ok(c) = compile::compile(&schema, &opts) {
-                        c.grammar.cfg().terminals.iter().for_each(|t| {
+                        for t in &c.grammar.cfg().terminals {
                             t.dfa();
-                        });
+                        }
                     }
                 });
             });
