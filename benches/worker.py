@@ -91,13 +91,17 @@ def main() -> int:
     setup_ms = (ns() - t) / 1e6
 
     words = (tok.vocab_size + 31) // 32
-    # One int32 row, (1, ceil(V/32)): a torch tensor for engines whose API takes one (imported
-    # with the engine, outside any timing), a numpy array for those that take a pointer.
-    arr = np.zeros((1, words), dtype=np.int32)
-    if torch_mask:
-        mask = torch.from_numpy(arr)
+    # One int32 row, (1, ceil(V/32)): the engine's own allocator where it has one (what its
+    # serving-engine integration fills), else a torch tensor for engines whose API takes one
+    # (imported with the engine, outside any timing) or a numpy array for those that take a
+    # pointer. `arr` is a numpy view of the same memory, for clearing and checking bits.
+    mask = None if (args.engine == "corral" and options.get("corral_numpy_mask")) else engine.allocate_mask(tok.vocab_size)
+    if mask is not None:
+        arr = mask if isinstance(mask, np.ndarray) else mask.numpy()
+        assert arr.shape == (1, words) and arr.dtype == np.int32, (arr.shape, arr.dtype)
     else:
-        mask = arr
+        arr = np.zeros((1, words), dtype=np.int32)
+        mask = torch.from_numpy(arr) if torch_mask else arr
     engine.set_mask(mask)
     bits = arr[0].view(np.uint32)
     clear = arr.fill

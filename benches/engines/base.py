@@ -10,7 +10,8 @@ A *spec* says which grammar to build:
 ``compile(spec)`` goes from the grammar source to a token-level artifact; ``matcher(artifact)``
 makes a fresh per-sequence matcher. The worker times ``compile`` + the first ``matcher`` as
 "compile". ``fill(m)`` writes the next-token mask into ``self.mask`` (int32, shape ``(1, ceil(V/32))``:
-a torch tensor for the engines in ``engines.TORCH_MASK``, else a numpy array);
+what ``allocate_mask`` returned, else a torch tensor for the engines in ``engines.TORCH_MASK``
+and a numpy array for the others);
 ``accept(m, id)`` advances and returns whether it was accepted.
 One-time work that depends only on the tokenizer happens in ``__init__`` (timed separately as
 "vocabulary preprocessing").
@@ -33,6 +34,11 @@ class Engine:
         self.tok = tok
         self.options = options
         self.mask = None  # set by the worker before any fill
+
+    def allocate_mask(self, vocab_size: int) -> Any:
+        """The engine's own bitmask allocation, ``(1, ceil(vocab_size / 32))`` int32 (what its
+        serving-engine integrations fill), or None: the worker then allocates one."""
+        return None
 
     def set_mask(self, mask: Any) -> None:
         """The worker's mask row; ``mask_ptr`` / ``mask_words`` for pointer-based APIs."""

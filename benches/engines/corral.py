@@ -40,6 +40,11 @@ class Engine(_Base):
         # (default: none, i.e. corral's defaults).
         self.schema_kw = dict(options.get("corral_schema_options") or {})
 
+    def allocate_mask(self, vocab_size):
+        # What corral's vLLM and SGLang adapters fill: a tensor over a numpy array corral
+        # holds, so a repeat fill reads one data pointer (a plain torch.from_numpy tensor: two).
+        return corral.allocate_token_bitmask(1, vocab_size)
+
     def _compiled(self, grammar):
         # Not corral.compile(): it caches by (source, vocabulary) and a repeated schema would
         # be a cache hit. The token-set cache inside the Vocabulary is part of corral's design

@@ -35,6 +35,10 @@ class Engine(_Base):
         if options.get("xgrammar_any_order"):
             self.schema_kw["any_order"] = True
 
+    def allocate_mask(self, vocab_size):
+        # What vLLM's xgrammar backend fills.
+        return xgr.allocate_token_bitmask(1, vocab_size)
+
     def compile(self, spec):
         kind = spec["kind"]
         if kind == "schema":

@@ -62,6 +62,14 @@ impl<'py> MaskBuf<'py> {
     /// its data pointer; no copy, no `.numpy()` call).
     pub fn borrow(obj: &Bound<'py, PyAny>) -> PyResult<MaskBuf<'py>> {
         let py = obj.py();
+        // The tensor checked last on this thread (engines fill the same one every step):
+        // recognised by identity before any numpy type check.
+        let repeat = LAST_TENSOR.with(|c| c.borrow().as_ref().is_some_and(|t| t.obj.bind(py).is(obj)));
+        if repeat {
+            if let Some(buf) = Self::repeat_tensor(obj)? {
+                return Ok(buf);
+            }
+        }
         if let Ok(typed) = obj.cast::<PyArrayDyn<i32>>() {
             let (rows, words) = Self::shape2(py, typed.shape())?;
             if !typed.is_c_contiguous() {
@@ -76,37 +84,6 @@ impl<'py> MaskBuf<'py> {
         }
         if let Ok(untyped) = obj.cast::<PyUntypedArray>() {
             return Err(usage(py, format!("bitmask must have dtype int32, got {}", untyped.dtype())));
-        }
-        let repeat = LAST_TENSOR.with(|c| c.borrow().as_ref().is_some_and(|t| t.obj.bind(py).is(obj)));
-        if repeat {
-            let ptr: usize = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
-            let fixed = LAST_TENSOR.with(|c| {
-                c.borrow().as_ref().and_then(|t| match &t.fixed {
-                    Some(Fixed::Array(_)) if t.ptr == ptr => Some((t.rows, t.words, None)),
-                    Some(Fixed::Storage { storage, data }) if t.ptr == ptr => Some((t.rows, t.words, Some((storage.clone_ref(py), *data)))),
-                    _ => None,
-                })
-            });
-            if let Some((rows, words, storage)) = fixed {
-                let same = match storage {
-                    None => true,
-                    Some((st, data)) => st.bind(py).call_method0(intern!(py, "data_ptr"))?.extract::<usize>()? == data,
-                };
-                if same {
-                    return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
-                }
-            }
-            let shape = obj.getattr(intern!(py, "shape"))?;
-            let dims = LAST_TENSOR.with(|c| {
-                c.borrow().as_ref().and_then(|t| (t.ptr == ptr && t.shape.bind(py).eq(&shape).unwrap_or(false)).then_some((t.rows, t.words)))
-            });
-            // (`tensor.data = other` can swap in a view of another dtype over the same memory.)
-            let int32 = TORCH_INT32.get(py).map(|t| t.bind(py));
-            if let Some((rows, words)) = dims {
-                if int32.is_some_and(|t| obj.getattr(intern!(py, "dtype")).is_ok_and(|d| d.is(t))) && obj.call_method0(intern!(py, "is_contiguous"))?.extract::<bool>()? {
-                    return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
-                }
-            }
         }
         // Tensors from `corral.allocate_token_bitmask` carry the numpy array they were made
         // from: use it (two attribute reads instead of six), after checking the tensor still
@@ -150,6 +127,41 @@ impl<'py> MaskBuf<'py> {
             return Ok(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words });
         }
         Err(usage(py, format!("bitmask must be a numpy array or a CPU torch tensor of int32, got {}", obj.get_type().name()?)))
+    }
+
+    /// The repeat-call checks of [`LAST_TENSOR`]'s tensor: `None` when something changed
+    /// (the caller then makes the full checks).
+    fn repeat_tensor(obj: &Bound<'py, PyAny>) -> PyResult<Option<MaskBuf<'py>>> {
+        let py = obj.py();
+        let ptr: usize = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
+        let fixed = LAST_TENSOR.with(|c| {
+            c.borrow().as_ref().and_then(|t| match &t.fixed {
+                Some(Fixed::Array(_)) if t.ptr == ptr => Some((t.rows, t.words, None)),
+                Some(Fixed::Storage { storage, data }) if t.ptr == ptr => Some((t.rows, t.words, Some((storage.clone_ref(py), *data)))),
+                _ => None,
+            })
+        });
+        if let Some((rows, words, storage)) = fixed {
+            let same = match storage {
+                None => true,
+                Some((st, data)) => st.bind(py).call_method0(intern!(py, "data_ptr"))?.extract::<usize>()? == data,
+            };
+            if same {
+                return Ok(Some(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words }));
+            }
+        }
+        let shape = obj.getattr(intern!(py, "shape"))?;
+        let dims = LAST_TENSOR.with(|c| {
+            c.borrow().as_ref().and_then(|t| (t.ptr == ptr && t.shape.bind(py).eq(&shape).unwrap_or(false)).then_some((t.rows, t.words)))
+        });
+        // (`tensor.data = other` can swap in a view of another dtype over the same memory.)
+        let int32 = TORCH_INT32.get(py).map(|t| t.bind(py));
+        if let Some((rows, words)) = dims {
+            if int32.is_some_and(|t| obj.getattr(intern!(py, "dtype")).is_ok_and(|d| d.is(t))) && obj.call_method0(intern!(py, "is_contiguous"))?.extract::<bool>()? {
+                return Ok(Some(MaskBuf { _owner: obj.clone(), data: ptr as *mut u32, rows, words }));
+            }
+        }
+        Ok(None)
     }
 
     /// Keeps a checked tensor as this thread's [`CheckedTensor`].
