@@ -691,8 +691,8 @@ def parse_args(argv=None):
     ap.add_argument("--corral-schema-option", action="append", default=[], metavar="KEY=VALUE",
                     help="keyword argument for corral.Grammar.from_json_schema, e.g. property_order=schema (repeatable)")
     ap.add_argument("--corral-numpy-mask", action="store_true",
-                    help="give corral the worker's numpy bitmask instead of a torch tensor over it (its other "
-                         "supported input; default: torch, what serving engines pass)")
+                    help="give corral a numpy bitmask instead of a corral.allocate_token_bitmask tensor (its other "
+                         "supported input; default: the torch tensor, what serving engines pass)")
     ap.add_argument("--no-apply", action="store_true", help="skip the mask-application benchmark")
     ap.add_argument("--apply-vocab", type=int, default=128256)
     ap.add_argument("--apply-batches", default="1,32")

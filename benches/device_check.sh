@@ -9,7 +9,11 @@
 #                --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 -d .whl \
 #                xgrammar==0.2.9 llguidance==1.9.1 apache-tvm-ffi pydantic pydantic_core \
 #                annotated-types typing-inspection
-#   .devdata/  _native.abi3.so (the built extension, `strip --strip-debug` to travel light),
+#   .devdata/  _native.abi3.so: the extension built for the stable ABI, since the device image
+#              runs Python 3.12 and `make build` builds for this machine's 3.11 only (session 20):
+#                cargo build --release -p corral-py --features pyo3/abi3-py39 &&
+#                cp target/release/lib_native.so .devdata/_native.abi3.so
+#              (`strip --strip-debug` it to travel light),
 #              tokenizers/llama3 and the JSONSchemaBench files batch_fill_bench.py samples
 #              (copied from ../shared/data, same layout), for CORRAL_BENCH_DATA.
 # Then call the device tool with carry [".whl", ".devdata"] and `bash benches/device_check.sh`.

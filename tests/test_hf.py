@@ -213,6 +213,19 @@ def test_processor_state_by_hand():
         proc(torch.cat([prompt, torch.tensor([[2], [0]])], dim=1), torch.zeros(2, 8))
 
 
+def test_processor_takes_an_empty_batch_and_new_batch_sizes():
+    """An empty batch passes through untouched; a new batch size gets a bitmask of its own."""
+    vocab = corral.Vocabulary.from_bytes([b"a", b"b", b""], eos_token_ids=[2], vocab_size=4)
+    proc = corral.hf.LogitsProcessor(corral.compile(corral.Grammar.from_ebnf('root ::= "a" "b"'), vocab))
+    empty = torch.zeros(0, 4)
+    assert proc(torch.zeros(0, 1, dtype=torch.long), empty) is empty
+    assert allowed(proc(torch.tensor([[2]]), torch.zeros(1, 4))[0]) == [0]
+    out = proc(torch.tensor([[2], [2], [2]]), torch.zeros(3, 4))
+    assert [allowed(r) for r in out] == [[0], [0], [0]]
+    out = proc(torch.tensor([[2, 0], [2, 0], [2, 0]]), torch.zeros(3, 4))
+    assert [allowed(r) for r in out] == [[1], [1], [1]]
+
+
 # An ambiguous branch whose fill after a sentence takes seconds, and an unambiguous one after "0".
 TWO_BRANCHES = 'root ::= "0" [a-z ]* | amb\namb ::= [a-z ]* (amb | "")'
 SLOW_TEXT = " the cat sat on the mat and then it went away to sleep for a while"

@@ -10,8 +10,8 @@ A *spec* says which grammar to build:
 ``compile(spec)`` goes from the grammar source to a token-level artifact; ``matcher(artifact)``
 makes a fresh per-sequence matcher. The worker times ``compile`` + the first ``matcher`` as
 "compile". ``fill(m)`` writes the next-token mask into ``self.mask`` (int32, shape ``(1, ceil(V/32))``:
-what ``allocate_mask`` returned, else a torch tensor for the engines in ``engines.TORCH_MASK``
-and a numpy array for the others);
+what ``allocate_mask`` returned — not asked for corral under ``--corral-numpy-mask`` — else a
+torch tensor for the engines in ``engines.TORCH_MASK`` and a numpy array for the others);
 ``accept(m, id)`` advances and returns whether it was accepted.
 One-time work that depends only on the tokenizer happens in ``__init__`` (timed separately as
 "vocabulary preprocessing").

@@ -42,6 +42,10 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int, *, pin_memory: bool
         return np.full((batch_size, words), -1, dtype=np.int32)
     if pin_memory and torch.cuda.is_available():
         tensor = torch.full((batch_size, words), -1, dtype=torch.int32, pin_memory=True)
+        # (A view of the tensor's pinned bytes: it does not own them, and with the attribute
+        # below the two form a reference cycle that the garbage collector frees. The native
+        # repeat check reads the tensor's data pointer each call, so bytes the tensor has let
+        # go of are never written.)
         arr = tensor.numpy()
     else:
         arr = np.full((batch_size, words), -1, dtype=np.int32)

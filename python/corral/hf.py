@@ -111,6 +111,7 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
         self._ids: torch.Tensor | None = None  # input_ids at the previous call (CPU)
         self._seen = 0
         self._bitmask: torch.Tensor | None = None
+        self._pinned = False
 
     # ------------------------------------------------------------------ state
 
@@ -224,13 +225,18 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
             self._start(cur)
         else:
             self._advance(cur)
-        if self._bitmask is None or self._bitmask.shape[0] != rows:
-            # corral's own allocation: a repeat fill or application checks one data pointer
-            # (a plain torch tensor: pointer, shape, dtype and contiguity, ~0.3 µs more each),
-            # and pinned memory when the scores are on a GPU, so the copy there is asynchronous.
-            # (Refilling it at the next step is safe: this call starts by copying `input_ids`
-            # to the host, which waits for the device's queued work, that copy included.)
-            self._bitmask = allocate_token_bitmask(rows, self._size, pin_memory=scores.is_cuda)
+        if rows == 0:
+            return scores
+        # corral's own allocation: a repeat fill or application checks one data pointer (a
+        # plain torch tensor: pointer, shape, dtype and contiguity, ~0.3 µs more each). Pinned
+        # when the scores are on a GPU, so the copy there is asynchronous — and only when
+        # `input_ids` is there too: refilling the buffer at the next call is safe because that
+        # call starts by copying `input_ids` to the host, which waits for the device's queued
+        # work, this copy included.
+        pinned = scores.is_cuda and input_ids.is_cuda
+        if self._bitmask is None or self._bitmask.shape[0] != rows or self._pinned != pinned:
+            self._bitmask = allocate_token_bitmask(rows, self._size, pin_memory=pinned)
+            self._pinned = pinned
         live = [i for i, e in enumerate(self._ended) if not e]
         for i in range(rows):
             if self._ended[i]:

@@ -35,7 +35,9 @@ struct CheckedTensor {
 enum Fixed {
     /// The numpy array of a `corral.allocate_token_bitmask` tensor (`_corral_np`), held: a
     /// referenced numpy array cannot be resized, so its bytes stay where they are. A repeat
-    /// call reads only the tensor's data pointer (about 0.1 µs).
+    /// call reads only the tensor's data pointer (about 0.1 µs). (A pinned bitmask's array is
+    /// a view of the tensor's own bytes: there the pointer read is what keeps writes within
+    /// them — a resized or swapped storage is reallocated elsewhere before the old bytes go.)
     Array(#[allow(dead_code)] Py<PyAny>),
     /// A storage that cannot be resized (`torch.from_numpy`), held, with its data pointer
     /// then. Its bytes can still be swapped in place (`share_memory_()`), freeing the old
