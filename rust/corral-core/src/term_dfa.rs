@@ -24,7 +24,12 @@
 //! CPU has idled a few milliseconds is put on the waker's CPU; handing it each automaton as
 //! lowering leaves it, or a helper kept off the caller's CPU, did not help: the two largest
 //! automata of o60295, its "any other key" ones, ~750 states and 150–370 µs each, are most of
-//! the work, and two threads building at once are bound by fresh memory.)
+//! the work, and two threads building at once are bound by fresh memory. Session 20, with
+//! deferral on and the background thread kept off the caller's CPU: handing it each deferred
+//! automaton as lowering creates it, so that the start state's mask would find the root's
+//! keys built, made compile plus start mask p99 over the benchmark's common schemas 1.23–1.36
+//! → 1.72–1.87 ms in `fill_profile` — it built them in creation order, nested keys first,
+//! while contending with the compile.)
 //!
 //! **Leaving them to after the compile is the default since session 19.** It moves work, it
 //! does not save it: the background thread ([`crate::warmup`], kept off the compiling
