@@ -163,8 +163,9 @@ struct Chain {
     json_literal: bool,
 }
 
-/// Summarizes `x` as a chain when it is a concatenation of literals and embedded automata
-/// whose every join is deterministic; `None` otherwise. The joins are checked on byte
+/// Summarizes `x` as a chain when it is a concatenation of literals, embedded automata and
+/// bounded or unbounded repetitions of one non-nullable embedded automaton, whose every join
+/// is deterministic; `None` otherwise. The joins are checked on byte
 /// summaries ([`crate::byte_automaton::Summary`]): the bytes leaving the accepting states
 /// built so far must miss the bytes leaving the next part's start, exactly the condition
 /// under which [`join`] merges the start's row into those states without a conflict.
@@ -204,6 +205,41 @@ fn chain(x: &Rx) -> Option<Chain> {
                 c.nullable &= a.nullable();
                 c.json_literal &= a.is_single_char();
             }
+            Rx::Repeat { inner, min, max } => {
+                // A length-bounded string's body: copies of one encoded character, joined as
+                // `append` joins them (`x{2,4}` = `x x (x x?)?`, `x{2,}` = `x x x*`).
+                let Rx::Automaton(a) = &**inner else { return None };
+                if a.is_empty() || a.nullable() || max.is_some_and(|m| m < *min) {
+                    return None;
+                }
+                let s = a.summary();
+                if !s.has_nonempty {
+                    return None;
+                }
+                let (once, optional, star) = (*min as usize, max.map_or(0, |m| (m - min) as usize), max.is_none());
+                if once + optional == 0 && !star {
+                    continue; // `x{0}`: nothing joined
+                }
+                // The first copy continues from the accepting states so far, each later one
+                // from the copy before's.
+                if accept_out.intersects(&s.start_out) || ((once + optional > 1 || star) && s.accept_out.intersects(&s.start_out)) {
+                    return None;
+                }
+                if once == 0 {
+                    // Every copy may be skipped: the states accepting so far stay accepting.
+                    accept_out.union_with(&s.start_out);
+                    accept_out.union_with(&s.accept_out);
+                } else {
+                    accept_out = s.accept_out;
+                    if optional > 0 || star {
+                        accept_out.union_with(&s.start_out);
+                    }
+                }
+                c.size = c.size.saturating_add((once + optional + star as usize).saturating_mul(a.len_bound()));
+                c.nullable &= once == 0;
+                c.has_nonempty = true;
+                c.json_literal = false;
+            }
             _ => return None,
         }
     }
@@ -213,9 +249,9 @@ fn chain(x: &Rx) -> Option<Chain> {
 
 /// Whether the automaton of `rx` can be built later with no chance of failing, and what
 /// lowering needs of it now; `None` when it must be built at once. Deferred are
-/// deterministic concatenations of literals and embedded automata (a JSON key, a string
-/// with a pattern: [`chain`]), which `deterministic_rows` builds with exactly the parts'
-/// states, and unions of JSON string literals (a string enum). A union's states are sets of
+/// deterministic concatenations of literals, embedded automata and repetitions of one
+/// embedded automaton (a JSON key, a string with a pattern, a length-bounded string:
+/// [`chain`]), which `deterministic_rows` builds with exactly the parts' states, and unions of JSON string literals (a string enum). A union's states are sets of
 /// one state per alternative; for literals spelled in the same encoding (every part a `"`
 /// or one code point's encoded forms, [`crate::byte_automaton::ByteAutomaton::single_char`])
 /// the strings reaching one alternative's state all decode to the same prefix (up to the
@@ -675,8 +711,31 @@ mod tests {
         let (mut some, mut none) = (0, 0);
         for _ in 0..3000 {
             let parts: Vec<Rx> = (0..1 + rnd(4))
-                .map(|_| match rnd(3) {
+                .map(|_| match rnd(4) {
                     0 => Rx::Literal((0..rnd(3)).map(|_| alphabet[rnd(3) as usize]).collect()),
+                    1 => {
+                        // A repetition of a small automaton (a length-bounded string's body):
+                        // bounded, at-least, optional and empty counts.
+                        let n = 1 + rnd(3) as usize;
+                        let mut trans: Vec<Vec<(u8, u8, u32)>> = Vec::new();
+                        for _ in 0..n {
+                            let mut row = Vec::new();
+                            for &b in alphabet {
+                                if rnd(2) == 0 {
+                                    row.push((b, b, rnd(n as u64) as u32));
+                                }
+                            }
+                            row.sort_unstable();
+                            trans.push(row);
+                        }
+                        let accept = (0..n).map(|_| rnd(2) == 0).collect();
+                        let min = rnd(3) as u32;
+                        let max = match rnd(3) {
+                            0 => None,
+                            _ => Some(min + rnd(4) as u32),
+                        };
+                        Rx::Repeat { inner: Box::new(Rx::Automaton(Arc::new(ByteAutomaton::new(trans, accept, 0)))), min, max }
+                    }
                     _ => {
                         // A random small deterministic automaton: cycles, nullable starts,
                         // dead ends and edges out of accepting states all occur.
@@ -707,5 +766,23 @@ mod tests {
             }
         }
         assert!(some > 500 && none > 500, "both outcomes exercised: {some} deferrable, {none} not");
+    }
+
+    #[test]
+    fn length_bounded_json_strings_are_deferrable() {
+        // `"` + 1 to 160 encoded characters + `"` (a `maxLength: 160` string).
+        let any = json_char('a');
+        let body = Rx::Repeat { inner: Box::new(any.clone()), min: 1, max: Some(160) };
+        let rx = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), body, Rx::Literal(b"\"".to_vec())].into());
+        let d = deferrable(&rx, 20_000).expect("a length-bounded string is deferrable");
+        check(&rx, d);
+        assert!(!d.nullable && !d.empty);
+        // At least three, no upper bound; and optional only.
+        for (min, max) in [(3, None), (0, Some(5)), (0, None)] {
+            let rx = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), Rx::Repeat { inner: Box::new(any.clone()), min, max }, Rx::Literal(b"\"".to_vec())].into());
+            check(&rx, deferrable(&rx, 20_000).expect("deferrable"));
+        }
+        // Past the state limit: built at once (and then split by lowering).
+        assert!(deferrable(&rx, 100).is_none());
     }
 }

@@ -162,7 +162,11 @@ impl Rx {
 
     /// Concatenation, flattening nested concatenations and dropping `Empty`.
     pub fn concat(items: Vec<Rx>) -> Rx {
-        let mut out = Vec::new();
+        if items.len() >= 2 && !items.iter().any(|x| matches!(x, Rx::Empty | Rx::Nothing | Rx::Concat(_))) {
+            // (already flat: the parts as given, with no copy)
+            return Rx::Concat(items.into());
+        }
+        let mut out = Vec::with_capacity(items.len());
         for it in items {
             match it {
                 Rx::Empty => {}
@@ -180,7 +184,11 @@ impl Rx {
 
     /// Alternation, flattening nested alternations and dropping `Nothing`.
     pub fn alt(items: Vec<Rx>) -> Rx {
-        let mut out: Vec<Rx> = Vec::new();
+        if items.len() >= 2 && !items.iter().any(|x| matches!(x, Rx::Nothing | Rx::Alt(_))) {
+            // (already flat: the parts as given, with no copy)
+            return Rx::Alt(items.into());
+        }
+        let mut out: Vec<Rx> = Vec::with_capacity(items.len());
         for it in items {
             match it {
                 Rx::Nothing => {}

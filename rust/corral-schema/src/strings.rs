@@ -455,7 +455,25 @@ impl Encoder {
 
     /// A quoted JSON string whose decoded value is in `rx`.
     pub fn quoted(&mut self, rx: &Rx) -> Rx {
-        Rx::concat(vec![lit("\""), self.encode(rx), lit("\"")])
+        // (A literal's or a concatenation's pieces go straight into the quotes' list: one
+        // list made and hashed instead of an inner one that flattening takes apart again.)
+        let mut parts = vec![lit("\"")];
+        match rx {
+            Rx::Literal(b) => {
+                let s = String::from_utf8_lossy(b);
+                parts.reserve(s.len() + 1);
+                parts.extend(s.chars().map(|c| self.class(&[(c as u32, c as u32)])));
+            }
+            Rx::Concat(xs) => {
+                parts.reserve(xs.len() + 1);
+                for x in xs {
+                    parts.push(self.encode(x));
+                }
+            }
+            _ => parts.push(self.encode(rx)),
+        }
+        parts.push(lit("\""));
+        Rx::concat(parts)
     }
 
     /// A quoted JSON string with exactly this value (every encoding of it).
