@@ -38,7 +38,10 @@
 //! does not save it: the background thread ([`crate::warmup`], kept off the compiling
 //! thread's CPU) builds them while the caller's first fills run, and a fill that meets one
 //! first builds it — or, when the background thread is building it, spins up to
-//! [`MAX_WAIT`] for it. The benchmark shows both sides (`benches/compare.py --limit 100`,
+//! [`MAX_WAIT`] for it — and hands its canonical states to the background thread, as the
+//! compile does for the automata it builds (computed in the fill, a length-bounded
+//! string's took 1.3 ms of a 2.5–3 ms fill: o21460's longest fill in a Python loop over the
+//! benchmark's walks 2.3–3.0 ms, and 0.6–0.9 ms after). The benchmark shows both sides (`benches/compare.py --limit 100`,
 //! JSONSchemaBench with Llama 3, the 62 schemas every engine compiled; runs s19b off and
 //! s19d on, the same code otherwise): compile p99 2.03 → 1.60 ms (llguidance 2.11 / 2.14),
 //! time to first mask p99 2.06 → 1.62, compile p50 0.59 → 0.55; fill p99 32.1 → 34.7 µs,
@@ -139,7 +142,9 @@ impl TermDfa {
         };
         let rx = self.rx.as_ref().expect("an unbuilt automaton keeps its expression");
         let built = crate::intern::build_deferred(rx, self.gid);
-        self.dfa.get_or_init(|| built)
+        let d = self.dfa.get_or_init(|| built);
+        crate::warmup::canonical_after_build(d);
+        d
     }
 
     /// Builds the automaton unless it is built or another thread is building it (a helper

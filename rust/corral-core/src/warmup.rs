@@ -69,6 +69,9 @@ struct Worker {
     pid: u32,
 }
 
+/// The background thread's name.
+const THREAD_NAME: &str = "corral-warmup";
+
 fn worker() -> Option<&'static Worker> {
     static W: OnceLock<Option<Worker>> = OnceLock::new();
     let w = W.get_or_init(|| {
@@ -80,7 +83,7 @@ fn worker() -> Option<&'static Worker> {
         let urgent: Arc<Mutex<VecDeque<Job>>> = Arc::default();
         let (p, u) = (pending.clone(), urgent.clone());
         std::thread::Builder::new()
-            .name("corral-warmup".into())
+            .name(THREAD_NAME.into())
             // Deep automata recurse in places (the schema compiler's stack size).
             .stack_size(64 << 20)
             .spawn(move || {
@@ -232,6 +235,24 @@ pub fn canonical_in_background(dfas: Vec<Arc<Dfa>>, k: usize) -> Vec<Arc<Dfa>> {
     Vec::new()
 }
 
+/// The token depth of the last compile's canonical states (see [`canonical_after_build`]); 0
+/// before any.
+static CANON_DEPTH: AtomicUsize = AtomicUsize::new(0);
+
+/// Hands the canonical states of `d`, a deferred automaton a fill has just built
+/// ([`crate::term_dfa`]), to the background thread, as the compile does for the automata it
+/// built: otherwise the fill that meets its first state computes them itself (a
+/// length-bounded string's table took 1.3 ms inside such a fill). Does nothing on the
+/// background thread itself (its builds are followed by the computation), without one, or
+/// before any compile.
+pub fn canonical_after_build(d: &Arc<Dfa>) {
+    let k = CANON_DEPTH.load(Ordering::Acquire);
+    if k == 0 || std::thread::current().name() == Some(THREAD_NAME) {
+        return;
+    }
+    let _ = canonical_in_background(vec![d.clone()], k);
+}
+
 /// Grammars whose nearest terminals were queued ([`submit_first`]) so far in this process: a
 /// running [`build_in_background`] yields when a later compile has queued its own.
 static FIRST_SUBMITS: AtomicUsize = AtomicUsize::new(0);
@@ -246,6 +267,7 @@ static FIRST_SUBMITS: AtomicUsize = AtomicUsize::new(0);
 /// nothing (the fills build them).
 pub fn build_in_background(terms: Vec<Arc<TermDfa>>, k: usize) {
     let Some(w) = worker() else { return };
+    CANON_DEPTH.store(k, Ordering::Release);
     if terms.is_empty() {
         return;
     }
@@ -352,6 +374,31 @@ mod tests {
         } else {
             assert!(ran.is_none());
         }
+    }
+
+    /// A deferred automaton that a caller (a fill) builds gets its canonical states from the
+    /// background thread, as the compile's own automata do, instead of computing them in the
+    /// fill that next looks one up.
+    #[test]
+    fn canonical_states_of_an_automaton_built_in_a_fill_go_to_the_background() {
+        use crate::rx::Rx;
+        use std::sync::Arc;
+        if !super::enabled() {
+            return; // no background thread: the fills compute them (nothing to check)
+        }
+        // A length-bounded string (`"[ab]{0,40}"`): deferred, with a long run of alike states.
+        let class = crate::byte_automaton::ByteAutomaton::new(vec![vec![(b'a', b'c', 1)], vec![]], vec![false, true], 0);
+        let body = Rx::Repeat { inner: Box::new(Rx::Automaton(Arc::new(class))), min: 0, max: Some(40) };
+        let rx = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), body, Rx::Literal(b"\"".to_vec()), Rx::Literal(b"#canon-test".to_vec())].into());
+        let (t, _) = crate::intern::terminal(&rx, &crate::limits::Limits::default(), true).unwrap();
+        assert!(t.if_built().is_none(), "deferred");
+        let k = 16;
+        // (A compile sets the depth when it queues its own deferred automata: none here.)
+        super::build_in_background(vec![Arc::new(crate::intern::terminal(&Rx::Literal(b"#canon-other".to_vec()), &crate::limits::Limits::default(), true).unwrap().0)], k);
+        super::wait_idle();
+        let d = t.get().clone();
+        super::wait_idle();
+        assert!(d.has_canonical(k), "computed by the background thread after the build");
     }
 
     /// The warm-up thread runs under `SCHED_IDLE` (policy 5 in `/proc/…/stat`), so that it
