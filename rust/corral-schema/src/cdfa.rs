@@ -123,21 +123,49 @@ impl Nfa {
         })
     }
 
-    fn closure(&self, set: &mut Vec<u32>) {
-        let mut stack = set.clone();
-        let mut seen: rustc_hash::FxHashSet<u32> = set.iter().copied().collect();
-        while let Some(s) = stack.pop() {
+    /// Extends `set` by every state reachable through epsilon edges, then keeps the states
+    /// that matter to a subset (with edges, or accepting ends), sorted. `sc` is scratch space
+    /// reused across calls (a hash set and a stack per call were a third of a bounded number's
+    /// subset construction).
+    fn closure(&self, set: &mut Vec<u32>, sc: &mut Closure) {
+        if sc.mark.len() < self.eps.len() {
+            sc.mark.resize(self.eps.len(), 0);
+        }
+        sc.stamp = sc.stamp.wrapping_add(1);
+        if sc.stamp == 0 {
+            sc.mark.iter_mut().for_each(|m| *m = 0);
+            sc.stamp = 1;
+        }
+        let stamp = sc.stamp;
+        sc.stack.clear();
+        for &s in set.iter() {
+            if sc.mark[s as usize] != stamp {
+                sc.mark[s as usize] = stamp;
+                sc.stack.push(s);
+            }
+        }
+        set.clear();
+        while let Some(s) = sc.stack.pop() {
+            if !self.edges[s as usize].is_empty() || self.eps[s as usize].is_empty() {
+                set.push(s);
+            }
             for &t in &self.eps[s as usize] {
-                if seen.insert(t) {
-                    set.push(t);
-                    stack.push(t);
+                if sc.mark[t as usize] != stamp {
+                    sc.mark[t as usize] = stamp;
+                    sc.stack.push(t);
                 }
             }
         }
-        set.retain(|&s| !self.edges[s as usize].is_empty() || self.eps[s as usize].is_empty());
         set.sort_unstable();
-        set.dedup();
     }
+}
+
+/// Scratch space for [`Nfa::closure`]: a visit stamp per NFA state and a stack.
+#[derive(Default)]
+struct Closure {
+    mark: Vec<u32>,
+    stamp: u32,
+    stack: Vec<u32>,
 }
 
 /// Splits overlapping `(lo, hi, x)` items into disjoint segments, each with the list of `x`.
@@ -348,25 +376,26 @@ impl CDfa {
         let mut nfa = Nfa { limit: limit * 20 + 1000, ..Default::default() };
         let start = nfa.add()?;
         let accept = nfa.build(rx, start)?;
+        let mut sc = Closure::default();
         let mut init = vec![start];
-        nfa.closure(&mut init);
+        nfa.closure(&mut init, &mut sc);
         let mut map: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
         let mut sets = vec![init.clone()];
         map.insert(init, 0);
         let mut trans = Vec::new();
         let mut acc = Vec::new();
         let mut i = 0;
+        let mut items = Vec::new();
         while i < sets.len() {
-            let set = sets[i].clone();
-            acc.push(set.contains(&accept));
-            let mut items = Vec::new();
-            for &s in &set {
+            acc.push(sets[i].binary_search(&accept).is_ok());
+            items.clear();
+            for &s in &sets[i] {
                 items.extend_from_slice(&nfa.edges[s as usize]);
             }
             let mut row = Vec::new();
             for (lo, hi, ts) in segments(&items) {
                 let mut t = ts;
-                nfa.closure(&mut t);
+                nfa.closure(&mut t, &mut sc);
                 let id = match map.get(&t) {
                     Some(&id) => id,
                     None => {
