@@ -150,6 +150,14 @@ pub struct Deferred {
     pub max_states: usize,
 }
 
+/// Most states of a repetition in a deferred automaton. A larger one — a long
+/// length-bounded string, thousands of states — is built with the compile: built instead by
+/// the fill that first meets it, it took 1–2 ms of that fill (o9892's `maxLength: 255` and
+/// 256-character chunks: fills of 2–8 ms in `fill_profile`, 2.1 ms in the benchmark, against
+/// the 2 ms bound on every fill), while a short one (an id of a few characters, a `[0-9a-f]{8}`
+/// group) costs tens of microseconds wherever it is built.
+const MAX_DEFERRED_REPEAT_STATES: usize = 256;
+
 /// One concatenation of literals and embedded automata, summarized without building it.
 struct Chain {
     /// States `deterministic_rows` gives it at most (before trimming), dead state excluded.
@@ -164,8 +172,9 @@ struct Chain {
 }
 
 /// Summarizes `x` as a chain when it is a concatenation of literals, embedded automata and
-/// bounded or unbounded repetitions of one non-nullable embedded automaton, whose every join
-/// is deterministic; `None` otherwise. The joins are checked on byte
+/// repetitions of one non-nullable embedded automaton (of at most
+/// [`MAX_DEFERRED_REPEAT_STATES`] states), whose every join is deterministic; `None`
+/// otherwise. The joins are checked on byte
 /// summaries ([`crate::byte_automaton::Summary`]): the bytes leaving the accepting states
 /// built so far must miss the bytes leaving the next part's start, exactly the condition
 /// under which [`join`] merges the start's row into those states without a conflict.
@@ -220,6 +229,9 @@ fn chain(x: &Rx) -> Option<Chain> {
                 if once + optional == 0 && !star {
                     continue; // `x{0}`: nothing joined
                 }
+                if (once + optional + star as usize).saturating_mul(a.len_bound()) > MAX_DEFERRED_REPEAT_STATES {
+                    return None; // built with the compile (see the constant)
+                }
                 // The first copy continues from the accepting states so far, each later one
                 // from the copy before's.
                 if accept_out.intersects(&s.start_out) || ((once + optional > 1 || star) && s.accept_out.intersects(&s.start_out)) {
@@ -249,8 +261,8 @@ fn chain(x: &Rx) -> Option<Chain> {
 
 /// Whether the automaton of `rx` can be built later with no chance of failing, and what
 /// lowering needs of it now; `None` when it must be built at once. Deferred are
-/// deterministic concatenations of literals, embedded automata and repetitions of one
-/// embedded automaton (a JSON key, a string with a pattern, a length-bounded string:
+/// deterministic concatenations of literals, embedded automata and short repetitions of one
+/// embedded automaton (a JSON key, a string with a pattern, a short length-bounded string:
 /// [`chain`]), which `deterministic_rows` builds with exactly the parts' states, and unions of JSON string literals (a string enum). A union's states are sets of
 /// one state per alternative; for literals spelled in the same encoding (every part a `"`
 /// or one code point's encoded forms, [`crate::byte_automaton::ByteAutomaton::single_char`])
@@ -769,12 +781,12 @@ mod tests {
     }
 
     #[test]
-    fn length_bounded_json_strings_are_deferrable() {
-        // `"` + 1 to 160 encoded characters + `"` (a `maxLength: 160` string).
+    fn short_length_bounded_json_strings_are_deferrable() {
+        // `"` + 1 to 12 encoded characters + `"` (a `maxLength: 12` string).
         let any = json_char('a');
-        let body = Rx::Repeat { inner: Box::new(any.clone()), min: 1, max: Some(160) };
+        let body = Rx::Repeat { inner: Box::new(any.clone()), min: 1, max: Some(12) };
         let rx = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), body, Rx::Literal(b"\"".to_vec())].into());
-        let d = deferrable(&rx, 20_000).expect("a length-bounded string is deferrable");
+        let d = deferrable(&rx, 20_000).expect("a short length-bounded string is deferrable");
         check(&rx, d);
         assert!(!d.nullable && !d.empty);
         // At least three, no upper bound; and optional only.
@@ -783,6 +795,9 @@ mod tests {
             check(&rx, deferrable(&rx, 20_000).expect("deferrable"));
         }
         // Past the state limit: built at once (and then split by lowering).
-        assert!(deferrable(&rx, 100).is_none());
+        assert!(deferrable(&rx, 20).is_none());
+        // A long one (`maxLength: 160`) is built with the compile.
+        let long = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), Rx::Repeat { inner: Box::new(any), min: 1, max: Some(160) }, Rx::Literal(b"\"".to_vec())].into());
+        assert!(deferrable(&long, 20_000).is_none());
     }
 }

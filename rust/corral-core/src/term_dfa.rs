@@ -6,8 +6,8 @@
 //! keys of the root object) or never (the other branches of an `anyOf`). Terminals whose
 //! automaton can be built later with no chance of failing
 //! ([`crate::det_concat::deferrable`]: deterministic concatenations of literals and embedded
-//! automata, length-bounded strings, unions of JSON string literals — within the state limit
-//! by construction) are
+//! automata, short length-bounded strings, unions of JSON string literals — within the state
+//! limit by construction) are
 //! left unbuilt by lowering; everything lowering needs of them (nullable, empty) is known
 //! from their parts. The background thread builds them right after the compile, nearest the
 //! start first ([`crate::warmup`]), and a fill that needs one before that builds it itself.
@@ -30,18 +30,19 @@
 //! automaton as lowering creates it, so that the start state's mask would find the root's
 //! keys built, made compile plus start mask p99 over the benchmark's common schemas 1.23–1.36
 //! → 1.72–1.87 ms in `fill_profile` — it built them in creation order, nested keys first,
-//! while contending with the compile. Session 21: length-bounded strings deferred too —
-//! o21460, one `maxLength: 160` string, first compile 0.94 → 0.22 ms in `compile_prof`,
-//! median of eight processes with 64 MB swept before each compile.)
+//! while contending with the compile. Session 21: length-bounded strings deferred too took
+//! o21460, one `maxLength: 160` string, from 0.94 to 0.22 ms of first compile in
+//! `compile_prof`, but the fill that then built a long one paid 1–2 ms for it — o9892's
+//! 256-character chunks made a 2.1 ms fill in the benchmark — so only repetitions of at most
+//! 256 states are deferred: `det_concat`'s `MAX_DEFERRED_REPEAT_STATES`.)
 //!
 //! **Leaving them to after the compile is the default since session 19.** It moves work, it
 //! does not save it: the background thread ([`crate::warmup`], kept off the compiling
 //! thread's CPU) builds them while the caller's first fills run, and a fill that meets one
 //! first builds it — or, when the background thread is building it, spins up to
 //! [`MAX_WAIT`] for it — and hands its canonical states to the background thread, as the
-//! compile does for the automata it builds (computed in the fill, a length-bounded
-//! string's took 1.3 ms of a 2.5–3 ms fill: o21460's longest fill in a Python loop over the
-//! benchmark's walks 2.3–3.0 ms, and 0.6–0.9 ms after). The benchmark shows both sides (`benches/compare.py --limit 100`,
+//! compile does for the automata it builds (computed in the fill, the table of o21460's
+//! deferred `maxLength: 160` string took 1.3 ms of a 2.5–3 ms fill). The benchmark shows both sides (`benches/compare.py --limit 100`,
 //! JSONSchemaBench with Llama 3, the 62 schemas every engine compiled; runs s19b off and
 //! s19d on, the same code otherwise): compile p99 2.03 → 1.60 ms (llguidance 2.11 / 2.14),
 //! time to first mask p99 2.06 → 1.62, compile p50 0.59 → 0.55; fill p99 32.1 → 34.7 µs,
