@@ -304,6 +304,12 @@ class Stats:
                 fills = [x / 1e3 for x in w["fill_ns"]]
                 self.fill_us.extend(fills)
                 self.fill_by_gid.setdefault(item.gid, []).extend(fills)
+                if fills:
+                    # (Where a fill tail comes from: the slowest fill per grammar, and its walk and step.)
+                    top = max(range(len(fills)), key=fills.__getitem__)
+                    if fills[top] > rec.get("fill_max_us", -1.0):
+                        rec["fill_max_us"] = round(fills[top], 1)
+                        rec["fill_max_at"] = [k, top]
                 if not (k == 0 and "compile_ms" in res):
                     self.fill_warm_us.extend(fills)
                 self.accept_us.extend(x / 1e3 for x in w["accept_ns"])
