@@ -701,6 +701,34 @@ mod tests {
         }
     }
 
+    /// Every interval's forms are restricted number forms (the schema compiler relies on it to
+    /// skip intersecting a plain number's bounds with them): nothing outside
+    /// `restricted_number`, over random bounds of both signs, open and closed, with fractions.
+    #[test]
+    fn intervals_are_within_the_restricted_forms() {
+        let forms = CDfa::from_rx(&restricted_number(), 20_000).unwrap();
+        let mut rnd = corral_core::testutil::xorshift(0x1e7e_1e55_0f_f0c5);
+        let mut bound = || -> Bound {
+            let ip = ["0", "1", "2", "9", "10", "256", "1000"][rnd(7) as usize];
+            let fp = ["", "5", "25", "001", "999"][rnd(5) as usize];
+            let sign = if rnd(3) == 0 { "-" } else { "" };
+            let text = if fp.is_empty() { format!("{sign}{ip}") } else { format!("{sign}{ip}.{fp}") };
+            match rnd(3) {
+                0 => Bound::None,
+                1 => Bound::Incl(d(&text)),
+                _ => Bound::Excl(d(&text)),
+            }
+        };
+        let mut checked = 0;
+        for _ in 0..120 {
+            let (lo, hi) = (bound(), bound());
+            let Some(id) = interval(&lo, &hi) else { continue };
+            assert!(id.minus(&forms, 200_000).unwrap().is_empty(), "{lo:?}..{hi:?}");
+            checked += 1;
+        }
+        assert!(checked > 100, "{checked}");
+    }
+
     /// `signed` side by side, and by product when `pos` may start with `-` itself.
     #[test]
     fn signed_union() {

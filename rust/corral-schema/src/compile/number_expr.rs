@@ -59,6 +59,11 @@ impl<'a> Compiler<'a> {
                 return Ok((*d).clone());
             }
             let id = numbers::interval(&lo, &hi).ok_or_else(|| "number bound automaton".to_string())?;
+            if !ints_only && !nonints_only {
+                // The interval's forms are restricted number forms already (see
+                // `numbers::interval`): intersecting them with all of those changes nothing.
+                return Ok(id.minimize());
+            }
             d.product(&id, true, DFA_LIMIT).map_err(|_| "number bound automaton".to_string())
         });
         let mut d = match bounded {
