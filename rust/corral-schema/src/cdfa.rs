@@ -385,18 +385,43 @@ impl CDfa {
         let mut trans = Vec::new();
         let mut acc = Vec::new();
         let mut i = 0;
-        let mut items = Vec::new();
+        // Scratch reused across states (what `segments` allocates per call): the subset's
+        // edges, the points where the set of live edges changes, the live edges, a target set.
+        let (mut items, mut pts, mut active, mut t): (Vec<(u32, u32, u32)>, Vec<u32>, Vec<(u32, u32, u32)>, Vec<u32>) = Default::default();
         while i < sets.len() {
             acc.push(sets[i].binary_search(&accept).is_ok());
             items.clear();
             for &s in &sets[i] {
                 items.extend_from_slice(&nfa.edges[s as usize]);
             }
+            pts.clear();
+            for &(a, b, _) in &items {
+                pts.push(a);
+                if b < u32::MAX {
+                    pts.push(b + 1);
+                }
+            }
+            pts.sort_unstable();
+            pts.dedup();
+            items.sort_unstable_by_key(|x| x.0);
+            active.clear();
+            let mut j = 0;
             let mut row = Vec::new();
-            for (lo, hi, ts) in segments(&items) {
-                let mut t = ts;
+            // Each segment between two points: the targets of the edges covering it.
+            for k in 0..pts.len().saturating_sub(1) {
+                let (lo, hi) = (pts[k], pts[k + 1] - 1);
+                while j < items.len() && items[j].0 <= lo {
+                    active.push(items[j]);
+                    j += 1;
+                }
+                active.retain(|x| x.1 >= lo);
+                if active.is_empty() {
+                    continue;
+                }
+                t.clear();
+                t.extend(active.iter().map(|x| x.2));
                 nfa.closure(&mut t, &mut sc);
-                let id = match map.get(&t) {
+                let id = match map.get(t.as_slice()) {
                     Some(&id) => id,
                     None => {
                         if sets.len() >= limit {
@@ -404,7 +429,7 @@ impl CDfa {
                         }
                         let id = sets.len() as u32;
                         map.insert(t.clone(), id);
-                        sets.push(t);
+                        sets.push(t.clone());
                         id
                     }
                 };
