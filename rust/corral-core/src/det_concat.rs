@@ -716,6 +716,24 @@ mod tests {
         assert!(deferrable(&Rx::Alt(vec![json_literal("abcdef"), json_literal("abc")].into()), 20).is_none());
     }
 
+    /// A random deterministic automaton of 1 to `most` states over `alphabet`.
+    fn random_automaton(rnd: &mut impl FnMut(u64) -> u64, alphabet: &[u8], most: u64) -> Arc<ByteAutomaton> {
+        let n = 1 + rnd(most) as usize;
+        let mut trans: Vec<Vec<(u8, u8, u32)>> = Vec::new();
+        for _ in 0..n {
+            let mut row = Vec::new();
+            for &b in alphabet {
+                if rnd(2) == 0 {
+                    row.push((b, b, rnd(n as u64) as u32));
+                }
+            }
+            row.sort_unstable();
+            trans.push(row);
+        }
+        let accept = (0..n).map(|_| rnd(2) == 0).collect();
+        Arc::new(ByteAutomaton::new(trans, accept, 0))
+    }
+
     #[test]
     fn deferrable_chains_build_as_summarized() {
         let mut rnd = crate::testutil::xorshift(0x0dd_ba11_cafe_f00d);
@@ -728,44 +746,17 @@ mod tests {
                     1 => {
                         // A repetition of a small automaton (a length-bounded string's body):
                         // bounded, at-least, optional and empty counts.
-                        let n = 1 + rnd(3) as usize;
-                        let mut trans: Vec<Vec<(u8, u8, u32)>> = Vec::new();
-                        for _ in 0..n {
-                            let mut row = Vec::new();
-                            for &b in alphabet {
-                                if rnd(2) == 0 {
-                                    row.push((b, b, rnd(n as u64) as u32));
-                                }
-                            }
-                            row.sort_unstable();
-                            trans.push(row);
-                        }
-                        let accept = (0..n).map(|_| rnd(2) == 0).collect();
+                        let a = random_automaton(&mut rnd, alphabet, 3);
                         let min = rnd(3) as u32;
                         let max = match rnd(3) {
                             0 => None,
                             _ => Some(min + rnd(4) as u32),
                         };
-                        Rx::Repeat { inner: Box::new(Rx::Automaton(Arc::new(ByteAutomaton::new(trans, accept, 0)))), min, max }
+                        Rx::Repeat { inner: Box::new(Rx::Automaton(a)), min, max }
                     }
-                    _ => {
-                        // A random small deterministic automaton: cycles, nullable starts,
-                        // dead ends and edges out of accepting states all occur.
-                        let n = 1 + rnd(4) as usize;
-                        let mut trans: Vec<Vec<(u8, u8, u32)>> = Vec::new();
-                        for _ in 0..n {
-                            let mut row = Vec::new();
-                            for &b in alphabet {
-                                if rnd(2) == 0 {
-                                    row.push((b, b, rnd(n as u64) as u32));
-                                }
-                            }
-                            row.sort_unstable();
-                            trans.push(row);
-                        }
-                        let accept = (0..n).map(|_| rnd(2) == 0).collect();
-                        Rx::Automaton(Arc::new(ByteAutomaton::new(trans, accept, 0)))
-                    }
+                    // A random small deterministic automaton: cycles, nullable starts, dead
+                    // ends and edges out of accepting states all occur.
+                    _ => Rx::Automaton(random_automaton(&mut rnd, alphabet, 4)),
                 })
                 .collect();
             let rx = Rx::Concat(parts.into());
