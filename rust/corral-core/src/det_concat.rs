@@ -227,7 +227,10 @@ fn chain(x: &Rx) -> Option<Chain> {
                 }
                 let (once, optional, star) = (*min as usize, max.map_or(0, |m| (m - min) as usize), max.is_none());
                 if once + optional == 0 && !star {
-                    continue; // `x{0}`: nothing joined
+                    // `x{0}`: nothing joined, but `append` still weighs one copy against the
+                    // limit, so the bound counts it.
+                    c.size = c.size.saturating_add(a.len_bound());
+                    continue;
                 }
                 if (once + optional + star as usize).saturating_mul(a.len_bound()) > MAX_DEFERRED_REPEAT_STATES {
                     return None; // built with the compile (see the constant)
