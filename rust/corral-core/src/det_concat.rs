@@ -266,8 +266,9 @@ fn chain(x: &Rx) -> Option<Chain> {
 /// lowering needs of it now; `None` when it must be built at once. Deferred are
 /// deterministic concatenations of literals, embedded automata and short repetitions of one
 /// embedded automaton (a JSON key, a string with a pattern, a short length-bounded string:
-/// [`chain`]), which `deterministic_rows` builds with exactly the parts' states, and unions of JSON string literals (a string enum). A union's states are sets of
-/// one state per alternative; for literals spelled in the same encoding (every part a `"`
+/// [`chain`]), which `deterministic_rows` builds with exactly the parts' states, and unions
+/// of JSON string literals (a string enum). A union's states are sets of one state per
+/// alternative; for literals spelled in the same encoding (every part a `"`
 /// or one code point's encoded forms, [`crate::byte_automaton::ByteAutomaton::single_char`])
 /// the strings reaching one alternative's state all decode to the same prefix (up to the
 /// case of an escape's hex digits), so every other alternative is in one state after any of

@@ -62,7 +62,9 @@ impl<'a> Compiler<'a> {
             if !ints_only && !nonints_only {
                 // The interval's forms are restricted number forms already (see
                 // `numbers::interval`): intersecting them with all of those changes nothing.
-                return Ok(id.minimize());
+                let m = id.minimize();
+                // (the limit the product applied)
+                return if m.len() > DFA_LIMIT { Err("number bound automaton".to_string()) } else { Ok(m) };
             }
             d.product(&id, true, DFA_LIMIT).map_err(|_| "number bound automaton".to_string())
         });
