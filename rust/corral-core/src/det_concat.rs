@@ -575,12 +575,12 @@ mod tests {
             assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
         }
         // A nullable middle part: the join skips it.
-        let rx = Rx::Concat(vec![Rx::Literal(b"x".to_vec()), Rx::Repeat { inner: Box::new(Rx::Literal(b"yz".to_vec())), min: 0, max: None }].into());
+        let rx = Rx::Concat(vec![Rx::Literal(b"x".to_vec()), Rx::Repeat { inner: std::sync::Arc::new(Rx::Literal(b"yz".to_vec())), min: 0, max: None }].into());
         let r = deterministic_rows(&rx, 100).unwrap();
         for (s, ok) in [("x", true), ("xyz", true), ("xyzyz", true), ("xy", false), ("xyzy", false), ("yz", false)] {
             assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
         }
-        let rx = Rx::Repeat { inner: Box::new(Rx::Bytes(vec![(b'0', b'9')])), min: 2, max: Some(4) };
+        let rx = Rx::Repeat { inner: std::sync::Arc::new(Rx::Bytes(vec![(b'0', b'9')])), min: 2, max: Some(4) };
         let r = deterministic_rows(&rx, 100).unwrap();
         for (s, ok) in [("1", false), ("12", true), ("1234", true), ("12345", false), ("", false)] {
             assert_eq!(run(&r, s.as_bytes()), ok, "{s}");
@@ -756,7 +756,7 @@ mod tests {
                             0 => None,
                             _ => Some(min + rnd(4) as u32),
                         };
-                        Rx::Repeat { inner: Box::new(Rx::Automaton(a)), min, max }
+                        Rx::Repeat { inner: std::sync::Arc::new(Rx::Automaton(a)), min, max }
                     }
                     // A random small deterministic automaton: cycles, nullable starts, dead
                     // ends and edges out of accepting states all occur.
@@ -779,20 +779,20 @@ mod tests {
     fn short_length_bounded_json_strings_are_deferrable() {
         // `"` + 1 to 12 encoded characters + `"` (a `maxLength: 12` string).
         let any = json_char('a');
-        let body = Rx::Repeat { inner: Box::new(any.clone()), min: 1, max: Some(12) };
+        let body = Rx::Repeat { inner: std::sync::Arc::new(any.clone()), min: 1, max: Some(12) };
         let rx = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), body, Rx::Literal(b"\"".to_vec())].into());
         let d = deferrable(&rx, 20_000).expect("a short length-bounded string is deferrable");
         check(&rx, d);
         assert!(!d.nullable && !d.empty);
         // At least three, no upper bound; and optional only.
         for (min, max) in [(3, None), (0, Some(5)), (0, None)] {
-            let rx = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), Rx::Repeat { inner: Box::new(any.clone()), min, max }, Rx::Literal(b"\"".to_vec())].into());
+            let rx = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), Rx::Repeat { inner: std::sync::Arc::new(any.clone()), min, max }, Rx::Literal(b"\"".to_vec())].into());
             check(&rx, deferrable(&rx, 20_000).expect("deferrable"));
         }
         // Past the state limit: built at once (and then split by lowering).
         assert!(deferrable(&rx, 20).is_none());
         // A long one (`maxLength: 160`) is built with the compile.
-        let long = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), Rx::Repeat { inner: Box::new(any), min: 1, max: Some(160) }, Rx::Literal(b"\"".to_vec())].into());
+        let long = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), Rx::Repeat { inner: std::sync::Arc::new(any), min: 1, max: Some(160) }, Rx::Literal(b"\"".to_vec())].into());
         assert!(deferrable(&long, 20_000).is_none());
     }
 }

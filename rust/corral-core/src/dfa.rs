@@ -889,7 +889,7 @@ mod tests {
 
     #[test]
     fn literal_and_star() {
-        let rx = Rx::concat(vec![lit("ab"), Rx::Repeat { inner: Box::new(lit("c")), min: 0, max: None }]);
+        let rx = Rx::concat(vec![lit("ab"), Rx::Repeat { inner: std::sync::Arc::new(lit("c")), min: 0, max: None }]);
         let d = Dfa::from_rx(&rx, &Limits::default()).unwrap();
         assert!(d.matches(b"ab"));
         assert!(d.matches(b"abccc"));
@@ -899,7 +899,7 @@ mod tests {
 
     #[test]
     fn nullable_start_not_accepting() {
-        let rx = Rx::Repeat { inner: Box::new(lit("a")), min: 0, max: Some(3) };
+        let rx = Rx::Repeat { inner: std::sync::Arc::new(lit("a")), min: 0, max: Some(3) };
         let d = Dfa::from_rx(&rx, &Limits::default()).unwrap();
         assert!(d.nullable());
         assert!(!d.is_accepting(d.start()));
@@ -1084,7 +1084,7 @@ mod tests {
                         let min = rnd(3) as u32;
                         let max = if rnd(3) == 0 { None } else { Some(min + rnd(3) as u32) };
                         let inner = if rnd(2) == 0 { Rx::Literal(vec![alphabet[rnd(4) as usize]; 1 + rnd(2) as usize]) } else { Rx::Bytes(vec![(b'a', b'b')]) };
-                        Rx::Repeat { inner: Box::new(inner), min, max }
+                        Rx::Repeat { inner: std::sync::Arc::new(inner), min, max }
                     }
                     _ => {
                         // a random small deterministic automaton over the alphabet

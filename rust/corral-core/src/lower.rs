@@ -114,7 +114,13 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
     for i in 0..n {
         if let Some(nt) = lw.rule_nt[i] {
             lw.label = ast.rules[i].name.clone();
-            let alts = if regular[i] { vec![lw.flush_rx(vec![(&ast.rules[i].expr, lw.rule_rx[i].clone().unwrap())])?] } else { lw.lower_alts(&ast.rules[i].expr)? };
+            let alts = if regular[i] {
+                let mut rhs = Vec::new();
+                lw.flush_rx(vec![(&ast.rules[i].expr, lw.rule_rx[i].clone().unwrap())], &mut rhs)?;
+                vec![rhs]
+            } else {
+                lw.lower_alts(&ast.rules[i].expr)?
+            };
             for rhs in alts {
                 lw.add_prod(nt, rhs)?;
             }
@@ -241,7 +247,7 @@ impl Lowerer<'_> {
             Expr::Alt(xs) => Rx::alt(xs.iter().map(|x| self.to_rx(x)).collect::<Result<_>>()?),
             Expr::Repeat { inner, min, max } => {
                 self.check_repeat(*min, *max)?;
-                Rx::Repeat { inner: Box::new(self.to_rx(inner)?), min: *min, max: *max }
+                Rx::Repeat { inner: std::sync::Arc::new(self.to_rx(inner)?), min: *min, max: *max }
             }
             Expr::Token(inner) => return self.to_rx(inner),
             Expr::Perm(_) => return Err(Error::GrammarInvalid { message: "a key set is not a regular language".into(), location: None }),
@@ -323,13 +329,13 @@ impl Lowerer<'_> {
                 pending.push((item, rx));
             } else {
                 if !pending.is_empty() {
-                    out.extend(self.flush_rx(std::mem::take(&mut pending))?);
+                    self.flush_rx(std::mem::take(&mut pending), &mut out)?;
                 }
                 out.push(self.lower_item(item)?);
             }
         }
         if !pending.is_empty() {
-            out.extend(self.flush_rx(pending)?);
+            self.flush_rx(pending, &mut out)?;
         }
         Ok(out)
     }
@@ -338,32 +344,43 @@ impl Lowerer<'_> {
     /// else one terminal per piece; a piece whose own DFA is too large is lowered
     /// structurally (its sub-rules become nonterminals), which bounds automaton size at the
     /// price of more parser work. Only an atomic piece (a literal or class) can still fail.
-    fn flush_rx(&mut self, mut pending: Vec<(&Expr, Rx)>) -> Result<Vec<Sym>> {
+    ///
+    /// The symbols are appended to `out` (this and the functions below write into the caller's
+    /// list: a list per piece was a tenth of a schema compile's allocations).
+    fn flush_rx(&mut self, mut pending: Vec<(&Expr, Rx)>, out: &mut Vec<Sym>) -> Result<()> {
         if pending.len() == 1 {
             let (e, rx) = pending.pop().expect("one piece");
-            return self.piece_syms(e, rx);
+            return self.piece_syms(e, rx, out);
         }
         // The pieces move into the concatenation; in the rare case that it is too large as
         // one terminal, they are converted again from their expressions.
         let (exprs, rxs): (Vec<&Expr>, Vec<Rx>) = pending.into_iter().unzip();
         match self.terminal_syms(&Rx::concat(rxs)) {
             Err(Error::Limit { .. }) => {
-                let mut out = Vec::new();
                 for e in exprs {
                     let rx = self.to_rx(e)?;
-                    out.extend(self.piece_syms(e, rx)?);
+                    self.piece_syms(e, rx, out)?;
                 }
-                Ok(out)
+                Ok(())
             }
-            r => r,
+            r => {
+                out.extend(r?);
+                Ok(())
+            }
         }
     }
 
-    fn piece_syms(&mut self, e: &Expr, rx: Rx) -> Result<Vec<Sym>> {
+    fn piece_syms(&mut self, e: &Expr, rx: Rx, out: &mut Vec<Sym>) -> Result<()> {
         match self.terminal_syms(&rx) {
-            Err(Error::Limit { .. }) if is_compound(e) => Ok(vec![self.lower_item(e)?]),
-            Err(Error::Limit { .. }) => self.rx_structural(rx),
-            r => r,
+            Err(Error::Limit { .. }) if is_compound(e) => {
+                out.push(self.lower_item(e)?);
+                Ok(())
+            }
+            Err(Error::Limit { .. }) => self.rx_structural(rx, out),
+            r => {
+                out.extend(r?);
+                Ok(())
+            }
         }
     }
 
@@ -371,30 +388,36 @@ impl Lowerer<'_> {
     /// (concatenation → a sequence, alternation → a nonterminal, repetition → a repeat
     /// nonterminal) lowered the same way, down to pieces whose automata fit. The language is
     /// unchanged; only an atomic piece that is itself too large still fails.
-    fn rx_structural(&mut self, rx: Rx) -> Result<Vec<Sym>> {
+    fn rx_structural(&mut self, rx: Rx, out: &mut Vec<Sym>) -> Result<()> {
         let err = match self.terminal_syms(&rx) {
             Err(e @ Error::Limit { .. }) => e,
-            r => return r,
+            r => {
+                out.extend(r?);
+                return Ok(());
+            }
         };
         match rx {
             Rx::Concat(xs) => {
-                let mut out = Vec::new();
                 for x in xs {
-                    out.extend(self.rx_structural(x)?);
+                    self.rx_structural(x, out)?;
                 }
-                Ok(out)
+                Ok(())
             }
             Rx::Alt(xs) => {
                 let nt = self.new_nt(format!("{}#alt", self.label));
                 for x in xs {
-                    let rhs = self.rx_structural(x)?;
+                    let mut rhs = Vec::new();
+                    self.rx_structural(x, &mut rhs)?;
                     self.add_prod(nt, rhs)?;
                 }
-                Ok(vec![Sym::n(nt)])
+                out.push(Sym::n(nt));
+                Ok(())
             }
             Rx::Repeat { inner, min, max } => {
-                let x = self.rx_structural(*inner)?;
-                Ok(vec![Sym::n(self.repeat_nt(&x, min, max)?)])
+                let mut x = Vec::new();
+                self.rx_structural(std::sync::Arc::unwrap_or_clone(inner), &mut x)?;
+                out.push(Sym::n(self.repeat_nt(&x, min, max)?));
+                Ok(())
             }
             _ => Err(err),
         }
@@ -454,9 +477,9 @@ impl Lowerer<'_> {
     }
 
     /// Symbols for one regular language: nothing for {ε}, `T` or `Opt(T)` otherwise.
-    fn terminal_syms(&mut self, rx: &Rx) -> Result<Vec<Sym>> {
+    fn terminal_syms(&mut self, rx: &Rx) -> Result<Option<Sym>> {
         if *rx == Rx::Empty {
-            return Ok(vec![]);
+            return Ok(None);
         }
         let t = match self.term_index.get(rx) {
             Some(&t) => t,
@@ -472,10 +495,10 @@ impl Lowerer<'_> {
         };
         let dfa = &self.terminals[t as usize].automaton;
         if !dfa.nullable() {
-            return Ok(vec![Sym::t(t)]);
+            return Ok(Some(Sym::t(t)));
         }
         if dfa.is_empty_language() {
-            return Ok(vec![]);
+            return Ok(None);
         }
         let opt = match self.opt_nt.get(&t) {
             Some(&o) => o,
@@ -487,7 +510,7 @@ impl Lowerer<'_> {
                 o
             }
         };
-        Ok(vec![Sym::n(opt)])
+        Ok(Some(Sym::n(opt)))
     }
 
     /// A non-regular item as one symbol.
@@ -561,11 +584,13 @@ impl Lowerer<'_> {
                     },
                     _ => self.to_rx(e)?,
                 };
-                match self.rx_structural(rx)?.as_slice() {
-                    [s] => Ok(*s),
-                    rhs => {
+                let mut rhs = Vec::new();
+                self.rx_structural(rx, &mut rhs)?;
+                match rhs[..] {
+                    [s] => Ok(s),
+                    _ => {
                         let nt = self.new_nt(format!("{}#group", self.label));
-                        self.add_prod(nt, rhs.to_vec())?;
+                        self.add_prod(nt, rhs)?;
                         Ok(Sym::n(nt))
                     }
                 }

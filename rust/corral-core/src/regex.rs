@@ -64,7 +64,7 @@ fn convert(h: &Hir, pattern: &str) -> Result<Rx> {
                 ),
             })
         }
-        HirKind::Repetition(rep) => Rx::Repeat { inner: Box::new(convert(&rep.sub, pattern)?), min: rep.min, max: rep.max },
+        HirKind::Repetition(rep) => Rx::Repeat { inner: std::sync::Arc::new(convert(&rep.sub, pattern)?), min: rep.min, max: rep.max },
         HirKind::Capture(cap) => convert(&cap.sub, pattern)?,
         HirKind::Concat(xs) => Rx::concat(xs.iter().map(|x| convert(x, pattern)).collect::<Result<_>>()?),
         HirKind::Alternation(xs) => Rx::alt(xs.iter().map(|x| convert(x, pattern)).collect::<Result<_>>()?),

@@ -20,8 +20,9 @@ pub enum Rx {
     Alt(RxList),
     /// `inner{min,max}`; `max = None` means unbounded.
     Repeat {
-        /// Repeated expression.
-        inner: Box<Rx>,
+        /// Repeated expression (shared: cloning a repetition, such as the whitespace between
+        /// every two tokens of a JSON layout, is a reference count).
+        inner: std::sync::Arc<Rx>,
         /// Least number of repetitions.
         min: u32,
         /// Most repetitions, if bounded.
@@ -313,7 +314,7 @@ mod tests {
 
     #[test]
     fn nullable() {
-        assert!(Rx::Repeat { inner: Box::new(Rx::Literal(b"a".to_vec())), min: 0, max: None }.nullable());
+        assert!(Rx::Repeat { inner: std::sync::Arc::new(Rx::Literal(b"a".to_vec())), min: 0, max: None }.nullable());
         assert!(!Rx::concat(vec![Rx::Empty, Rx::Literal(b"a".to_vec())]).nullable());
     }
 }

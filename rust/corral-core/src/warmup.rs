@@ -388,7 +388,7 @@ mod tests {
         }
         // A length-bounded string (`"[ab]{0,40}"`): deferred, with a long run of alike states.
         let class = crate::byte_automaton::ByteAutomaton::new(vec![vec![(b'a', b'c', 1)], vec![]], vec![false, true], 0);
-        let body = Rx::Repeat { inner: Box::new(Rx::Automaton(Arc::new(class))), min: 0, max: Some(40) };
+        let body = Rx::Repeat { inner: std::sync::Arc::new(Rx::Automaton(Arc::new(class))), min: 0, max: Some(40) };
         let rx = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), body, Rx::Literal(b"\"".to_vec()), Rx::Literal(b"#canon-test".to_vec())].into());
         let (t, _) = crate::intern::terminal(&rx, &crate::limits::Limits::default(), true).unwrap();
         assert!(t.if_built().is_none(), "deferred");

@@ -26,21 +26,75 @@ pub struct CDfa {
     pub start: u32,
 }
 
+/// A Thompson automaton under construction. Each state's epsilon edges and character edges
+/// are chains through two shared pools, in the order they were added (a list per state was
+/// half of the allocations of a bounded number's compile).
 #[derive(Default)]
 struct Nfa {
-    eps: Vec<Vec<u32>>,
-    edges: Vec<Vec<(u32, u32, u32)>>,
+    /// Per state: its first and last epsilon edge in `eps` ([`NIL`]: none).
+    eps_ends: Vec<(u32, u32)>,
+    /// Epsilon edges: target and the next edge of the same state.
+    eps: Vec<(u32, u32)>,
+    /// Per state: its first and last character edge in `edges`.
+    edge_ends: Vec<(u32, u32)>,
+    /// Character edges: `(lo, hi, target)` and the next edge of the same state.
+    edges: Vec<((u32, u32, u32), u32)>,
     limit: usize,
+}
+
+/// No edge.
+const NIL: u32 = u32::MAX;
+
+/// Appends `item` to the chain of edges whose ends are `ends`, in `pool`.
+fn chain_push<T>(ends: &mut (u32, u32), pool: &mut Vec<(T, u32)>, item: T) {
+    let k = pool.len() as u32;
+    pool.push((item, NIL));
+    if ends.0 == NIL {
+        ends.0 = k;
+    } else {
+        pool[ends.1 as usize].1 = k;
+    }
+    ends.1 = k;
+}
+
+/// The items of the chain that starts at `first`, in order.
+fn chain<T: Copy>(pool: &[(T, u32)], first: u32) -> impl Iterator<Item = T> + '_ {
+    let mut k = first;
+    std::iter::from_fn(move || {
+        let (item, next) = *pool.get(k as usize)?;
+        k = next;
+        Some(item)
+    })
 }
 
 impl Nfa {
     fn add(&mut self) -> Result<u32, TooBig> {
-        if self.eps.len() >= self.limit {
+        if self.eps_ends.len() >= self.limit {
             return Err(TooBig);
         }
-        self.eps.push(Vec::new());
-        self.edges.push(Vec::new());
-        Ok((self.eps.len() - 1) as u32)
+        self.eps_ends.push((NIL, NIL));
+        self.edge_ends.push((NIL, NIL));
+        Ok((self.eps_ends.len() - 1) as u32)
+    }
+
+    /// Adds an epsilon edge `s → t`.
+    fn eps_edge(&mut self, s: u32, t: u32) {
+        chain_push(&mut self.eps_ends[s as usize], &mut self.eps, t);
+    }
+
+    /// Adds the edge `s → t` on the characters `lo..=hi`.
+    fn char_edge(&mut self, s: u32, lo: u32, hi: u32, t: u32) {
+        chain_push(&mut self.edge_ends[s as usize], &mut self.edges, (lo, hi, t));
+    }
+
+    /// The epsilon targets of `s`.
+    fn eps_of(&self, s: u32) -> impl Iterator<Item = u32> + '_ {
+        chain(&self.eps, self.eps_ends[s as usize].0)
+    }
+
+    /// The character edges of `s`.
+    fn edges_of(&self, s: u32) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+        chain(&self.edges, self.edge_ends[s as usize].0)
     }
 
     fn build(&mut self, rx: &Rx, from: u32) -> Result<u32, TooBig> {
@@ -51,7 +105,7 @@ impl Nfa {
                 let mut cur = from;
                 for c in String::from_utf8_lossy(bytes).chars() {
                     let n = self.add()?;
-                    self.edges[cur as usize].push((c as u32, c as u32, n));
+                    self.char_edge(cur, c as u32, c as u32, n);
                     cur = n;
                 }
                 cur
@@ -59,14 +113,14 @@ impl Nfa {
             Rx::Bytes(r) => {
                 let n = self.add()?;
                 for &(a, b) in r {
-                    self.edges[from as usize].push((a as u32, b as u32, n));
+                    self.char_edge(from, a as u32, b as u32, n);
                 }
                 n
             }
             Rx::Chars(r) => {
                 let n = self.add()?;
                 for &(a, b) in r {
-                    self.edges[from as usize].push((a, b, n));
+                    self.char_edge(from, a, b, n);
                 }
                 n
             }
@@ -84,9 +138,9 @@ impl Nfa {
                 let end = self.add()?;
                 for x in xs {
                     let s = self.add()?;
-                    self.eps[from as usize].push(s);
+                    self.eps_edge(from, s);
                     let e = self.build(x, s)?;
-                    self.eps[e as usize].push(end);
+                    self.eps_edge(e, end);
                 }
                 end
             }
@@ -94,28 +148,28 @@ impl Nfa {
                 let mut cur = from;
                 for _ in 0..*min {
                     let s = self.add()?;
-                    self.eps[cur as usize].push(s);
+                    self.eps_edge(cur, s);
                     cur = self.build(inner, s)?;
                 }
                 match max {
                     None => {
                         let s = self.add()?;
-                        self.eps[cur as usize].push(s);
+                        self.eps_edge(cur, s);
                         let e = self.build(inner, s)?;
-                        self.eps[e as usize].push(s);
+                        self.eps_edge(e, s);
                         let end = self.add()?;
-                        self.eps[s as usize].push(end);
+                        self.eps_edge(s, end);
                         end
                     }
                     Some(mx) => {
                         let end = self.add()?;
                         for _ in *min..*mx {
-                            self.eps[cur as usize].push(end);
+                            self.eps_edge(cur, end);
                             let s = self.add()?;
-                            self.eps[cur as usize].push(s);
+                            self.eps_edge(cur, s);
                             cur = self.build(inner, s)?;
                         }
-                        self.eps[cur as usize].push(end);
+                        self.eps_edge(cur, end);
                         end
                     }
                 }
@@ -128,8 +182,8 @@ impl Nfa {
     /// reused across calls (a hash set and a stack per call were a third of a bounded number's
     /// subset construction).
     fn closure(&self, set: &mut Vec<u32>, sc: &mut Closure) {
-        if sc.mark.len() < self.eps.len() {
-            sc.mark.resize(self.eps.len(), 0);
+        if sc.mark.len() < self.eps_ends.len() {
+            sc.mark.resize(self.eps_ends.len(), 0);
         }
         sc.stamp = sc.stamp.wrapping_add(1);
         if sc.stamp == 0 {
@@ -146,10 +200,10 @@ impl Nfa {
         }
         set.clear();
         while let Some(s) = sc.stack.pop() {
-            if !self.edges[s as usize].is_empty() || self.eps[s as usize].is_empty() {
+            if self.edge_ends[s as usize].0 != NIL || self.eps_ends[s as usize].0 == NIL {
                 set.push(s);
             }
-            for &t in &self.eps[s as usize] {
+            for t in self.eps_of(s) {
                 if sc.mark[t as usize] != stamp {
                     sc.mark[t as usize] = stamp;
                     sc.stack.push(t);
@@ -208,18 +262,21 @@ fn segments<T: Copy + Ord>(items: &[(u32, u32, T)]) -> Vec<(u32, u32, Vec<T>)> {
     out
 }
 
+/// Joins neighbouring ranges of a sorted row that go to the same target, in place (a compile
+/// calls this for every row it builds: a new list each time was a twentieth of a schema
+/// compile's allocations).
 fn merge_adjacent(v: &mut Vec<(u32, u32, u32)>) {
-    let mut out: Vec<(u32, u32, u32)> = Vec::with_capacity(v.len());
-    for &(a, b, t) in v.iter() {
-        if let Some(l) = out.last_mut() {
-            if l.2 == t && l.1.checked_add(1) == Some(a) {
-                l.1 = b;
-                continue;
-            }
+    let mut n = 0usize;
+    for i in 0..v.len() {
+        let (a, b, t) = v[i];
+        if n > 0 && v[n - 1].2 == t && v[n - 1].1.checked_add(1) == Some(a) {
+            v[n - 1].1 = b;
+        } else {
+            v[n] = (a, b, t);
+            n += 1;
         }
-        out.push((a, b, t));
     }
-    *v = out;
+    v.truncate(n);
 }
 
 /// Moore refinement of states with `rows` (targets are state indices) and acceptance `acc`
@@ -379,20 +436,29 @@ impl CDfa {
         let mut sc = Closure::default();
         let mut init = vec![start];
         nfa.closure(&mut init, &mut sc);
-        let mut map: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
-        let mut sets = vec![init.clone()];
-        map.insert(init, 0);
+        // The subsets back to back (`set_ends[i]`: where subset `i` ends), found by content
+        // through a table of their ids: no list per subset, twice.
+        let hash = |s: &[u32]| {
+            use std::hash::BuildHasher;
+            rustc_hash::FxBuildHasher.hash_one(s)
+        };
+        let mut set_items: Vec<u32> = init;
+        let mut set_ends: Vec<usize> = vec![set_items.len()];
+        let mut ids: hashbrown::HashTable<u32> = hashbrown::HashTable::new();
+        ids.insert_unique(hash(&set_items), 0, |_| unreachable!("no other entry yet"));
+        let set = |ends: &[usize], i: usize| -> (usize, usize) { (if i == 0 { 0 } else { ends[i - 1] }, ends[i]) };
         let mut trans = Vec::new();
         let mut acc = Vec::new();
         let mut i = 0;
         // Scratch reused across states (what `segments` allocates per call): the subset's
         // edges, the points where the set of live edges changes, the live edges, a target set.
         let (mut items, mut pts, mut active, mut t): (Vec<(u32, u32, u32)>, Vec<u32>, Vec<(u32, u32, u32)>, Vec<u32>) = Default::default();
-        while i < sets.len() {
-            acc.push(sets[i].binary_search(&accept).is_ok());
+        while i < set_ends.len() {
+            let (a, b) = set(&set_ends, i);
+            acc.push(set_items[a..b].binary_search(&accept).is_ok());
             items.clear();
-            for &s in &sets[i] {
-                items.extend_from_slice(&nfa.edges[s as usize]);
+            for &s in &set_items[a..b] {
+                items.extend(nfa.edges_of(s));
             }
             pts.clear();
             for &(a, b, _) in &items {
@@ -421,15 +487,24 @@ impl CDfa {
                 t.clear();
                 t.extend(active.iter().map(|x| x.2));
                 nfa.closure(&mut t, &mut sc);
-                let id = match map.get(t.as_slice()) {
+                let h = hash(&t);
+                let found = ids.find(h, |&id| {
+                    let (a, b) = set(&set_ends, id as usize);
+                    set_items[a..b] == t[..]
+                });
+                let id = match found {
                     Some(&id) => id,
                     None => {
-                        if sets.len() >= limit {
+                        if set_ends.len() >= limit {
                             return Err(TooBig);
                         }
-                        let id = sets.len() as u32;
-                        map.insert(t.clone(), id);
-                        sets.push(t.clone());
+                        let id = set_ends.len() as u32;
+                        set_items.extend_from_slice(&t);
+                        set_ends.push(set_items.len());
+                        ids.insert_unique(h, id, |&id| {
+                            let (a, b) = set(&set_ends, id as usize);
+                            hash(&set_items[a..b])
+                        });
                         id
                     }
                 };
@@ -505,23 +580,31 @@ impl CDfa {
     /// accepting sink, minimized as it is built: what `any.minus(alt(strings))` computes, without
     /// determinizing the alternation, completing and complementing it.
     pub fn all_except(strings: &[&str]) -> CDfa {
-        // Trie nodes: per node its sorted children and whether a string ends there.
-        let mut kids: Vec<Vec<(u32, u32)>> = vec![Vec::new()];
+        // Trie nodes in flat lists (no list per node: this runs once per object of a schema,
+        // and per-node lists were a tenth of a compile's allocations): each node's first
+        // child, next sibling, character, and whether a string ends there.
+        const NONE: u32 = u32::MAX;
+        let mut first: Vec<u32> = vec![NONE];
+        let mut sibling: Vec<u32> = vec![NONE];
+        let mut chr: Vec<u32> = vec![0];
         let mut ends: Vec<bool> = vec![false];
         for s in strings {
             let mut v = 0usize;
             for c in s.chars() {
                 let c = c as u32;
-                v = match kids[v].iter().find(|x| x.0 == c) {
-                    Some(&(_, t)) => t as usize,
-                    None => {
-                        let t = kids.len() as u32;
-                        kids[v].push((c, t));
-                        kids.push(Vec::new());
-                        ends.push(false);
-                        t as usize
-                    }
-                };
+                let mut k = first[v];
+                while k != NONE && chr[k as usize] != c {
+                    k = sibling[k as usize];
+                }
+                if k == NONE {
+                    k = first.len() as u32;
+                    first.push(NONE);
+                    sibling.push(first[v]);
+                    chr.push(c);
+                    ends.push(false);
+                    first[v] = k;
+                }
+                v = k as usize;
             }
             ends[v] = true;
         }
@@ -532,10 +615,15 @@ impl CDfa {
         // compile. Class 0 is the sink (every other string: accepting, every character to
         // itself); a node with the same signature (the root, when no name is given) is it.
         let sink_row = vec![(0, 0xD7FF, 0), (0xE000, MAXC, 0)];
-        let mut trans: Vec<Vec<(u32, u32, u32)>> = vec![sink_row.clone()];
+        let hash = |acc: bool, row: &[(u32, u32, u32)]| {
+            use std::hash::BuildHasher;
+            rustc_hash::FxBuildHasher.hash_one((acc, row))
+        };
+        let mut trans: Vec<Vec<(u32, u32, u32)>> = vec![sink_row];
         let mut accept = vec![true];
-        let mut classes: FxHashMap<(bool, Vec<(u32, u32, u32)>), u32> = FxHashMap::default();
-        classes.insert((true, sink_row), 0);
+        // Class ids by their (acceptance, row), which `trans` and `accept` hold.
+        let mut classes: hashbrown::HashTable<u32> = hashbrown::HashTable::new();
+        classes.insert_unique(hash(true, &trans[0]), 0, |&c| hash(accept[c as usize], &trans[c as usize]));
         let gap = |row: &mut Vec<(u32, u32, u32)>, lo: u32, hi: u32| {
             // [lo, hi] minus the surrogates, to the sink
             if lo < 0xD800 {
@@ -545,13 +633,19 @@ impl CDfa {
                 row.push((lo.max(0xE000), hi, 0));
             }
         };
-        let mut class = vec![0u32; kids.len()];
-        for v in (0..kids.len()).rev() {
-            let ks = &mut kids[v];
+        let mut class = vec![0u32; first.len()];
+        let (mut ks, mut row): (Vec<(u32, u32)>, Vec<(u32, u32, u32)>) = (Vec::new(), Vec::new());
+        for v in (0..first.len()).rev() {
+            ks.clear();
+            let mut k = first[v];
+            while k != NONE {
+                ks.push((chr[k as usize], k));
+                k = sibling[k as usize];
+            }
             ks.sort_unstable();
-            let mut row = Vec::with_capacity(2 * ks.len() + 2);
+            row.clear();
             let mut next = 0u32;
-            for &(c, t) in ks.iter() {
+            for &(c, t) in &ks {
                 if c > next {
                     gap(&mut row, next, c - 1);
                 }
@@ -562,14 +656,15 @@ impl CDfa {
                 gap(&mut row, next, MAXC);
             }
             merge_adjacent(&mut row);
-            let key = (!ends[v], row);
-            class[v] = match classes.get(&key) {
+            let acc = !ends[v];
+            let h = hash(acc, &row);
+            class[v] = match classes.find(h, |&c| accept[c as usize] == acc && trans[c as usize] == row) {
                 Some(&c) => c,
                 None => {
                     let c = trans.len() as u32;
-                    trans.push(key.1.clone());
-                    accept.push(key.0);
-                    classes.insert(key, c);
+                    trans.push(row.clone());
+                    accept.push(acc);
+                    classes.insert_unique(h, c, |&c| hash(accept[c as usize], &trans[c as usize]));
                     c
                 }
             };
@@ -722,7 +817,7 @@ impl CDfa {
             *a = !*a;
         }
         if let Some(alpha) = alphabet {
-            let star = CDfa::from_rx(&Rx::Repeat { inner: Box::new(Rx::Chars(alpha.to_vec())), min: 0, max: None }, 100).expect("small");
+            let star = CDfa::from_rx(&Rx::Repeat { inner: std::sync::Arc::new(Rx::Chars(alpha.to_vec())), min: 0, max: None }, 100).expect("small");
             return c.product(&star, true, usize::MAX).expect("no limit");
         }
         c.minimize()
@@ -975,7 +1070,7 @@ impl CDfa {
             alive[q] = false;
             let self_loop = out[q].remove(&(q as u32));
             inc[q].remove(&(q as u32));
-            let star = self_loop.map(|l| Rx::Repeat { inner: Box::new(l), min: 0, max: None });
+            let star = self_loop.map(|l| Rx::Repeat { inner: std::sync::Arc::new(l), min: 0, max: None });
             let succs: Vec<(u32, Rx)> = out[q].drain().collect();
             let preds: Vec<u32> = inc[q].drain().collect();
             for &p in &preds {
@@ -1046,7 +1141,7 @@ mod tests {
     #[test]
     fn length_range_of_languages() {
         let chars = |lo: char, hi: char| Rx::Chars(vec![(lo as u32, hi as u32)]);
-        let rep = |x: Rx, min, max| Rx::Repeat { inner: Box::new(x), min, max };
+        let rep = |x: Rx, min, max| Rx::Repeat { inner: std::sync::Arc::new(x), min, max };
         let range = |rx: &Rx| CDfa::from_rx(rx, 1000).unwrap().length_range();
         assert_eq!(range(&rep(chars('a', 'z'), 2, Some(5))), Some((2, Some(5))));
         assert_eq!(range(&Rx::alt(vec![lit("abc"), lit("de")])), Some((2, Some(3))));
@@ -1067,7 +1162,7 @@ mod tests {
     fn basics() {
         let a = CDfa::from_rx(&Rx::alt(vec![lit("ab"), lit("ac"), lit("b")]), 1000).unwrap();
         assert!(a.accepts("ab") && a.accepts("b") && !a.accepts("a"));
-        let star = Rx::Repeat { inner: Box::new(Rx::Chars(vec![('a' as u32, 'c' as u32)])), min: 0, max: None };
+        let star = Rx::Repeat { inner: std::sync::Arc::new(Rx::Chars(vec![('a' as u32, 'c' as u32)])), min: 0, max: None };
         let b = CDfa::from_rx(&star, 1000).unwrap();
         let d = b.minus(&a, 1000).unwrap();
         assert!(d.accepts("") && d.accepts("abc") && !d.accepts("ab") && !d.accepts("b"));
@@ -1083,7 +1178,7 @@ mod tests {
     fn all_except_is_the_complement_of_the_names() {
         let names = ["id", "ids", "name", "", "\u{e9}t\u{e9}", "\u{1F600}", "nam", "x\u{10FFFF}"];
         let built = CDfa::all_except(&names);
-        let any = CDfa::from_rx(&Rx::Repeat { inner: Box::new(Rx::Chars(vec![(0, 0xD7FF), (0xE000, MAXC)])), min: 0, max: None }, 10).unwrap();
+        let any = CDfa::from_rx(&Rx::Repeat { inner: std::sync::Arc::new(Rx::Chars(vec![(0, 0xD7FF), (0xE000, MAXC)])), min: 0, max: None }, 10).unwrap();
         let slow = any.minus(&CDfa::from_rx(&Rx::alt(names.iter().map(|s| lit(s)).collect()), 1000).unwrap(), 1000).unwrap();
         assert_eq!(built.len(), slow.len(), "both minimal");
         let probes = ["", "i", "id", "ids", "idss", "n", "na", "nam", "name", "names", "\u{e9}", "\u{e9}t\u{e9}", "\u{e9}t\u{e8}", "\u{1F600}", "\u{1F601}", "x", "x\u{10FFFF}", "x\u{10FFFE}", "\u{D7FF}", "\u{E000}", "zzz"];
@@ -1102,7 +1197,7 @@ mod tests {
     #[test]
     fn all_except_random_name_sets() {
         let mut rnd = corral_core::testutil::xorshift(0x5eed_1234_abcd_ef01);
-        let any = CDfa::from_rx(&Rx::Repeat { inner: Box::new(Rx::Chars(vec![(0, 0xD7FF), (0xE000, MAXC)])), min: 0, max: None }, 10).unwrap();
+        let any = CDfa::from_rx(&Rx::Repeat { inner: std::sync::Arc::new(Rx::Chars(vec![(0, 0xD7FF), (0xE000, MAXC)])), min: 0, max: None }, 10).unwrap();
         let word = |rnd: &mut dyn FnMut(u64) -> u64| -> String { (0..rnd(5)).map(|_| ['a', 'b', 'c', '\u{e9}'][rnd(4) as usize]).collect() };
         for _ in 0..300 {
             let names: Vec<String> = (0..rnd(7)).map(|_| word(&mut rnd)).collect();
@@ -1115,6 +1210,37 @@ mod tests {
                 let p = word(&mut rnd);
                 assert_eq!(built.accepts(&p), !refs.contains(&p.as_str()), "{names:?} {p:?}");
             }
+        }
+    }
+
+    /// Merging in place joins exactly the neighbouring ranges that touch and share a target:
+    /// the same row as collecting the merged ranges into a new list, on random rows (runs of
+    /// touching ranges, gaps, repeated targets, the top code point).
+    #[test]
+    fn merge_adjacent_in_place_matches_a_fresh_list() {
+        let mut rnd = corral_core::testutil::xorshift(0x3e46_0a11_5eed_0002);
+        for _ in 0..2000 {
+            let mut row = Vec::new();
+            let mut c = 0u32;
+            for _ in 0..rnd(12) {
+                let a = c + rnd(3) as u32;
+                let b = (a + rnd(4) as u32).min(MAXC);
+                row.push((a, b, rnd(3) as u32));
+                if b == MAXC {
+                    break;
+                }
+                c = b + 1;
+            }
+            let mut want: Vec<(u32, u32, u32)> = Vec::new();
+            for &(a, b, t) in &row {
+                match want.last_mut() {
+                    Some(l) if l.2 == t && l.1 + 1 == a => l.1 = b,
+                    _ => want.push((a, b, t)),
+                }
+            }
+            let mut got = row.clone();
+            merge_adjacent(&mut got);
+            assert_eq!(got, want, "{row:?}");
         }
     }
 

@@ -546,18 +546,20 @@ pub fn utf8_automaton(d: &CDfa) -> ByteAutomaton {
 
 /// [`json_automaton`] (`json`) or [`utf8_automaton`] of `d`, cached process-wide by the
 /// automaton itself: formats, patterns and common key sets recur across schemas.
-pub fn shared(d: &CDfa, json: bool) -> Arc<ByteAutomaton> {
-    static JSON: SharedCache<CDfa, Arc<ByteAutomaton>> = SharedCache::new(1024);
-    static UTF8: SharedCache<CDfa, Arc<ByteAutomaton>> = SharedCache::new(1024);
-    (if json { &JSON } else { &UTF8 }).get_or_build_by(d, || d.clone(), || Arc::new(if json { lazy_json(d) } else { build(d, false) }))
+pub fn shared(d: &Arc<CDfa>, json: bool) -> Arc<ByteAutomaton> {
+    // (Keyed by the caller's automaton itself: a miss keeps a reference to it, and a lazily
+    // encoded automaton builds from the same one, instead of two copies of every state's row.)
+    static JSON: SharedCache<Arc<CDfa>, Arc<ByteAutomaton>> = SharedCache::new(1024);
+    static UTF8: SharedCache<Arc<CDfa>, Arc<ByteAutomaton>> = SharedCache::new(1024);
+    (if json { &JSON } else { &UTF8 }).get_or_build_by(&**d, || d.clone(), || Arc::new(if json { lazy_json(d) } else { build(d, false) }))
 }
 
 /// [`json_automaton`] of `d`, built on first use when [`lazy_facts`] can tell what lowering
 /// needs of it before (key sets, and patterns or formats of the same shape), else now.
-fn lazy_json(d: &CDfa) -> ByteAutomaton {
+fn lazy_json(d: &Arc<CDfa>) -> ByteAutomaton {
     match lazy_facts(d) {
         Some(facts) => {
-            let src = Arc::new(d.clone());
+            let src = d.clone();
             ByteAutomaton::lazy(cdfa_key(d, true), d.start, facts, Arc::new(move || build_tables(&src, true)))
         }
         None => build(d, true),
@@ -724,7 +726,7 @@ mod tests {
     #[test]
     fn key_set_automaton_agrees_with_decoding() {
         let names = ["dog", "cat", "dot", "é", "😀x"];
-        let any = CDfa::from_rx(&Rx::Repeat { inner: Box::new(Rx::any_char()), min: 0, max: None }, 10_000).unwrap();
+        let any = CDfa::from_rx(&Rx::Repeat { inner: std::sync::Arc::new(Rx::any_char()), min: 0, max: None }, 10_000).unwrap();
         let mut declared = CDfa::from_rx(&Rx::alt(names.iter().map(|n| Rx::Literal(n.as_bytes().to_vec())).collect()), 10_000).unwrap();
         declared = declared.minimize();
         let others = any.minus(&declared, 10_000).unwrap().minimize();
@@ -776,7 +778,7 @@ mod tests {
     /// Plain UTF-8 mode: escapes are ordinary characters.
     #[test]
     fn utf8_mode_reads_raw_bytes_only() {
-        let d = CDfa::from_rx(&Rx::Repeat { inner: Box::new(Rx::Chars(vec![(0, 0x10FFFF)])), min: 1, max: Some(2) }, 10_000).unwrap().minimize();
+        let d = CDfa::from_rx(&Rx::Repeat { inner: std::sync::Arc::new(Rx::Chars(vec![(0, 0x10FFFF)])), min: 1, max: Some(2) }, 10_000).unwrap().minimize();
         let a = utf8_automaton(&d);
         for (s, ok) in [("a", true), ("\\u", true), ("😀é", true), ("abc", false), ("", false)] {
             assert_eq!(a.matches(s.as_bytes()), ok, "{s:?}");
@@ -793,7 +795,7 @@ mod tests {
     fn lazy_json_facts_are_those_of_the_built_automaton() {
         use corral_core::byte_automaton::summarize;
         let mut rnd = corral_core::testutil::xorshift(0x1a2f_0e5e_7777_0001u64);
-        let any = CDfa::from_rx(&Rx::Repeat { inner: Box::new(Rx::any_char()), min: 0, max: None }, 10_000).unwrap();
+        let any = CDfa::from_rx(&Rx::Repeat { inner: std::sync::Arc::new(Rx::any_char()), min: 0, max: None }, 10_000).unwrap();
         let mut checked = 0;
         for case in 0..400 {
             let d = if case % 2 == 0 {
@@ -834,7 +836,7 @@ mod tests {
             assert_eq!(accept[d.start as usize], facts.nullable, "case {case}");
             assert!(trans.len() <= facts.len_bound, "case {case}: {} states, bound {}", trans.len(), facts.len_bound);
             assert!(size <= 2 * facts.size_estimate, "case {case}: size {size}, estimate {}", facts.size_estimate);
-            let lazy = lazy_json(&d);
+            let lazy = lazy_json(&Arc::new(d.clone()));
             let eager = json_automaton(&d);
             assert!(!lazy.is_built());
             for _ in 0..30 {

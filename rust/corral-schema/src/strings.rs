@@ -13,7 +13,7 @@ pub fn any_char() -> Rx {
 
 /// `inner*`.
 pub fn star(inner: Rx) -> Rx {
-    Rx::Repeat { inner: Box::new(inner), min: 0, max: None }
+    Rx::Repeat { inner: std::sync::Arc::new(inner), min: 0, max: None }
 }
 
 /// `inner{min,max}`.
@@ -24,7 +24,7 @@ pub fn rep(inner: Rx, min: u32, max: Option<u32>) -> Rx {
     if min == 1 && max == Some(1) {
         return inner;
     }
-    Rx::Repeat { inner: Box::new(inner), min, max }
+    Rx::Repeat { inner: std::sync::Arc::new(inner), min, max }
 }
 
 /// A literal (UTF-8 text).
@@ -397,7 +397,7 @@ fn convert(h: &Hir, pattern: &str) -> Result<Rx, PatternError> {
             if r.min > 10_000 || r.max.is_some_and(|m| m > 10_000) {
                 return Err(PatternError(format!("pattern /{pattern}/ has a repetition count above 10000")));
             }
-            Rx::Repeat { inner: Box::new(convert(&r.sub, pattern)?), min: r.min, max: r.max }
+            Rx::Repeat { inner: std::sync::Arc::new(convert(&r.sub, pattern)?), min: r.min, max: r.max }
         }
         HirKind::Capture(c) => convert(&c.sub, pattern)?,
         HirKind::Concat(xs) => Rx::concat(xs.iter().map(|x| convert(x, pattern)).collect::<Result<_, _>>()?),
@@ -447,7 +447,7 @@ impl Encoder {
             }
             Rx::Concat(xs) => Rx::concat(xs.iter().map(|x| self.encode(x)).collect()),
             Rx::Alt(xs) => Rx::alt(xs.iter().map(|x| self.encode(x)).collect()),
-            Rx::Repeat { inner, min, max } => Rx::Repeat { inner: Box::new(self.encode(inner)), min: *min, max: *max },
+            Rx::Repeat { inner, min, max } => Rx::Repeat { inner: std::sync::Arc::new(self.encode(inner)), min: *min, max: *max },
             // Already bytes of an encoded string (only `Encoder` builds these).
             Rx::Automaton(a) => Rx::Automaton(a.clone()),
         }

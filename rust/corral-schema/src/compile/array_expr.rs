@@ -28,7 +28,7 @@ impl<'a> Compiler<'a> {
         if max.is_some_and(|m| m < min) {
             return Ok(nothing());
         }
-        let mut contains: Vec<(Item<'a>, u64, Option<u64>, String)> = f.contains.iter().filter(|c| !(c.1 == 0 && c.2.is_none())).cloned().collect();
+        let mut contains: Vec<(Item<'a>, u64, Option<u64>, Rc<str>)> = f.contains.iter().filter(|c| !(c.1 == 0 && c.2.is_none())).cloned().collect();
         if contains.len() > 1 {
             // several contains with only a minimum of 1 each and no prefix could be combined; not supported
             let ptr = contains[1].3.clone();

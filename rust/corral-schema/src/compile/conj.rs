@@ -11,17 +11,19 @@ impl<'a> Compiler<'a> {
             return Ok(nothing());
         }
         let depth = if matches!(self.opts.whitespace, Whitespace::Fixed { indent: Some(_), .. }) { depth } else { 0 };
-        let mut keys: Vec<&str> = items.iter().filter(|i| i.val() != &Value::Bool(true)).map(|i| i.key.as_str()).collect();
+        let mut keys: Vec<&str> = items.iter().filter(|i| i.val() != &Value::Bool(true)).map(|i| &*i.key).collect();
         keys.sort_unstable();
         keys.dedup();
         // Each part length-prefixed: keys hold property names, which may contain any separator.
-        let mut key = String::new();
-        for k in keys.iter().copied().chain(std::iter::once("|")).chain(resolved.iter().map(|r| r.as_str())) {
-            key.push_str(&k.len().to_string());
-            key.push(':');
+        // (Written into one string sized up front: a string per number was most of this.)
+        use std::fmt::Write as _;
+        let parts = || keys.iter().copied().chain(std::iter::once("|")).chain(resolved.iter().map(|r| r.as_str()));
+        let mut key = String::with_capacity(parts().map(|k| k.len() + 8).sum::<usize>() + 12);
+        for k in parts() {
+            let _ = write!(key, "{}:", k.len());
             key.push_str(k);
         }
-        key.push_str(&format!("@{depth}"));
+        let _ = write!(key, "@{depth}");
         if let Some(n) = self.memo.get(&key) {
             return Ok(rf(n));
         }

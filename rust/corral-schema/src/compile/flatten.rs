@@ -9,7 +9,7 @@ impl<'a> Compiler<'a> {
         corral_core::budget::check()?;
         let mut f = Flat::default();
         let mut work: Vec<Item<'a>> = items.to_vec();
-        let mut seen: FxHashSet<String> = FxHashSet::default();
+        let mut seen: FxHashSet<Rc<str>> = FxHashSet::default();
         while let Some(it) = work.pop() {
             if !seen.insert(it.key.clone()) {
                 continue;
@@ -41,7 +41,7 @@ impl<'a> Compiler<'a> {
         }
         let mut arr = ArrPart::default();
         let mut has_arr = false;
-        let mut obj = ObjPart { ptr: p.clone(), ..Default::default() };
+        let mut obj = ObjPart { ptr: p.to_string(), ..Default::default() };
         let mut has_obj = false;
         for (k, v) in m {
             match k.as_str() {
@@ -172,7 +172,7 @@ impl<'a> Compiler<'a> {
                         None => vals,
                         Some(cur) => cur.into_iter().filter(|x| vals.iter().any(|y| json_eq(x, y))).collect(),
                     });
-                    f.enum_ptr = format!("{p}/{k}");
+                    f.enum_ptr = format!("{p}/{k}").into();
                 }
                 "x-corral-not-enum" => {
                     if let Value::Array(a) = v {
@@ -295,10 +295,10 @@ impl<'a> Compiler<'a> {
                 "propertyNames" => f.prop_names.push(self.child(it, &["propertyNames"]).unwrap()),
                 "unevaluatedProperties" | "unevaluatedItems" => {
                     if self.skip_uneval > 0 {
-                        if self.uneval_root.as_deref() != Some(it.key.as_str()) {
+                        if self.uneval_root.as_deref() != Some(&*it.key) {
                             // a nested unevaluated* evaluates everything left at its level
                             if k == "unevaluatedProperties" {
-                                f.obj_parts.push(ObjPart { ptr: p.clone(), additional: Some(self.own(json!(true), &p, &it.base)), ..Default::default() });
+                                f.obj_parts.push(ObjPart { ptr: p.to_string(), additional: Some(self.own(json!(true), &p, &it.base)), ..Default::default() });
                             } else {
                                 f.arr_parts.push(ArrPart { prefix: vec![], rest: Some(self.own(json!(true), &p, &it.base)) });
                             }
@@ -311,7 +311,7 @@ impl<'a> Compiler<'a> {
                     // annotations come from this schema's own sub-tree: supported when it has
                     // no in-place applicator whose annotations depend on which branch passes
                     self.skip_uneval += 1;
-                    let saved = self.uneval_root.replace(it.key.clone());
+                    let saved = self.uneval_root.replace(it.key.to_string());
                     let g = self.flatten(std::slice::from_ref(it), &BTreeSet::new());
                     self.uneval_root = saved;
                     self.skip_uneval -= 1;
@@ -326,7 +326,7 @@ impl<'a> Compiler<'a> {
                         if g.obj_parts.iter().any(|part| part.additional.is_some()) {
                             continue;
                         }
-                        let mut part = ObjPart { ptr: p.clone(), ..Default::default() };
+                        let mut part = ObjPart { ptr: p.to_string(), ..Default::default() };
                         for op in &g.obj_parts {
                             for (n, _) in &op.props {
                                 part.props.push((n.clone(), t.clone()));

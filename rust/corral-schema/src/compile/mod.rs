@@ -79,12 +79,16 @@ enum SV<'a> {
     Own(Rc<Value>),
 }
 
+/// A sub-schema with where it is (`ptr`), the base URI its references resolve against, and
+/// the key it is memoized by. The strings are shared: items are cloned into every
+/// conjunction and alternative that holds them (three strings per clone were a tenth of a
+/// schema compile's allocations).
 #[derive(Clone, Debug)]
 struct Item<'a> {
     v: SV<'a>,
-    ptr: String,
-    base: String,
-    key: String,
+    ptr: Rc<str>,
+    base: Rc<str>,
+    key: Rc<str>,
 }
 
 impl Item<'_> {
@@ -180,7 +184,7 @@ struct Group<'a> {
     id: String,
     branches: Vec<Item<'a>>,
     one_of: bool,
-    ptr: String,
+    ptr: Rc<str>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -208,22 +212,22 @@ struct Flat<'a> {
     never: bool,
     types: u8,
     enums: Option<Vec<Value>>,
-    enum_ptr: String,
+    enum_ptr: Rc<str>,
     excluded: Vec<Value>,
     lo: Bound,
     hi: Bound,
-    mult: Vec<(Dec, String)>,
+    mult: Vec<(Dec, Rc<str>)>,
     not_mult: Vec<Dec>,
     min_len: u64,
     max_len: Option<u64>,
-    len_ptr: String,
-    str_pos: Vec<(StrCons, String)>,
+    len_ptr: Rc<str>,
+    str_pos: Vec<(StrCons, Rc<str>)>,
     str_neg: Vec<StrCons>,
     arr_parts: Vec<ArrPart<'a>>,
     min_items: u64,
     max_items: Option<u64>,
-    contains: Vec<(Item<'a>, u64, Option<u64>, String)>,
-    unique: Option<String>,
+    contains: Vec<(Item<'a>, u64, Option<u64>, Rc<str>)>,
+    unique: Option<Rc<str>>,
     obj_parts: Vec<ObjPart<'a>>,
     required: BTreeSet<String>,
     min_props: u64,
@@ -239,7 +243,7 @@ impl Default for Flat<'_> {
             never: false,
             types: T_ALL,
             enums: None,
-            enum_ptr: String::new(),
+            enum_ptr: "".into(),
             excluded: vec![],
             lo: Bound::None,
             hi: Bound::None,
@@ -247,7 +251,7 @@ impl Default for Flat<'_> {
             not_mult: vec![],
             min_len: 0,
             max_len: None,
-            len_ptr: String::new(),
+            len_ptr: "".into(),
             str_pos: vec![],
             str_neg: vec![],
             arr_parts: vec![],
@@ -379,13 +383,40 @@ fn pct_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Layout pieces for the configured whitespace.
+/// Layout pieces for the configured whitespace. The pieces that do not depend on the nesting
+/// depth are built once per compile and cloned (built at every use, they were a tenth of a
+/// schema compile's allocations).
 struct Layout {
     ws: Whitespace,
+    ws_expr: Expr,
+    colon_expr: Expr,
+    /// The separator, unless it depends on the depth (an indented layout).
+    sep_expr: Option<Expr>,
 }
 
 impl Layout {
+    fn new(ws: Whitespace) -> Layout {
+        let mut l = Layout { ws, ws_expr: Expr::Seq(vec![]), colon_expr: Expr::Seq(vec![]), sep_expr: None };
+        l.ws_expr = l.make_ws();
+        l.colon_expr = l.make_colon();
+        if !matches!(l.ws, Whitespace::Fixed { .. }) {
+            l.sep_expr = Some(l.make_sep(0));
+        }
+        l
+    }
     fn ws(&self) -> Expr {
+        self.ws_expr.clone()
+    }
+    fn colon(&self) -> Expr {
+        self.colon_expr.clone()
+    }
+    fn sep(&self, d: u32) -> Expr {
+        match &self.sep_expr {
+            Some(e) => e.clone(),
+            None => self.make_sep(d),
+        }
+    }
+    fn make_ws(&self) -> Expr {
         match &self.ws {
             Whitespace::Flexible { max } => Expr::Terminal(rep(Rx::Bytes(vec![(b'\t', b'\n'), (b'\r', b'\r'), (b' ', b' ')]), 0, Some(*max))),
             _ => Expr::Seq(vec![]),
@@ -415,14 +446,14 @@ impl Layout {
             _ => Expr::Literal(format!("{o}{c}").into_bytes()),
         })
     }
-    fn sep(&self, d: u32) -> Expr {
+    fn make_sep(&self, d: u32) -> Expr {
         token(match &self.ws {
             Whitespace::Flexible { .. } => Expr::Seq(vec![self.ws(), Expr::Literal(b",".to_vec()), self.ws()]),
             Whitespace::Compact => Expr::Literal(b",".to_vec()),
             Whitespace::Fixed { item_sep, .. } => Expr::Literal(format!("{item_sep}{}", self.indent(d + 1)).into_bytes()),
         })
     }
-    fn colon(&self) -> Expr {
+    fn make_colon(&self) -> Expr {
         token(match &self.ws {
             Whitespace::Flexible { .. } => Expr::Seq(vec![self.ws(), Expr::Literal(b":".to_vec()), self.ws()]),
             Whitespace::Compact => Expr::Literal(b":".to_vec()),
@@ -499,7 +530,7 @@ pub(crate) struct Compiler<'a> {
     /// document from the root).
     doc_items: FxHashMap<String, Item<'a>>,
     /// [`Compiler::eff_types`] of single items, by item key and depth.
-    types_memo: FxHashMap<(String, u32), u8>,
+    types_memo: FxHashMap<(Rc<str>, u32), u8>,
     warnings: Vec<SchemaWarning>,
     warned: FxHashSet<(String, String)>,
     kw: BTreeSet<String>,
@@ -542,7 +573,7 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
         root: schema,
         opts,
         draft,
-        lay: Layout { ws: opts.whitespace.clone() },
+        lay: Layout::new(opts.whitespace.clone()),
         rules: Vec::new(),
         memo: FxHashMap::default(),
         doc_items: FxHashMap::default(),
@@ -569,7 +600,7 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
     };
     c.root_base = root_base.split('#').next().unwrap().to_string();
     c.index(schema, &mut String::new(), &c.root_base.clone());
-    let root_item = Item { v: SV::Doc(schema), ptr: String::new(), base: c.root_base.clone(), key: "d".into() };
+    let root_item = Item { v: SV::Doc(schema), ptr: "".into(), base: c.root_base.as_str().into(), key: "d".into() };
     let body = c.conj(vec![root_item], &BTreeSet::new(), 0)?;
     let ws = c.lay.ws();
     let root_expr = match &opts.whitespace {
@@ -603,8 +634,9 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
         }
         e => SchemaError::Grammar(e),
     })?;
-    // The expressions and memo tables are freed off the caller's path.
-    corral_core::warmup::drop_in_background((ast, std::mem::take(&mut c.memo), std::mem::take(&mut c.types_memo)));
+    // The expressions and the reference memo are freed off the caller's path (the `oneOf` type
+    // memo, one entry per branch, holds shared strings and is freed here).
+    corral_core::warmup::drop_in_background((ast, std::mem::take(&mut c.memo)));
     Ok(Compiled { grammar, warnings: c.warnings, keywords_used: c.kw })
 }
 
@@ -710,12 +742,19 @@ impl<'a> Compiler<'a> {
     /// Moves `base` into schema `v` when `v` declares an `$id` (`id` in draft 4) that
     /// changes it: what `base_at` does at each step of a pointer.
     fn apply_id(&self, base: &mut String, v: &Value) {
-        let idkey = if self.draft == Draft::Draft4 { "id" } else { "$id" };
-        if let Some(id) = v.get(idkey).and_then(|x| x.as_str()) {
-            if !id.starts_with('#') && !(self.draft <= Draft::Draft7 && v.get("$ref").is_some()) {
-                *base = join_uri(base, id).split('#').next().unwrap().to_string();
-            }
+        if let Some(b) = self.id_base(base, v) {
+            *base = b;
         }
+    }
+
+    /// The base URI inside `v` when its `$id` changes it from `base`.
+    fn id_base(&self, base: &str, v: &Value) -> Option<String> {
+        let idkey = if self.draft == Draft::Draft4 { "id" } else { "$id" };
+        let id = v.get(idkey).and_then(|x| x.as_str())?;
+        if !id.starts_with('#') && !(self.draft <= Draft::Draft7 && v.get("$ref").is_some()) {
+            return Some(join_uri(base, id).split('#').next().unwrap().to_string());
+        }
+        None
     }
 
     fn doc_item(&mut self, ptr: &str) -> Option<Item<'a>> {
@@ -723,7 +762,7 @@ impl<'a> Compiler<'a> {
             return Some(it.clone());
         }
         let v = self.lookup_ptr(ptr)?;
-        let it = Item { v: SV::Doc(v), ptr: ptr.to_string(), base: self.base_at(ptr), key: format!("d{ptr}") };
+        let it = Item { v: SV::Doc(v), ptr: ptr.into(), base: self.base_at(ptr).into(), key: format!("d{ptr}").into() };
         self.doc_items.insert(ptr.to_string(), it.clone());
         Some(it)
     }
@@ -765,12 +804,15 @@ impl<'a> Compiler<'a> {
     }
 
     fn child(&self, it: &Item<'a>, path: &[&str]) -> Option<Item<'a>> {
-        let mut ptr = String::with_capacity(it.ptr.len() + path.iter().map(|p| p.len() + 1).sum::<usize>());
-        ptr.push_str(&it.ptr);
+        // (The document key first: the pointer is the same string without its `d`.)
+        let mut key = String::with_capacity(1 + it.ptr.len() + path.iter().map(|p| p.len() + 1).sum::<usize>());
+        key.push('d');
+        key.push_str(&it.ptr);
         for p in path {
-            ptr.push('/');
-            push_esc(&mut ptr, p);
+            key.push('/');
+            push_esc(&mut key, p);
         }
+        let ptr: Rc<str> = key[1..].into();
         match &it.v {
             // Walked from the parent, not from the root: the same value and base as
             // `doc_item(&ptr)` (the parent's base is `base_at` of its pointer).
@@ -779,10 +821,11 @@ impl<'a> Compiler<'a> {
                 let mut base = it.base.clone();
                 for p in path {
                     cur = step(cur, p)?;
-                    self.apply_id(&mut base, cur);
+                    if let Some(b) = self.id_base(&base, cur) {
+                        base = b.into();
+                    }
                 }
-                let key = format!("d{ptr}");
-                Some(Item { v: SV::Doc(cur), ptr, base, key })
+                Some(Item { v: SV::Doc(cur), ptr, base, key: key.into() })
             }
             SV::Own(v) => {
                 let mut cur: &Value = v;
@@ -791,20 +834,20 @@ impl<'a> Compiler<'a> {
                 }
                 let sub = cur.clone();
                 let key = format!("o{}|{}", it.base, serde_json::to_string(&sub).unwrap_or_default());
-                Some(Item { v: SV::Own(Rc::new(sub)), ptr, base: it.base.clone(), key })
+                Some(Item { v: SV::Own(Rc::new(sub)), ptr, base: it.base.clone(), key: key.into() })
             }
         }
     }
 
     fn own(&self, v: Value, ptr: &str, base: &str) -> Item<'a> {
         let key = format!("o{}|{}", base, serde_json::to_string(&v).unwrap_or_default());
-        Item { v: SV::Own(Rc::new(v)), ptr: ptr.to_string(), base: base.to_string(), key }
+        Item { v: SV::Own(Rc::new(v)), ptr: ptr.into(), base: base.into(), key: key.into() }
     }
 
     /// A value that refers to `it` from inside a synthetic schema.
     fn ref_value(&self, it: &Item<'a>) -> Value {
         match &it.v {
-            SV::Doc(_) => json!({ "x-corral-ptr": it.ptr }),
+            SV::Doc(_) => json!({ "x-corral-ptr": &*it.ptr }),
             SV::Own(v) => (**v).clone(),
         }
     }

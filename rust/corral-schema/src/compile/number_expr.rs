@@ -68,8 +68,9 @@ impl<'a> Compiler<'a> {
             }
             d.product(&id, true, DFA_LIMIT).map_err(|_| "number bound automaton".to_string())
         });
-        let mut d = match bounded {
-            Ok(d) => (*d).clone(),
+        // (The shared automaton itself unless a constraint below changes it.)
+        let mut d: Arc<CDfa> = match bounded {
+            Ok(d) => d,
             Err(what) => return Err(self.limit_err(&what)),
         };
         for (m, ptr) in &f.mult {
@@ -80,19 +81,19 @@ impl<'a> Compiler<'a> {
                 }
             };
             match numbers::multiple_of_dfa(m, 20_000).and_then(with_exp).and_then(|md| d.product(&md, true, DFA_LIMIT)) {
-                Ok(x) => d = x,
+                Ok(x) => d = Arc::new(x),
                 Err(TooBig) => too_big(self, "multipleOf", ptr)?,
             }
         }
         for m in &f.not_mult {
             match numbers::multiple_of_dfa(m, 20_000).and_then(|md| d.minus(&md, DFA_LIMIT)) {
-                Ok(x) => d = x,
+                Ok(x) => d = Arc::new(x),
                 Err(TooBig) => too_big(self, "not", "")?,
             }
         }
         for v in &excluded {
             let vd = CDfa::from_rx(&numbers::value_rx(v), DFA_LIMIT).map_err(|_| self.limit_err("number automaton"))?;
-            d = d.minus(&vd, DFA_LIMIT).map_err(|_| self.limit_err("number automaton"))?;
+            d = Arc::new(d.minus(&vd, DFA_LIMIT).map_err(|_| self.limit_err("number automaton"))?);
         }
         Ok(self.dfa_expr(&d, false))
     }
@@ -109,7 +110,7 @@ impl<'a> Compiler<'a> {
     /// An expression for the language of `d`: one terminal (a byte automaton) when it stays
     /// within [`AUTOMATON_TERMINAL_STATES`], else one rule per state (per-character
     /// terminals). `encode`: JSON-string-encode characters.
-    pub(super) fn dfa_expr(&mut self, d: &CDfa, encode: bool) -> Expr {
+    pub(super) fn dfa_expr(&mut self, d: &Arc<CDfa>, encode: bool) -> Expr {
         if d.len() <= AUTOMATON_TERMINAL_STATES {
             // Built as bytes directly: spelling the automaton as an expression and
             // determinizing that made automata up to ten times larger (see `encode`).

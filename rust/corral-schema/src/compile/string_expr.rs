@@ -66,7 +66,7 @@ impl<'a> Compiler<'a> {
             }
         }
         // Classify positive constraints.
-        let mut rxs: Vec<(Rx, String, &str)> = Vec::new();
+        let mut rxs: Vec<(Rx, Rc<str>, &str)> = Vec::new();
         let mut leap: Option<bool> = None;
         for (c, ptr) in &f.str_pos {
             match c {
@@ -170,7 +170,7 @@ impl<'a> Compiler<'a> {
             Some(range) => bounds_left(a, b, range),
         };
         if a == 0 && b.is_none() {
-            let body = self.dfa_expr(&d, true);
+            let body = self.dfa_expr(&Arc::new(d), true);
             return Ok(seq(vec![Expr::Literal(b"\"".to_vec()), body, Expr::Literal(b"\"".to_vec())]));
         }
         // try a symbolic length intersection of its regex
@@ -191,12 +191,12 @@ impl<'a> Compiler<'a> {
         };
         match prod {
             Ok(p) => {
-                let body = self.dfa_expr(&p, true);
+                let body = self.dfa_expr(&Arc::new(p), true);
                 Ok(seq(vec![Expr::Literal(b"\"".to_vec()), body, Expr::Literal(b"\"".to_vec())]))
             }
             Err(_) => {
                 self.unsupported(&f.len_ptr, if b.is_some() { "maxLength" } else { "minLength" }, "length bounds too large to combine with the pattern/format")?;
-                let body = self.dfa_expr(&d, true);
+                let body = self.dfa_expr(&Arc::new(d), true);
                 Ok(seq(vec![Expr::Literal(b"\"".to_vec()), body, Expr::Literal(b"\"".to_vec())]))
             }
         }
