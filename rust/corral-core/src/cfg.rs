@@ -103,6 +103,25 @@ impl Lists {
         self.ends.push(self.items.len() as u32);
     }
 
+    /// `n` lists: list `k` holds the values of the pairs `(k, value)`, in the order given.
+    pub fn grouped(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> Lists {
+        let mut at = vec![0u32; n + 1];
+        for (k, _) in pairs.clone() {
+            at[k as usize + 1] += 1;
+        }
+        for i in 0..n {
+            at[i + 1] += at[i];
+        }
+        let ends = at[1..].to_vec();
+        let mut items = vec![0u32; at[n] as usize];
+        for (k, v) in pairs {
+            let slot = &mut at[k as usize];
+            items[*slot as usize] = v;
+            *slot += 1;
+        }
+        Lists { items, ends }
+    }
+
     /// Number of lists.
     pub fn len(&self) -> usize {
         self.ends.len()
@@ -130,7 +149,7 @@ pub struct Cfg {
     /// All productions.
     pub productions: Vec<Production>,
     /// For each nonterminal, the first dot id of each of its productions.
-    pub prod_starts_of: Vec<Vec<u32>>,
+    pub prod_starts_of: Lists,
     /// Dotted positions: production `p` has dots `dot_base[p] ..= dot_base[p] + rhs.len()`.
     pub dots: Vec<Dot>,
     /// Terminals.
@@ -181,15 +200,17 @@ impl Cfg {
             }
         }
         let perm_nullable: Vec<bool> = perms.iter().map(|p| p.viable(&PermState::default()) && p.can_finish(&PermState::default())).collect();
-        let mut prod_starts_of = vec![Vec::new(); n];
-        let mut dots = Vec::new();
+        let mut dots = Vec::with_capacity(productions.iter().map(|p| p.rhs.len() + 1).sum());
+        let mut starts = Vec::with_capacity(productions.len());
         for p in &productions {
-            prod_starts_of[p.lhs as usize].push(dots.len() as u32);
+            starts.push(dots.len() as u32);
             for s in &p.rhs {
                 dots.push(Dot { next: *s, lhs: p.lhs });
             }
             dots.push(Dot { next: Sym::END, lhs: p.lhs });
         }
+        // Grouped by left-hand side (in production order within a group) in one buffer.
+        let prod_starts_of = Lists::grouped(n, productions.iter().zip(&starts).map(|(p, &d)| (p.lhs, d)));
         let mut nullable = vec![false; n];
         loop {
             let mut changed = false;
@@ -362,5 +383,36 @@ impl Cfg {
         self.terminals.iter().filter_map(|t| t.automaton.if_built()).map(|d| d.memory_bytes()).sum::<usize>()
             + self.dots.len() * 8
             + self.productions.iter().map(|p| p.rhs.len() * 4 + 32).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lists;
+
+    /// Lists pushed one by one and lists grouped from pairs read back as the plain lists they
+    /// hold (empty ones included, values in the order given).
+    #[test]
+    fn lists_read_back_what_they_hold() {
+        let mut rnd = crate::testutil::xorshift(0x11575_0000_0001);
+        for _ in 0..200 {
+            let n = rnd(8) as usize;
+            let pairs: Vec<(u32, u32)> = if n == 0 { Vec::new() } else { (0..rnd(30)).map(|_| (rnd(n as u64) as u32, rnd(100) as u32)).collect() };
+            let mut want: Vec<Vec<u32>> = vec![Vec::new(); n];
+            for &(k, v) in &pairs {
+                want[k as usize].push(v);
+            }
+            let grouped = Lists::grouped(n, pairs.iter().copied());
+            let mut pushed = Lists::default();
+            for w in &want {
+                pushed.push(w);
+            }
+            assert_eq!(grouped.len(), n);
+            assert_eq!(pushed.len(), n);
+            for (i, w) in want.iter().enumerate() {
+                assert_eq!(&grouped[i], &w[..], "{pairs:?}");
+                assert_eq!(&pushed[i], &w[..]);
+            }
+        }
     }
 }

@@ -39,8 +39,10 @@ pub enum Expr {
     },
     /// A regular expression kept as one terminal of its own: never merged with neighbouring
     /// pieces, so its automaton and its token-mask cache entries are shared by every grammar
-    /// that uses it (JSON string values, numbers, separators). Built programmatically.
-    Token(Box<Expr>),
+    /// that uses it (JSON string values, numbers, separators). Built programmatically; shared,
+    /// so that a piece used all over a grammar (a JSON layout's separators) is one expression
+    /// that lowering turns into symbols once.
+    Token(std::sync::Arc<Expr>),
     /// A key set: members in any order, each declared member at most once (see [`PermSpec`]).
     /// Built programmatically (JSON objects); GBNF has no syntax for it.
     Perm(Box<PermSpec>),

@@ -27,13 +27,17 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
         return Err(Error::GrammarInvalid { message: format!("the grammar has no rule named '{root}' (the start rule)"), location: None });
     };
     // Resolve references and collect the rule graph.
+    // (The rule graph in flat lists: two lists per rule were a twentieth of a schema
+    // compile's allocations.)
     let n = ast.rules.len();
-    let mut refs: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, r) in ast.rules.iter().enumerate() {
+    let mut refs = crate::cfg::Lists::default();
+    let mut mine: Vec<u32> = Vec::new();
+    for r in ast.rules.iter() {
         let mut err = None;
+        mine.clear();
         visit_refs(&r.expr, &mut |name, offset| {
             match index.get(name) {
-                Some(&j) => refs[i].push(j),
+                Some(&j) => mine.push(j as u32),
                 None if err.is_none() => {
                     err = Some(Error::GrammarInvalid {
                         message: format!("rule '{name}' is used but never defined"),
@@ -46,17 +50,14 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
         if let Some(e) = err {
             return Err(e);
         }
+        refs.push(&mine);
     }
     // A rule is regular iff it cannot reach a cycle: peel rules whose references are all peeled.
     let mut regular = vec![false; n];
     let mut order = Vec::new();
-    let mut remaining: Vec<usize> = refs.iter().map(|r| r.len()).collect();
-    let mut rev: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, rs) in refs.iter().enumerate() {
-        for &j in rs {
-            rev[j].push(i);
-        }
-    }
+    let mut remaining: Vec<usize> = (0..n).map(|i| refs[i].len()).collect();
+    // Who refers to each rule.
+    let rev = crate::cfg::Lists::grouped(n, (0..n).flat_map(|i| refs[i].iter().map(move |&j| (j, i as u32))));
     // A rule holding a key set is never regular (a key set is not a regular language), nor is
     // one holding a token (it must not be merged into its users' terminals).
     for (i, r) in ast.rules.iter().enumerate() {
@@ -69,6 +70,7 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
         regular[i] = true;
         order.push(i);
         for &p in &rev[i] {
+            let p = p as usize;
             remaining[p] -= 1;
             if remaining[p] == 0 {
                 stack.push(p);
@@ -89,11 +91,13 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
         opt_nt: FxHashMap::default(),
         label: String::new(),
         perms: Vec::new(),
+        token_syms: FxHashMap::default(),
+        syms: Vec::new(),
     };
     // In dependency order. A regular rule whose expression is too large to be one regex (or
     // that uses such a rule) is lowered structurally instead, like a recursive one.
     for &i in &order {
-        if refs[i].iter().any(|&j| !lw.regular[j]) {
+        if refs[i].iter().any(|&j| !lw.regular[j as usize]) {
             lw.regular[i] = false;
             continue;
         }
@@ -151,7 +155,8 @@ fn contains_perm_or_token(e: &Expr) -> bool {
 fn visit_refs(e: &Expr, f: &mut impl FnMut(&str, usize)) {
     match e {
         Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().for_each(|x| visit_refs(x, f)),
-        Expr::Repeat { inner, .. } | Expr::Token(inner) => visit_refs(inner, f),
+        Expr::Repeat { inner, .. } => visit_refs(inner, f),
+        Expr::Token(inner) => visit_refs(inner, f),
         Expr::Ref { name, offset } => f(name, *offset),
         Expr::Perm(p) => {
             p.members.iter().for_each(|(m, _)| visit_refs(m, f));
@@ -225,6 +230,11 @@ struct Lowerer<'a> {
     opt_nt: FxHashMap<u32, u32>,
     label: String,
     perms: Vec<Perm>,
+    /// The symbol of each atomic token lowered so far, by the address of its shared
+    /// expression ([`Expr::Token`]): a layout's separators recur in every object and array.
+    token_syms: FxHashMap<usize, Sym>,
+    /// Scratch list for an atomic item's symbols.
+    syms: Vec<Sym>,
 }
 
 impl Lowerer<'_> {
@@ -576,6 +586,13 @@ impl Lowerer<'_> {
             Expr::Token(inner) if !self.is_regular(inner) => self.lower_item(inner),
             Expr::Literal(_) | Expr::Terminal(_) | Expr::Token(_) => {
                 // A token, or an atomic piece whose own automaton is too large.
+                let shared = match e {
+                    Expr::Token(inner) => Some(std::sync::Arc::as_ptr(inner) as usize),
+                    _ => None,
+                };
+                if let Some(s) = shared.and_then(|k| self.token_syms.get(&k)) {
+                    return Ok(*s);
+                }
                 let rx = match e {
                     Expr::Terminal(rx) => rx.clone(),
                     Expr::Token(inner) if matches!(**inner, Expr::Terminal(_)) => match &**inner {
@@ -584,16 +601,24 @@ impl Lowerer<'_> {
                     },
                     _ => self.to_rx(e)?,
                 };
-                let mut rhs = Vec::new();
+                let mut rhs = std::mem::take(&mut self.syms);
+                rhs.clear();
                 self.rx_structural(rx, &mut rhs)?;
-                match rhs[..] {
-                    [s] => Ok(s),
+                let sym = match rhs[..] {
+                    [s] => {
+                        self.syms = rhs;
+                        s
+                    }
                     _ => {
                         let nt = self.new_nt(format!("{}#group", self.label));
                         self.add_prod(nt, rhs)?;
-                        Ok(Sym::n(nt))
+                        Sym::n(nt)
                     }
+                };
+                if let Some(k) = shared {
+                    self.token_syms.insert(k, sym);
                 }
+                Ok(sym)
             }
         }
     }

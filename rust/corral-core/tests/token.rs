@@ -12,7 +12,7 @@ fn lit(s: &str) -> Expr {
 
 fn grammar(key: &str, token: bool) -> Grammar {
     let body = Expr::Repeat { inner: Box::new(Expr::Alt(vec![lit("a"), lit("bc")])), min: 0, max: None };
-    let value = if token { Expr::Token(Box::new(Expr::Seq(vec![lit("\""), body, lit("\"")]))) } else { Expr::Seq(vec![lit("\""), body, lit("\"")]) };
+    let value = if token { Expr::Token(std::sync::Arc::new(Expr::Seq(vec![lit("\""), body, lit("\"")]))) } else { Expr::Seq(vec![lit("\""), body, lit("\"")]) };
     let ast = GrammarAst { rules: vec![RuleDef { name: "root".into(), expr: Expr::Seq(vec![lit(key), lit(":"), value]), offset: 0 }], source: String::new() };
     Grammar::from_ast(&ast, "root", &format!("token-test-{key}-{token}"), &Limits::default()).unwrap()
 }

@@ -4,7 +4,10 @@
 //! the compile: `perf record --control fifo:CTL,ACK -- sh -c 'for i in $(seq 30); do
 //! compile_prof < list; done'` with `PERF_CTL=CTL PERF_ACK=ACK` in the environment (each
 //! process ends with perf enabled, so perf sees where the next one's code is mapped).
-//! Prints the profiled compiles' times and minor page faults. `THRASH=MB` writes that many
+//! Prints the profiled compiles' times, minor page faults and allocations (calls to the
+//! allocator on the compiling thread, reallocations counted apart: on the benchmark's cold
+//! caches each allocation is about one cache miss, and session 22 found them the largest
+//! share of a first compile's time). `THRASH=MB` writes that many
 //! megabytes before each profiled compile (cold CPU caches, as after the benchmark's garbage
 //! collection). (Session 17: the first compile of o60295 faults in about 1 MB, 150–255
 //! faults, its re-compiles none — what the compile leaves in the process-wide caches.
@@ -16,8 +19,45 @@ use corral_schema::{compile_schema, Options};
 use std::io::{BufRead, Read, Write};
 use std::time::Instant;
 
+/// mimalloc, counting the calls made by the thread that set [`COUNTING`].
+struct Counting;
+
+thread_local! {
+    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static ALLOCS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+fn count(realloc: bool) {
+    if COUNTING.with(|c| c.get()) {
+        ALLOCS.with(|a| {
+            let (n, r) = a.get();
+            a.set(if realloc { (n, r + 1) } else { (n + 1, r) });
+        });
+    }
+}
+
+// SAFETY: every call is passed to mimalloc unchanged; the counting touches only thread-locals
+// with constant initializers (no allocation inside the allocator).
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        count(false);
+        mimalloc::MiMalloc.alloc(l)
+    }
+    unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
+        count(false);
+        mimalloc::MiMalloc.alloc_zeroed(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+        mimalloc::MiMalloc.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, n: usize) -> *mut u8 {
+        count(true);
+        mimalloc::MiMalloc.realloc(p, l, n)
+    }
+}
+
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: Counting = Counting;
 
 /// Sends one command to perf's control fifo and waits for its acknowledgement.
 fn perf(cmd: &str) {
@@ -58,13 +98,17 @@ fn main() {
             std::hint::black_box(&t);
         }
         let f0 = minflt();
+        ALLOCS.with(|a| a.set((0, 0)));
         perf("enable");
+        COUNTING.with(|c| c.set(true));
         let t = Instant::now();
         let r = compile_schema(&doc["schema"], &opts);
         let e = t.elapsed();
+        COUNTING.with(|c| c.set(false));
         perf("disable");
         let faults = minflt() - f0;
-        println!("{path}: {e:?} {} {faults} faults", if r.is_ok() { "ok" } else { "err" });
+        let (allocs, reallocs) = ALLOCS.with(|a| a.get());
+        println!("{path}: {e:?} {} {faults} faults {allocs} allocations {reallocs} reallocations", if r.is_ok() { "ok" } else { "err" });
     }
     // Enabled again for the next process's start, so perf sees where its code is mapped.
     perf("enable");

@@ -27,7 +27,9 @@ impl<'a> Compiler<'a> {
     pub(super) fn flatten_obj(&mut self, it: &Item<'a>, m: &Map<String, Value>, f: &mut Flat<'a>, work: &mut Vec<Item<'a>>, resolved: &BTreeSet<String>) -> Res<()> {
         let p = it.ptr.clone();
         for k in m.keys() {
-            if !k.starts_with("x-corral-") {
+            // (Looked up first: a keyword is seen in most sub-schemas, and inserting a copy
+            // allocated it every time.)
+            if !k.starts_with("x-corral-") && !self.kw.contains(k.as_str()) {
                 self.kw.insert(k.clone());
             }
         }
@@ -41,7 +43,7 @@ impl<'a> Compiler<'a> {
         }
         let mut arr = ArrPart::default();
         let mut has_arr = false;
-        let mut obj = ObjPart { ptr: p.to_string(), ..Default::default() };
+        let mut obj = ObjPart { ptr: p.clone(), ..Default::default() };
         let mut has_obj = false;
         for (k, v) in m {
             match k.as_str() {
@@ -298,7 +300,7 @@ impl<'a> Compiler<'a> {
                         if self.uneval_root.as_deref() != Some(&*it.key) {
                             // a nested unevaluated* evaluates everything left at its level
                             if k == "unevaluatedProperties" {
-                                f.obj_parts.push(ObjPart { ptr: p.to_string(), additional: Some(self.own(json!(true), &p, &it.base)), ..Default::default() });
+                                f.obj_parts.push(ObjPart { ptr: p.clone(), additional: Some(self.own(json!(true), &p, &it.base)), ..Default::default() });
                             } else {
                                 f.arr_parts.push(ArrPart { prefix: vec![], rest: Some(self.own(json!(true), &p, &it.base)) });
                             }
@@ -326,7 +328,7 @@ impl<'a> Compiler<'a> {
                         if g.obj_parts.iter().any(|part| part.additional.is_some()) {
                             continue;
                         }
-                        let mut part = ObjPart { ptr: p.to_string(), ..Default::default() };
+                        let mut part = ObjPart { ptr: p.clone(), ..Default::default() };
                         for op in &g.obj_parts {
                             for (n, _) in &op.props {
                                 part.props.push((n.clone(), t.clone()));

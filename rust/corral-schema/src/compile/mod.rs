@@ -198,7 +198,7 @@ struct ObjPart<'a> {
     props: Vec<(String, Item<'a>)>,
     patterns: Vec<(String, Item<'a>)>,
     additional: Option<Item<'a>>,
-    ptr: String,
+    ptr: Rc<str>,
 }
 
 #[derive(Clone, Debug)]
@@ -464,7 +464,7 @@ impl Layout {
 
 /// `e` as a terminal of its own (see [`Expr::Token`]): shared automata and mask caches.
 fn token(e: Expr) -> Expr {
-    Expr::Token(Box::new(e))
+    Expr::Token(std::sync::Arc::new(e))
 }
 
 /// Whether `e` is regular by construction (no rule references, key sets or tokens inside).
