@@ -87,8 +87,9 @@ pub struct Dot {
     pub lhs: u32,
 }
 
-/// Lists of ids back to back (the prediction closures of every nonterminal): one buffer
-/// instead of a list per nonterminal, which were a tenth of a schema compile's allocations.
+/// Lists of ids back to back (prediction closures and productions per nonterminal, a grammar's
+/// rule graph): one buffer instead of a list each, which were a tenth of a schema compile's
+/// allocations.
 #[derive(Debug, Clone, Default)]
 pub struct Lists {
     items: Vec<u32>,

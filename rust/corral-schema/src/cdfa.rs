@@ -222,13 +222,25 @@ struct Closure {
     stack: Vec<u32>,
 }
 
-/// Splits overlapping `(lo, hi, x)` items into disjoint segments, each with the list of `x`.
-fn segments<T: Copy + Ord>(items: &[(u32, u32, T)]) -> Vec<(u32, u32, Vec<T>)> {
-    if items.is_empty() {
-        return Vec::new();
+/// Scratch space for [`sweep`], reused across calls.
+struct Sweep<T> {
+    pts: Vec<u32>,
+    active: Vec<(u32, u32, T)>,
+}
+
+impl<T> Default for Sweep<T> {
+    fn default() -> Self {
+        Sweep { pts: Vec::new(), active: Vec::new() }
     }
-    let mut pts: Vec<u32> = Vec::with_capacity(items.len() * 2);
-    for &(a, b, _) in items {
+}
+
+/// Splits overlapping `(lo, hi, x)` items (sorted here by `lo`) into disjoint segments and
+/// calls `each(lo, hi, covering)` for every segment some item covers, in order; stops at the
+/// first error.
+fn sweep<T: Copy, E>(items: &mut [(u32, u32, T)], sc: &mut Sweep<T>, mut each: impl FnMut(u32, u32, &[(u32, u32, T)]) -> Result<(), E>) -> Result<(), E> {
+    let pts = &mut sc.pts;
+    pts.clear();
+    for &(a, b, _) in items.iter() {
         pts.push(a);
         if b < u32::MAX {
             pts.push(b + 1);
@@ -236,29 +248,36 @@ fn segments<T: Copy + Ord>(items: &[(u32, u32, T)]) -> Vec<(u32, u32, Vec<T>)> {
     }
     pts.sort_unstable();
     pts.dedup();
-    let mut out: Vec<(u32, u32, Vec<T>)> = Vec::new();
-    // sweep: for each segment starting at pts[i]
-    let mut sorted: Vec<(u32, u32, T)> = items.to_vec();
-    sorted.sort_unstable_by_key(|x| x.0);
-    let mut active: Vec<(u32, u32, T)> = Vec::new();
+    items.sort_unstable_by_key(|x| x.0);
+    let active = &mut sc.active;
+    active.clear();
     let mut j = 0;
-    for i in 0..pts.len() {
-        let lo = pts[i];
-        let hi = if i + 1 < pts.len() { pts[i + 1] - 1 } else { continue };
-        while j < sorted.len() && sorted[j].0 <= lo {
-            active.push(sorted[j]);
+    // (the last point only closes segments)
+    for k in 0..pts.len().saturating_sub(1) {
+        let (lo, hi) = (pts[k], pts[k + 1] - 1);
+        while j < items.len() && items[j].0 <= lo {
+            active.push(items[j]);
             j += 1;
         }
         active.retain(|x| x.1 >= lo);
-        if active.is_empty() {
-            continue;
+        if !active.is_empty() {
+            each(lo, hi, active)?;
         }
+    }
+    Ok(())
+}
+
+/// Splits overlapping `(lo, hi, x)` items into disjoint segments, each with the list of `x`.
+fn segments<T: Copy + Ord>(items: &[(u32, u32, T)]) -> Vec<(u32, u32, Vec<T>)> {
+    let mut sorted = items.to_vec();
+    let mut out = Vec::new();
+    let _ = sweep::<T, ()>(&mut sorted, &mut Sweep::default(), |lo, hi, active| {
         let mut ts: Vec<T> = active.iter().map(|x| x.2).collect();
         ts.sort_unstable();
         ts.dedup();
         out.push((lo, hi, ts));
-    }
-    // the last point only closes segments
+        Ok(())
+    });
     out
 }
 
@@ -451,8 +470,10 @@ impl CDfa {
         let mut acc = Vec::new();
         let mut i = 0;
         // Scratch reused across states (what `segments` allocates per call): the subset's
-        // edges, the points where the set of live edges changes, the live edges, a target set.
-        let (mut items, mut pts, mut active, mut t): (Vec<(u32, u32, u32)>, Vec<u32>, Vec<(u32, u32, u32)>, Vec<u32>) = Default::default();
+        // edges, the sweep's points and live edges, a target set.
+        let mut items: Vec<(u32, u32, u32)> = Vec::new();
+        let mut sw: Sweep<u32> = Sweep::default();
+        let mut t: Vec<u32> = Vec::new();
         while i < set_ends.len() {
             let (a, b) = set(&set_ends, i);
             acc.push(set_items[a..b].binary_search(&accept).is_ok());
@@ -460,30 +481,9 @@ impl CDfa {
             for &s in &set_items[a..b] {
                 items.extend(nfa.edges_of(s));
             }
-            pts.clear();
-            for &(a, b, _) in &items {
-                pts.push(a);
-                if b < u32::MAX {
-                    pts.push(b + 1);
-                }
-            }
-            pts.sort_unstable();
-            pts.dedup();
-            items.sort_unstable_by_key(|x| x.0);
-            active.clear();
-            let mut j = 0;
             let mut row = Vec::new();
-            // Each segment between two points: the targets of the edges covering it.
-            for k in 0..pts.len().saturating_sub(1) {
-                let (lo, hi) = (pts[k], pts[k + 1] - 1);
-                while j < items.len() && items[j].0 <= lo {
-                    active.push(items[j]);
-                    j += 1;
-                }
-                active.retain(|x| x.1 >= lo);
-                if active.is_empty() {
-                    continue;
-                }
+            // Each segment: the closure of the targets of the edges covering it.
+            sweep(&mut items, &mut sw, |lo, hi, active| {
                 t.clear();
                 t.extend(active.iter().map(|x| x.2));
                 nfa.closure(&mut t, &mut sc);
@@ -509,7 +509,8 @@ impl CDfa {
                     }
                 };
                 row.push((lo, hi, id));
-            }
+                Ok(())
+            })?;
             merge_adjacent(&mut row);
             trans.push(row);
             i += 1;
@@ -583,9 +584,8 @@ impl CDfa {
         // Trie nodes in flat lists (no list per node: this runs once per object of a schema,
         // and per-node lists were a tenth of a compile's allocations): each node's first
         // child, next sibling, character, and whether a string ends there.
-        const NONE: u32 = u32::MAX;
-        let mut first: Vec<u32> = vec![NONE];
-        let mut sibling: Vec<u32> = vec![NONE];
+        let mut first: Vec<u32> = vec![NIL];
+        let mut sibling: Vec<u32> = vec![NIL];
         let mut chr: Vec<u32> = vec![0];
         let mut ends: Vec<bool> = vec![false];
         for s in strings {
@@ -593,12 +593,12 @@ impl CDfa {
             for c in s.chars() {
                 let c = c as u32;
                 let mut k = first[v];
-                while k != NONE && chr[k as usize] != c {
+                while k != NIL && chr[k as usize] != c {
                     k = sibling[k as usize];
                 }
-                if k == NONE {
+                if k == NIL {
                     k = first.len() as u32;
-                    first.push(NONE);
+                    first.push(NIL);
                     sibling.push(first[v]);
                     chr.push(c);
                     ends.push(false);
@@ -634,11 +634,13 @@ impl CDfa {
             }
         };
         let mut class = vec![0u32; first.len()];
-        let (mut ks, mut row): (Vec<(u32, u32)>, Vec<(u32, u32, u32)>) = (Vec::new(), Vec::new());
+        // (children as (character, node); the row being built)
+        let mut ks: Vec<(u32, u32)> = Vec::new();
+        let mut row: Vec<(u32, u32, u32)> = Vec::new();
         for v in (0..first.len()).rev() {
             ks.clear();
             let mut k = first[v];
-            while k != NONE {
+            while k != NIL {
                 ks.push((chr[k as usize], k));
                 k = sibling[k as usize];
             }

@@ -313,7 +313,7 @@ impl<'a> Compiler<'a> {
                     // annotations come from this schema's own sub-tree: supported when it has
                     // no in-place applicator whose annotations depend on which branch passes
                     self.skip_uneval += 1;
-                    let saved = self.uneval_root.replace(it.key.to_string());
+                    let saved = self.uneval_root.replace(it.key.clone());
                     let g = self.flatten(std::slice::from_ref(it), &BTreeSet::new());
                     self.uneval_root = saved;
                     self.skip_uneval -= 1;

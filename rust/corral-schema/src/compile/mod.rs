@@ -545,7 +545,7 @@ pub(crate) struct Compiler<'a> {
     root_base: String,
     has_dynamic: bool,
     skip_uneval: u32,
-    uneval_root: Option<String>,
+    uneval_root: Option<Rc<str>>,
 }
 
 pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
