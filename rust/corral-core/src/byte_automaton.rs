@@ -29,11 +29,76 @@ pub struct ByteAutomaton {
     summary: std::sync::OnceLock<Summary>,
 }
 
+/// A byte automaton's states and edges, flat: state `s`'s sorted, disjoint, inclusive
+/// `(lo, hi, target)` ranges are `edges[span[s].0..][..span[s].1]`, in any order in `edges`
+/// (a builder may write a state's row after its successors'). One buffer instead of a list
+/// per state: a JSON key set's encoding has hundreds of states of one or two edges each, and
+/// an allocation per state was a large part of building it on cold caches.
+#[derive(Debug, Clone, Default)]
+pub struct FlatTables {
+    /// Every state's edges.
+    pub edges: Vec<(u8, u8, u32)>,
+    /// Per state: where its edges start in `edges`, and how many.
+    pub span: Vec<(u32, u32)>,
+    /// Per state: whether the input read so far is in the language.
+    pub accept: Vec<bool>,
+}
+
+impl FlatTables {
+    /// Tables from one edge list per state.
+    pub fn from_rows(trans: Vec<Vec<(u8, u8, u32)>>, accept: Vec<bool>) -> FlatTables {
+        debug_assert_eq!(trans.len(), accept.len());
+        let mut t = FlatTables { edges: Vec::with_capacity(trans.iter().map(Vec::len).sum()), span: Vec::with_capacity(trans.len()), accept };
+        for row in &trans {
+            t.span.push((t.edges.len() as u32, row.len() as u32));
+            t.edges.extend_from_slice(row);
+        }
+        t
+    }
+
+    /// State `s`'s edges.
+    pub fn row(&self, s: usize) -> &[(u8, u8, u32)] {
+        let (at, n) = self.span[s];
+        &self.edges[at as usize..(at + n) as usize]
+    }
+
+    /// Number of states.
+    pub fn len(&self) -> usize {
+        self.span.len()
+    }
+
+    /// True when there is no state.
+    pub fn is_empty(&self) -> bool {
+        self.span.is_empty()
+    }
+
+    /// Adds a state with no edges yet ([`FlatTables::set_row`] gives them); its number.
+    pub fn add_state(&mut self, accept: bool) -> u32 {
+        self.span.push((self.edges.len() as u32, 0));
+        self.accept.push(accept);
+        (self.span.len() - 1) as u32
+    }
+
+    /// Gives state `s` the edges `row` (appended; a row set before is left unused).
+    pub fn set_row(&mut self, s: u32, row: &[(u8, u8, u32)]) {
+        self.span[s as usize] = (self.edges.len() as u32, row.len() as u32);
+        self.edges.extend_from_slice(row);
+    }
+}
+
+/// Equal when every state has the same edges and acceptance (wherever its row is stored).
+impl PartialEq for FlatTables {
+    fn eq(&self, other: &Self) -> bool {
+        self.accept == other.accept && (0..self.len()).all(|s| self.row(s) == other.row(s))
+    }
+}
+
+impl Eq for FlatTables {}
+
 /// The states and edges of a built automaton.
 #[derive(Debug, Clone)]
 struct Tables {
-    trans: Vec<Vec<(u8, u8, u32)>>,
-    accept: Vec<bool>,
+    flat: FlatTables,
     /// States plus edges ([`ByteAutomaton::size`]), counted at construction.
     size: usize,
     /// Heap bytes ([`ByteAutomaton::memory_bytes`]), counted at construction: expressions
@@ -42,17 +107,16 @@ struct Tables {
 }
 
 impl Tables {
-    fn new(trans: Vec<Vec<(u8, u8, u32)>>, accept: Vec<bool>) -> Tables {
-        debug_assert_eq!(trans.len(), accept.len());
-        let size = trans.len() + trans.iter().map(|e| e.len()).sum::<usize>();
-        let memory = trans.iter().map(|e| e.capacity() * 12 + 24).sum::<usize>() + accept.len();
-        Tables { trans, accept, size, memory }
+    fn new(flat: FlatTables) -> Tables {
+        debug_assert_eq!(flat.span.len(), flat.accept.len());
+        let size = flat.len() + flat.span.iter().map(|&(_, n)| n as usize).sum::<usize>();
+        let memory = flat.edges.capacity() * 12 + flat.span.capacity() * 8 + flat.accept.capacity();
+        Tables { flat, size, memory }
     }
 }
 
-/// The tables of an automaton built on first use: `(trans, accept)` as for
-/// [`ByteAutomaton::new`].
-pub type BuildTables = dyn Fn() -> (Vec<Vec<(u8, u8, u32)>>, Vec<bool>) + Send + Sync;
+/// The tables of an automaton built on first use.
+pub type BuildTables = dyn Fn() -> FlatTables + Send + Sync;
 
 /// What a lazy automaton is built from and what is known of it before.
 #[derive(Clone)]
@@ -107,8 +171,7 @@ impl PartialEq for ByteAutomaton {
         }
         match (&self.lazy, &other.lazy) {
             (None, None) => {
-                let (a, b) = (self.tables(), other.tables());
-                a.accept == b.accept && a.trans == b.trans
+                self.tables().flat == other.tables().flat
             }
             (Some(a), Some(b)) => a.key == b.key,
             // (A lazy automaton and a built one are never equal: at worst the same language
@@ -131,18 +194,23 @@ impl ByteAutomaton {
     /// `(lo, hi, target)` byte ranges (a byte with no range has no continuation);
     /// `accept[s]` says whether the input read so far is in the language.
     pub fn new(trans: Vec<Vec<(u8, u8, u32)>>, accept: Vec<bool>, start: u32) -> ByteAutomaton {
-        debug_assert_eq!(trans.len(), accept.len());
+        ByteAutomaton::from_flat(FlatTables::from_rows(trans, accept), start)
+    }
+
+    /// [`ByteAutomaton::new`] from flat tables.
+    pub fn from_flat(flat: FlatTables, start: u32) -> ByteAutomaton {
         // FNV-1a-style mixing over the whole structure, 64 bits per step.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (start as u64);
         let mut mix = |x: u64| h = (h ^ x).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
-        mix(trans.len() as u64);
-        for (edges, &acc) in trans.iter().zip(&accept) {
+        mix(flat.len() as u64);
+        for (s, &acc) in flat.accept.iter().enumerate() {
+            let edges = flat.row(s);
             mix(((edges.len() as u64) << 1) | acc as u64);
             for &(lo, hi, t) in edges {
                 mix(((lo as u64) << 40) | ((hi as u64) << 32) | t as u64);
             }
         }
-        let tables = std::sync::OnceLock::from(Tables::new(trans, accept));
+        let tables = std::sync::OnceLock::from(Tables::new(flat));
         ByteAutomaton { tables, lazy: None, start, fingerprint: h, single_char: false, summary: std::sync::OnceLock::new() }
     }
 
@@ -166,11 +234,10 @@ impl ByteAutomaton {
     fn tables(&self) -> &Tables {
         crate::race_once::get_or_race(&self.tables, || {
             let lazy = self.lazy.as_ref().expect("an automaton without tables is lazy");
-            let (trans, accept) = (lazy.build)();
-            let t = Tables::new(trans, accept);
-            debug_assert!(t.trans.len() <= lazy.facts.len_bound, "lazy automaton over its state bound: {} states ({:?})", t.trans.len(), lazy.facts);
-            debug_assert_eq!(summarize(&t.trans, &t.accept, self.start), lazy.facts.summary, "lazy automaton's summary");
-            debug_assert_eq!(t.accept.get(self.start as usize).copied().unwrap_or(false), lazy.facts.nullable);
+            let t = Tables::new((lazy.build)());
+            debug_assert!(t.flat.len() <= lazy.facts.len_bound, "lazy automaton over its state bound: {} states ({:?})", t.flat.len(), lazy.facts);
+            debug_assert_eq!(summarize(&t.flat, self.start), lazy.facts.summary, "lazy automaton's summary");
+            debug_assert_eq!(t.flat.accept.get(self.start as usize).copied().unwrap_or(false), lazy.facts.nullable);
             t
         })
     }
@@ -201,19 +268,18 @@ impl ByteAutomaton {
     /// Facts about the automaton ([`Summary`]), computed on first use.
     pub fn summary(&self) -> &Summary {
         crate::race_once::get_or_race(&self.summary, || {
-            let t = self.tables();
-            summarize(&t.trans, &t.accept, self.start)
+            summarize(&self.tables().flat, self.start)
         })
     }
 
     /// State `s`'s sorted, disjoint, inclusive `(lo, hi, target)` byte ranges.
     pub fn edges(&self, s: usize) -> &[(u8, u8, u32)] {
-        &self.tables().trans[s]
+        self.tables().flat.row(s)
     }
 
     /// Whether state `s` accepts.
     pub fn accepts(&self, s: usize) -> bool {
-        self.tables().accept[s]
+        self.tables().flat.accept[s]
     }
 
     /// Start state.
@@ -223,7 +289,7 @@ impl ByteAutomaton {
 
     /// Number of states (building a lazy automaton).
     pub fn len(&self) -> usize {
-        self.tables().trans.len()
+        self.tables().flat.len()
     }
 
     /// At least the number of states, without building a lazy automaton (its stated bound,
@@ -238,26 +304,26 @@ impl ByteAutomaton {
     /// True when the automaton has no state at all.
     pub fn is_empty(&self) -> bool {
         // (A lazy automaton is never empty: its front end builds those at once.)
-        self.lazy.is_none() && self.tables().trans.is_empty()
+        self.lazy.is_none() && self.tables().flat.is_empty()
     }
 
     /// Whether the empty string is in the language.
     pub fn nullable(&self) -> bool {
         match &self.lazy {
             Some(l) => l.facts.nullable,
-            None => self.tables().accept.get(self.start as usize).copied().unwrap_or(false),
+            None => self.tables().flat.accept.get(self.start as usize).copied().unwrap_or(false),
         }
     }
 
     /// Whether `bytes` is in the language (a direct run, for tests and checks).
     pub fn matches(&self, bytes: &[u8]) -> bool {
-        let t = self.tables();
+        let t = &self.tables().flat;
         let mut s = self.start as usize;
-        if s >= t.trans.len() {
+        if s >= t.len() {
             return false;
         }
         for &b in bytes {
-            match t.trans[s].iter().find(|&&(lo, hi, _)| lo <= b && b <= hi) {
+            match t.row(s).iter().find(|&&(lo, hi, _)| lo <= b && b <= hi) {
                 Some(&(_, _, n)) => s = n as usize,
                 None => return false,
             }
@@ -287,12 +353,14 @@ impl ByteAutomaton {
 
 /// The [`Summary`] of an automaton: out-bytes of the start and of the
 /// accepting states, and whether an accepting state is reachable over at least one byte.
-pub fn summarize(trans: &[Vec<(u8, u8, u32)>], accept: &[bool], start: u32) -> Summary {
+pub fn summarize(t: &FlatTables, start: u32) -> Summary {
+    let accept = &t.accept;
     let mut sum = Summary::default();
-    if start as usize >= trans.len() {
+    if start as usize >= t.len() {
         return sum;
     }
-    for (s, edges) in trans.iter().enumerate() {
+    for s in 0..t.len() {
+        let edges = t.row(s);
         for &(lo, hi, _) in edges {
             if s == start as usize {
                 sum.start_out.insert_range(lo, hi);
@@ -302,10 +370,10 @@ pub fn summarize(trans: &[Vec<(u8, u8, u32)>], accept: &[bool], start: u32) -> S
             }
         }
     }
-    let n = trans.len();
+    let n = t.len();
     // Reachable over at least one byte: from the start's successors.
     let mut seen = vec![false; n];
-    let mut stack: Vec<u32> = trans[start as usize].iter().map(|e| e.2).collect();
+    let mut stack: Vec<u32> = t.row(start as usize).iter().map(|e| e.2).collect();
     while let Some(s) = stack.pop() {
         let s = s as usize;
         if s >= n || seen[s] {
@@ -316,7 +384,7 @@ pub fn summarize(trans: &[Vec<(u8, u8, u32)>], accept: &[bool], start: u32) -> S
             sum.has_nonempty = true;
             break;
         }
-        stack.extend(trans[s].iter().map(|e| e.2));
+        stack.extend(t.row(s).iter().map(|e| e.2));
     }
     sum
 }

@@ -9,14 +9,19 @@
 //! caches each allocation is about one cache miss, and session 22 found them the largest
 //! share of a first compile's time). `THRASH=MB` writes that many
 //! megabytes before each profiled compile (cold CPU caches, as after the benchmark's garbage
-//! collection). (Session 17: the first compile of o60295 faults in about 1 MB, 150–255
+//! collection). `CP_TOKENS=1` also builds the token-level grammar with its start state's mask
+//! (`CompiledGrammar::prepared` over the Llama 3 vocabulary, as the Python extension does:
+//! the benchmark's "compile"), for every line, and prints the profiled compiles' split.
+//! (Session 17: the first compile of o60295 faults in about 1 MB, 150–255
 //! faults, its re-compiles none — what the compile leaves in the process-wide caches.
 //! Faulting memory in ahead — touching freed blocks, `MADV_POPULATE_WRITE` after a fresh
 //! allocation or after every resident run of the allocator's arena — was tried: only the
 //! last removed the faults, −0.3 ms on o60295, but done on the extension's background
 //! thread it cost 30–236 MB of peak RSS; not adopted, see `benches/README.md`.)
+use corral_core::{testutil::load_tiktoken, CompiledGrammar};
 use corral_schema::{compile_schema, Options};
 use std::io::{BufRead, Read, Write};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// mimalloc, counting the calls made by the thread that set [`COUNTING`].
@@ -77,6 +82,19 @@ fn minflt() -> i64 {
 fn main() {
     perf("disable");
     let opts = Options::default();
+    // `CP_TOKENS=1`: the token-level grammar and start mask too (the vocabulary is loaded and
+    // preprocessed before the first line, as a serving process has it).
+    let vocab = std::env::var("CP_TOKENS").ok().map(|_| {
+        let tk = std::env::var("CORRAL_TIKTOKEN").unwrap_or_else(|_| "../shared/data/tokenizers/llama3/tokenizer.model".into());
+        let v = Arc::new(load_tiktoken(&tk, 256, &[128001, 128009]).unwrap());
+        let _ = v.trie();
+        v
+    });
+    let tokens = |r: &Result<corral_schema::Compiled, _>| {
+        if let (Ok(c), Some(v)) = (r, vocab.as_ref()) {
+            std::hint::black_box(CompiledGrammar::prepared(&c.grammar, v.clone()));
+        }
+    };
     // `THRASH=MB`: write that many megabytes before each profiled compile.
     let mut thrash: Option<Vec<u64>> = std::env::var("THRASH").ok().map(|v| vec![1u64; v.parse::<usize>().unwrap_or(64) << 17]);
     for line in std::io::stdin().lock().lines() {
@@ -87,7 +105,7 @@ fn main() {
         };
         let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         if !prof {
-            let _ = compile_schema(&doc["schema"], &opts);
+            tokens(&compile_schema(&doc["schema"], &opts));
             continue;
         }
         if let Some(t) = thrash.as_mut() {
@@ -103,12 +121,15 @@ fn main() {
         COUNTING.with(|c| c.set(true));
         let t = Instant::now();
         let r = compile_schema(&doc["schema"], &opts);
+        let g = t.elapsed();
+        tokens(&r);
         let e = t.elapsed();
         COUNTING.with(|c| c.set(false));
         perf("disable");
         let faults = minflt() - f0;
         let (allocs, reallocs) = ALLOCS.with(|a| a.get());
-        println!("{path}: {e:?} {} {faults} faults {allocs} allocations {reallocs} reallocations", if r.is_ok() { "ok" } else { "err" });
+        let split = if vocab.is_some() { format!(" (grammar {g:?}, token-level and start mask {:?})", e - g) } else { String::new() };
+        println!("{path}: {e:?} {} {faults} faults {allocs} allocations {reallocs} reallocations{split}", if r.is_ok() { "ok" } else { "err" });
     }
     // Enabled again for the next process's start, so perf sees where its code is mapped.
     perf("enable");

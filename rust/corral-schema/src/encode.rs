@@ -13,7 +13,8 @@
 //! than minimal and took milliseconds per key set.
 
 use crate::cdfa::CDfa;
-use corral_core::byte_automaton::{ByteAutomaton, LazyFacts};
+use corral_core::byte_automaton::{ByteAutomaton, FlatTables, LazyFacts};
+use hashbrown::HashTable;
 use rustc_hash::FxHashMap;
 use crate::shared_cache::SharedCache;
 use std::sync::{Arc, OnceLock};
@@ -47,33 +48,48 @@ impl Kind {
 /// A value-to-state mapping: sorted, disjoint `(lo, hi, target)`; values not covered are dead.
 type Map = Vec<(u32, u32, u32)>;
 
+/// One byte range and its target: `(lo, hi, target)`, inclusive.
+type Edge = (u8, u8, u32);
+
 struct Builder<'a> {
     d: &'a CDfa,
-    trans: Vec<Vec<(u8, u8, u32)>>,
-    accept: Vec<bool>,
-    /// Intermediate states by what they still read: one map per kind ([`Kind::index`]),
-    /// looked up by slice so a hit allocates nothing.
-    memo: [FxHashMap<Map, u32>; Kind::COUNT],
+    out: FlatTables,
+    /// Intermediate states by what they still read: one table per kind ([`Kind::index`]) of
+    /// `(hash, key start, key length, state)`, the keys back to back in `keys`: a lookup, hit
+    /// or miss, allocates nothing. (The builder made three to four allocations per state —
+    /// the memo key, the row, scratch maps — and on the cold caches of a first compile each
+    /// one is a cache miss.)
+    memo: [HashTable<(u64, u32, u32, u32)>; Kind::COUNT],
+    keys: Vec<(u32, u32, u32)>,
     /// Lead-byte edges of states whose non-ASCII characters all go to one state, by it.
-    uniform_leads: FxHashMap<u32, Vec<(u8, u8, u32)>>,
+    uniform_leads: FxHashMap<u32, Vec<Edge>>,
+    /// Spare maps and edge lists (the builder recurses through [`Builder::node`]; each level
+    /// takes its own and gives it back).
+    maps: Vec<Map>,
+    rows: Vec<Vec<Edge>>,
 }
 
-/// The part of `map` inside `[lo, hi]`, shifted so that `lo` becomes 0.
-fn slice(map: &[(u32, u32, u32)], lo: u32, hi: u32) -> Map {
+fn map_hash(map: &[(u32, u32, u32)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    map.hash(&mut h);
+    h.finish()
+}
+
+/// Appends the part of `map` inside `[lo, hi]` to `out`, shifted so that `origin` becomes 0.
+fn slice_into(map: &[(u32, u32, u32)], lo: u32, hi: u32, origin: u32, out: &mut Map) {
     let i = map.partition_point(|&(_, b, _)| b < lo);
-    let mut out = Vec::new();
     for &(a, b, t) in &map[i..] {
         if a > hi {
             break;
         }
-        out.push((a.max(lo) - lo, b.min(hi) - lo, t));
+        out.push((a.max(lo) - origin, b.min(hi) - origin, t));
     }
-    out
 }
 
-/// `map` without the values in any of `holes` (sorted, disjoint), in one pass.
-fn remove_all(map: &[(u32, u32, u32)], holes: &[(u32, u32)]) -> Map {
-    let mut out = Vec::with_capacity(map.len() + holes.len());
+/// Appends `map` without the values in any of `holes` (sorted, disjoint) to `out`, in one pass.
+fn remove_all_into(map: &[(u32, u32, u32)], holes: &[(u32, u32)], out: &mut Map) {
+    out.reserve(map.len() + holes.len());
     let mut h = 0;
     for &(a, b, t) in map {
         let mut a = a;
@@ -100,7 +116,6 @@ fn remove_all(map: &[(u32, u32, u32)], holes: &[(u32, u32)]) -> Map {
             }
         }
     }
-    out
 }
 
 /// The target of value `v`, if any.
@@ -110,10 +125,18 @@ fn lookup(map: &[(u32, u32, u32)], v: u32) -> Option<u32> {
 }
 
 impl Builder<'_> {
-    fn new_state(&mut self) -> u32 {
-        self.trans.push(Vec::new());
-        self.accept.push(false);
-        (self.trans.len() - 1) as u32
+    /// An empty map from the spares.
+    fn take_map(&mut self) -> Map {
+        let mut m = self.maps.pop().unwrap_or_default();
+        m.clear();
+        m
+    }
+
+    /// An empty edge list from the spares.
+    fn take_row(&mut self) -> Vec<Edge> {
+        let mut r = self.rows.pop().unwrap_or_default();
+        r.clear();
+        r
     }
 
     /// The state reading the rest of a character of kind `kind` whose remaining value is
@@ -122,12 +145,15 @@ impl Builder<'_> {
         if map.is_empty() {
             return None;
         }
-        if let Some(&s) = self.memo[kind.index()].get(map) {
+        let h = map_hash(map);
+        let keys = &self.keys;
+        if let Some(&(_, _, _, s)) = self.memo[kind.index()].find(h, |&(kh, at, n, _)| kh == h && &keys[at as usize..(at + n) as usize] == map) {
             return Some(s);
         }
-        let s = self.new_state();
-        self.memo[kind.index()].insert(map.to_vec(), s);
-        let mut edges = Vec::with_capacity(8);
+        let s = self.out.add_state(false);
+        self.memo[kind.index()].insert_unique(h, (h, self.keys.len() as u32, map.len() as u32, s), |e| e.0);
+        self.keys.extend_from_slice(map);
+        let mut edges = self.take_row();
         match kind {
             Kind::Cont(k) => {
                 let unit = 1u32 << (6 * (k as u32 - 1));
@@ -138,21 +164,24 @@ impl Builder<'_> {
                 self.digits(map, 16, unit, hex_bytes, Kind::Hex(k - 1), &mut edges);
             }
             Kind::LowSurrogate => {
-                let shifted: Map = map.iter().map(|&(a, b, t)| (a + 0xDC00, b + 0xDC00, t)).collect();
+                let mut shifted = self.take_map();
+                shifted.extend(map.iter().map(|&(a, b, t)| (a + 0xDC00, b + 0xDC00, t)));
                 let hex = self.node(Kind::Hex(4), &shifted).expect("non-empty mapping");
-                let u = self.new_state();
-                self.trans[u as usize] = vec![(b'u', b'u', hex)];
+                self.maps.push(shifted);
+                let u = self.out.add_state(false);
+                self.out.set_row(u, &[(b'u', b'u', hex)]);
                 edges.push((b'\\', b'\\', u));
             }
         }
         edges.sort_unstable();
-        self.trans[s as usize] = edges;
+        self.out.set_row(s, &edges);
+        self.rows.push(edges);
         Some(s)
     }
 
     /// Edges for one digit position of radix `radix` (each digit covering `unit` values):
     /// runs of digits whose values all go to one target share one child.
-    fn digits(&mut self, map: &[(u32, u32, u32)], radix: u32, unit: u32, bytes: impl Fn((u32, u32)) -> DigitBytes, child_kind: Kind, edges: &mut Vec<(u8, u8, u32)>) {
+    fn digits(&mut self, map: &[(u32, u32, u32)], radix: u32, unit: u32, bytes: impl Fn((u32, u32)) -> DigitBytes, child_kind: Kind, edges: &mut Vec<Edge>) {
         let mut d = 0u32;
         while d < radix {
             let (lo, hi) = (d * unit, d * unit + unit - 1);
@@ -170,8 +199,11 @@ impl Builder<'_> {
                     (end, child)
                 }
                 None => (d + 1, {
-                    let m = slice(map, lo, hi);
-                    self.child(child_kind, unit, &m)
+                    let mut m = self.take_map();
+                    slice_into(map, lo, hi, lo, &mut m);
+                    let c = self.child(child_kind, unit, &m);
+                    self.maps.push(m);
+                    c
                 }),
             };
             if let Some(c) = child {
@@ -197,8 +229,9 @@ impl Builder<'_> {
         let d = self.d;
         let full: &[(u32, u32, u32)] = &d.trans[q];
         // What raw bytes may spell: no surrogates; in JSON no control characters, `"` or `\`.
-        let raw = if json { remove_all(full, &JSON_RAW_HOLES) } else { remove_all(full, &[(0xD800, 0xDFFF)]) };
-        let mut edges: Vec<(u8, u8, u32)> = Vec::with_capacity(raw.len() + 8);
+        let mut raw = self.take_map();
+        remove_all_into(full, if json { &JSON_RAW_HOLES } else { &[(0xD800, 0xDFFF)] }, &mut raw);
+        let mut edges = self.take_row();
         // One byte.
         for &(a, b, t) in &raw {
             if a > 0x7F {
@@ -209,8 +242,9 @@ impl Builder<'_> {
         // Lead bytes of 2, 3 and 4 byte sequences. When every non-ASCII character goes to one
         // state (all but the last states of a key trie, any-character loops), the edges
         // depend on that state alone and are built once.
-        let uniform = match slice(&raw, 0x80, 0x10FFFF)[..] {
-            [(0, a, t), (b, 0x10FF7F, t2)] if a == 0xD7FF - 0x80 && b == 0xE000 - 0x80 && t == t2 => Some(t),
+        let i = raw.partition_point(|&(_, b, _)| b < 0x80);
+        let uniform = match raw[i..] {
+            [(a, b, t), (c, e, t2)] if a <= 0x80 && b == 0xD7FF && c == 0xE000 && e >= 0x10FFFF && t == t2 => Some(t),
             _ => None,
         };
         // (Lead edges are merged before they are kept: a uniform state's 51 lead bytes go to
@@ -218,15 +252,19 @@ impl Builder<'_> {
         match uniform.and_then(|t| self.uniform_leads.get(&t)) {
             Some(e) => edges.extend_from_slice(e),
             None => {
-                let mut leads = Vec::new();
+                let mut leads = self.take_row();
                 self.lead_edges(&raw, &mut leads);
                 merge_edges(&mut leads);
                 edges.extend_from_slice(&leads);
-                if let Some(t) = uniform {
-                    self.uniform_leads.insert(t, leads);
+                match uniform {
+                    Some(t) => {
+                        self.uniform_leads.insert(t, leads);
+                    }
+                    None => self.rows.push(leads),
                 }
             }
         }
+        self.maps.push(raw);
         // The edges are sorted already (one-byte ranges below 0x80, lead bytes above), and
         // disjoint: `\` (not in `raw`) goes in its place.
         if json {
@@ -237,11 +275,13 @@ impl Builder<'_> {
         }
         debug_assert!(edges.windows(2).all(|w| w[0].1 < w[1].0), "sorted, disjoint");
         merge_edges(&mut edges);
-        self.trans[q] = edges;
+        self.out.set_row(q as u32, &edges);
+        self.rows.push(edges);
     }
 
     /// Edges on the lead bytes of 2, 3 and 4 byte sequences for the raw mapping `raw`.
-    fn lead_edges(&mut self, raw: &Map, edges: &mut Vec<(u8, u8, u32)>) {
+    fn lead_edges(&mut self, raw: &[(u32, u32, u32)], edges: &mut Vec<Edge>) {
+        let mut m = self.take_map();
         for (leads, bits, k, min) in [(0xC2u32..=0xDF, 6u32, 1u8, 0x80u32), (0xE0..=0xEF, 12, 2, 0x800), (0xF0..=0xF4, 18, 3, 0x10000)] {
             let mask = (1u32 << (8 - k as u32 - 2)) - 1;
             for lead in leads {
@@ -250,17 +290,19 @@ impl Builder<'_> {
                 if lo > hi {
                     continue;
                 }
-                let m: Map = slice(raw, lo, hi).into_iter().map(|(a, b, t)| (a + lo - base, b + lo - base, t)).collect();
+                m.clear();
+                slice_into(raw, lo, hi, base, &mut m);
                 if let Some(c) = self.node(Kind::Cont(k), &m) {
                     edges.push((lead as u8, lead as u8, c));
                 }
             }
         }
+        self.maps.push(m);
     }
 
     /// The state after `\` for the mapping `full` of one CDfa state.
     fn escape_state(&mut self, full: &[(u32, u32, u32)]) -> Option<u32> {
-        let mut edges = Vec::new();
+        let mut edges = self.take_row();
         for (byte, c) in [(b'"', '"'), (b'\\', '\\'), (b'/', '/'), (b'b', '\u{8}'), (b'f', '\u{c}'), (b'n', '\n'), (b'r', '\r'), (b't', '\t')] {
             if let Some(t) = lookup(full, c as u32) {
                 edges.push((byte, byte, t));
@@ -268,11 +310,14 @@ impl Builder<'_> {
         }
         // `\uXXXX`: BMP values except surrogates go straight to targets; a high surrogate
         // leads to the low surrogate of its block of 1,024 astral code points.
-        let mut bmp = remove_all(&slice(full, 0, 0xFFFF), &[(0xD800, 0xDFFF)]);
+        let (mut bmp, mut block) = (self.take_map(), self.take_map());
+        slice_into(full, 0, 0xFFFF, 0, &mut block);
+        remove_all_into(&block, &[(0xD800, 0xDFFF)], &mut bmp);
         let mut h = 0xD800u32;
         while h <= 0xDBFF {
             let base = 0x10000 + ((h - 0xD800) << 10);
-            let block = slice(full, base, base + 0x3FF);
+            block.clear();
+            slice_into(full, base, base + 0x3FF, base, &mut block);
             // Blocks wholly inside one segment share one low-surrogate state.
             let run_end = match block.as_slice() {
                 [(0, 0x3FF, _)] => {
@@ -296,12 +341,16 @@ impl Builder<'_> {
         if let Some(u) = self.node(Kind::Hex(4), &bmp) {
             edges.push((b'u', b'u', u));
         }
+        self.maps.push(bmp);
+        self.maps.push(block);
         if edges.is_empty() {
+            self.rows.push(edges);
             return None;
         }
         edges.sort_unstable();
-        let e = self.new_state();
-        self.trans[e as usize] = edges;
+        let e = self.out.add_state(false);
+        self.out.set_row(e, &edges);
+        self.rows.push(edges);
         Some(e)
     }
 }
@@ -352,45 +401,54 @@ fn merge_edges(edges: &mut Vec<(u8, u8, u32)>) {
 }
 
 /// The states and edges of [`build`]'s automaton.
-fn build_tables(d: &CDfa, json: bool) -> (Vec<Vec<(u8, u8, u32)>>, Vec<bool>) {
+fn build_tables(d: &CDfa, json: bool) -> FlatTables {
     if !json && d.trans.iter().all(|row| row.last().is_none_or(|&(_, b, _)| b < 0x80)) {
         // ASCII only (a bounded number's forms): each code point is its byte, so the states
         // and edges are the code-point automaton's — what the builder below gives them, in a
         // twelfth of a bounded number's compile less.
-        let trans = d
-            .trans
-            .iter()
-            .map(|row| {
-                let mut e: Vec<(u8, u8, u32)> = row.iter().map(|&(a, b, t)| (a as u8, b as u8, t)).collect();
-                merge_edges(&mut e);
-                e
-            })
-            .collect();
-        return (trans, d.accept.clone());
+        let mut t = FlatTables { edges: Vec::with_capacity(d.trans.iter().map(Vec::len).sum()), span: Vec::with_capacity(d.len()), accept: d.accept.clone() };
+        for row in &d.trans {
+            let at = t.edges.len();
+            t.edges.extend(row.iter().map(|&(a, b, t)| (a as u8, b as u8, t)));
+            let mut n = at;
+            for i in at..t.edges.len() {
+                let (a, b, x) = t.edges[i];
+                if n > at && t.edges[n - 1].2 == x && t.edges[n - 1].1 as u16 + 1 == a as u16 {
+                    t.edges[n - 1].1 = b;
+                    continue;
+                }
+                t.edges[n] = (a, b, x);
+                n += 1;
+            }
+            t.edges.truncate(n);
+            t.span.push((at as u32, (n - at) as u32));
+        }
+        return t;
     }
     built_tables(d, json)
 }
 
 /// [`build_tables`] through the byte-sequence builder (any code points).
-fn built_tables(d: &CDfa, json: bool) -> (Vec<Vec<(u8, u8, u32)>>, Vec<bool>) {
+fn built_tables(d: &CDfa, json: bool) -> FlatTables {
     let n = d.len();
-    let mut b = Builder { d, trans: vec![Vec::new(); n], accept: d.accept.clone(), memo: Default::default(), uniform_leads: FxHashMap::default() };
+    let out = FlatTables { edges: Vec::with_capacity(n * 8), span: vec![(0, 0); n], accept: d.accept.clone() };
+    let mut b = Builder { d, out, memo: Default::default(), keys: Vec::new(), uniform_leads: FxHashMap::default(), maps: Vec::new(), rows: Vec::new() };
     // Every state of a key trie has its own `\uXXXX` path (one new node per hex digit):
     // room for them up front instead of rehashing as they come.
     if json {
         for k in 1..=4 {
-            b.memo[Kind::Hex(k).index()].reserve(n);
+            b.memo[Kind::Hex(k).index()].reserve(n, |e| e.0);
         }
+        b.keys.reserve(n * 8);
     }
     for q in 0..n {
         b.boundary(q, json);
     }
-    (b.trans, b.accept)
+    b.out
 }
 
 fn build(d: &CDfa, json: bool) -> ByteAutomaton {
-    let (trans, accept) = build_tables(d, json);
-    ByteAutomaton::new(trans, accept, d.start)
+    ByteAutomaton::from_flat(build_tables(d, json), d.start)
 }
 
 /// Code points a JSON string never holds raw (control characters, `"`, `\`, surrogates).
@@ -657,11 +715,11 @@ mod tests {
         }
     }
 
-    /// `remove_all` keeps exactly the mapped values outside every hole, with their targets,
+    /// `remove_all_into` appends exactly the mapped values outside every hole, with their targets,
     /// on random maps whose boundaries fall next to the holes' (checked value by value at
     /// every boundary and its neighbours).
     #[test]
-    fn remove_all_keeps_exactly_the_values_outside_the_holes() {
+    fn remove_all_into_keeps_exactly_the_values_outside_the_holes() {
         let mut rnd = corral_core::testutil::xorshift(0x9E37_79B9_7F4A_7C15);
         let holes = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF)];
         let points = [0u32, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x5B, 0x5C, 0x5D, 0x7F, 0xD7FF, 0xD800, 0xDFFF, 0xE000, 0x10FFFF];
@@ -678,7 +736,9 @@ mod tests {
                     _ => {}
                 }
             }
-            let out = remove_all(&map, &holes);
+            let mut out = vec![(7, 7, 7)];
+            remove_all_into(&map, &holes, &mut out);
+            assert_eq!(out.remove(0), (7, 7, 7), "appended after what the list held");
             assert!(out.windows(2).all(|w| w[0].1 < w[1].0) && out.iter().all(|r| r.0 <= r.1), "{out:x?}");
             let bounds = map.iter().map(|&(a, b, _)| (a, b)).chain(holes);
             let probes = bounds.flat_map(|(a, b)| [a.saturating_sub(1), a, a + 1, b.saturating_sub(1), b, b + 1]);
@@ -827,11 +887,11 @@ mod tests {
             };
             let Some(facts) = lazy_facts(&d) else { continue };
             checked += 1;
-            let (trans, accept) = build_tables(&d, true);
-            let size = trans.len() + trans.iter().map(|e| e.len()).sum::<usize>();
-            assert_eq!(summarize(&trans, &accept, d.start), facts.summary, "case {case}");
-            assert_eq!(accept[d.start as usize], facts.nullable, "case {case}");
-            assert!(trans.len() <= facts.len_bound, "case {case}: {} states, bound {}", trans.len(), facts.len_bound);
+            let t = build_tables(&d, true);
+            let size = t.len() + t.span.iter().map(|&(_, n)| n as usize).sum::<usize>();
+            assert_eq!(summarize(&t, d.start), facts.summary, "case {case}");
+            assert_eq!(t.accept[d.start as usize], facts.nullable, "case {case}");
+            assert!(t.len() <= facts.len_bound, "case {case}: {} states, bound {}", t.len(), facts.len_bound);
             assert!(size <= 2 * facts.size_estimate, "case {case}: size {size}, estimate {}", facts.size_estimate);
             let lazy = lazy_json(&Arc::new(d.clone()));
             let eager = json_automaton(&d);

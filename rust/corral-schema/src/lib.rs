@@ -70,6 +70,7 @@ mod compile;
 pub mod encode;
 mod shared_cache;
 pub mod numbers;
+mod number_automaton;
 pub mod strings;
 
 use corral_core::{Grammar, Limits};

@@ -97,7 +97,7 @@ impl Dec {
     }
 
     /// Decimal position of the leading significant digit (value = m × 10^e, 1 ≤ m < 10).
-    fn sci(&self) -> (i64, String) {
+    pub(crate) fn sci(&self) -> (i64, String) {
         if !self.int.is_empty() {
             let digits = format!("{}{}", self.int, self.frac);
             (self.int.len() as i64 - 1, digits.trim_end_matches('0').to_string())
@@ -146,8 +146,9 @@ pub enum Bound {
     Excl(Dec),
 }
 
+/// How a value compares with a bound for it to be allowed.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Op {
+pub(crate) enum Op {
     Le,
     Lt,
     Ge,
@@ -315,7 +316,8 @@ fn exp_in(lo: Option<i64>, hi: Option<i64>) -> Rx {
     Rx::concat(vec![e, Rx::alt(alts)])
 }
 
-/// Optional fraction `(\.[0-9]+)?` with `0.frac op 0.bf`.
+/// Optional fraction `(\.[0-9]+)?` with `0.frac op 0.bf`. (The expression [`interval`] was built from, kept for tests.)
+#[cfg(test)]
 fn frac_cmp(bf: &[u8], op: Op) -> Rx {
     let m = bf.len();
     let less_ok = matches!(op, Op::Le | Op::Lt);
@@ -367,7 +369,8 @@ fn frac_cmp(bf: &[u8], op: Op) -> Rx {
     }
 }
 
-/// `D(\.[0-9]+)?` with D exactly `bi.len()` digits (first non-zero), compared to `bi.bf`.
+/// `D(\.[0-9]+)?` with D exactly `bi.len()` digits (first non-zero), compared to `bi.bf`. (The expression [`interval`] was built from, kept for tests.)
+#[cfg(test)]
 fn seq_cmp(bi: &[u8], bf: &[u8], op: Op) -> Rx {
     let n = bi.len();
     let less_ok = matches!(op, Op::Le | Op::Lt);
@@ -389,7 +392,8 @@ fn seq_cmp(bi: &[u8], bf: &[u8], op: Op) -> Rx {
     t
 }
 
-/// Unsigned restricted forms whose value `op` the non-negative bound `b`.
+/// Unsigned restricted forms whose value `op` the non-negative bound `b`. (The expression [`interval`] was built from, kept for tests.)
+#[cfg(test)]
 fn mag_cmp(b: &Dec, op: Op) -> Rx {
     let bi = b.int.as_bytes();
     let bf = b.frac.as_bytes();
@@ -451,22 +455,27 @@ fn mag_cmp(b: &Dec, op: Op) -> Rx {
 /// intersect it with the number forms, which minimizes); `None` when an automaton of the
 /// bounds would be too large.
 pub fn interval(lo: &Bound, hi: &Bound) -> Option<CDfa> {
-    let part = |lo: &Bound, hi: &Bound| -> Option<Vec<Rx>> {
-        // restrict to magnitudes ≥ 0: constraints on mag
+    // The magnitudes ≥ 0 in `[lo, hi]` as comparisons with bounds; `None` when there are none.
+    let part = |lo: &Bound, hi: &Bound| -> Option<Vec<(Dec, Op)>> {
         let mut cons = Vec::new();
         match lo {
-            Bound::Incl(d) if !d.neg => cons.push(mag_cmp(d, Op::Ge)),
-            Bound::Excl(d) if !d.neg => cons.push(mag_cmp(d, Op::Gt)),
+            Bound::Incl(d) if !d.neg => cons.push((d.clone(), Op::Ge)),
+            Bound::Excl(d) if !d.neg => cons.push((d.clone(), Op::Gt)),
             _ => {}
         }
         match hi {
             Bound::Incl(d) if d.neg => return None,
             Bound::Excl(d) if d.neg || d.is_zero() => return None,
-            Bound::Incl(d) => cons.push(mag_cmp(d, Op::Le)),
-            Bound::Excl(d) => cons.push(mag_cmp(d, Op::Lt)),
+            Bound::Incl(d) => cons.push((d.clone(), Op::Le)),
+            Bound::Excl(d) => cons.push((d.clone(), Op::Lt)),
             Bound::None => {}
         }
         Some(cons)
+    };
+    // (Built directly, see `number_automaton`; `None` when one would be too large.)
+    let magnitudes = |cons: Vec<(Dec, Op)>| -> Option<CDfa> {
+        let cons: Vec<(&Dec, Op)> = cons.iter().map(|(d, op)| (d, *op)).collect();
+        crate::number_automaton::magnitudes(&cons, 20_000)
     };
     let neg_bound = |b: &Bound| match b {
         Bound::None => Bound::None,
@@ -475,20 +484,21 @@ pub fn interval(lo: &Bound, hi: &Bound) -> Option<CDfa> {
     };
     // non-negative part: magnitude in [max(lo, 0), hi]
     let pos = match part(lo, hi) {
-        Some(c) => Some(conj(c)?),
+        Some(c) => Some(magnitudes(c)?),
         None => None,
     };
     // negative numbers "-m": value -m in [lo, hi] ⟺ m in [-hi, -lo]
     let neg = match part(&neg_bound(hi), &neg_bound(lo)) {
-        Some(c) => Some(conj(c)?),
+        Some(c) => Some(magnitudes(c)?),
         None => None,
     };
     signed(pos, neg)
 }
 
 /// The intersection of `parts` (every magnitude form when there are none), computed by
-/// automata; `None` when one would be too large. (Kept as an automaton: reading it back as
-/// an expression and determinizing that again cost most of a bounded number's compile.)
+/// automata from expressions: how [`interval`] built its parts before
+/// [`crate::number_automaton`] (kept to check that against).
+#[cfg(test)]
 fn conj(parts: Vec<Rx>) -> Option<CDfa> {
     let Some((first, rest)) = parts.split_first() else {
         return CDfa::from_rx_unminimized(&mag_forms(), 20_000).ok();
@@ -727,6 +737,63 @@ mod tests {
             checked += 1;
         }
         assert!(checked > 100, "{checked}");
+    }
+
+    /// The magnitude automata built directly ([`crate::number_automaton`]) have exactly the
+    /// language of the expressions they replaced (each form, intersected by product), over
+    /// random bounds — integers, fractions, zero, long and tiny values (exponents of both
+    /// signs and several digits) — alone and in pairs, with every comparison.
+    #[test]
+    fn direct_magnitude_automata_match_the_expressions() {
+        let mut rnd = corral_core::testutil::xorshift(0x0dd_ba11_5eed);
+        let dec = |rnd: &mut dyn FnMut(u64) -> u64| -> Dec {
+            let text = match rnd(6) {
+                0 => ["0", "1", "9", "10", "0.5", "1.25", "0.01", "100", "65535", "90"][rnd(10) as usize].to_string(),
+                1 => format!("{}", rnd(1000)),
+                2 => format!("{}.{}", rnd(30), rnd(1000)),
+                3 => format!("0.{}{}", "0".repeat(rnd(12) as usize), 1 + rnd(99)),
+                4 => format!("{}{}", 1 + rnd(9), "0".repeat(rnd(14) as usize)),
+                _ => format!("{}.{}e{}", 1 + rnd(9), rnd(100), rnd(25) as i64 - 12),
+            };
+            d(&text)
+        };
+        let ops = [Op::Le, Op::Lt, Op::Ge, Op::Gt];
+        let rx_of = |b: &Dec, op: Op| mag_cmp(b, op);
+        let mut checked = 0;
+        for case in 0..400 {
+            let n = rnd(3) as usize;
+            let bounds: Vec<(Dec, Op)> = (0..n).map(|_| (dec(&mut rnd), ops[rnd(4) as usize])).collect();
+            let refs: Vec<(&Dec, Op)> = bounds.iter().map(|(b, op)| (b, *op)).collect();
+            let direct = crate::number_automaton::magnitudes(&refs, 20_000).expect("within the limit");
+            let Some(old) = conj(bounds.iter().map(|(b, op)| rx_of(b, *op)).collect()) else { continue };
+            let same = direct.minus(&old, 200_000).unwrap().is_empty() && old.minus(&direct, 200_000).unwrap().is_empty();
+            if !same {
+                let a = direct.minus(&old, 200_000).unwrap().minimize();
+                let b = old.minus(&direct, 200_000).unwrap().minimize();
+                // (A shortest string of each difference.)
+                let ex = |x: &CDfa| {
+                    let mut seen = vec![None::<String>; x.len()];
+                    seen[x.start as usize] = Some(String::new());
+                    let mut queue = std::collections::VecDeque::from([x.start]);
+                    while let Some(q) = queue.pop_front() {
+                        let s = seen[q as usize].clone().unwrap();
+                        if x.accept[q as usize] {
+                            return Some(s);
+                        }
+                        for &(c, _, t) in &x.trans[q as usize] {
+                            if seen[t as usize].is_none() {
+                                seen[t as usize] = Some(format!("{s}{}", char::from_u32(c).unwrap()));
+                                queue.push_back(t);
+                            }
+                        }
+                    }
+                    None
+                };
+                panic!("case {case}: {bounds:?}: only direct {:?}, only expressions {:?}", ex(&a), ex(&b));
+            }
+            checked += 1;
+        }
+        assert!(checked > 350, "{checked}");
     }
 
     /// `signed` side by side, and by product when `pos` may start with `-` itself.
