@@ -411,7 +411,12 @@ fn convert(h: &Hir, pattern: &str) -> Result<Rx, PatternError> {
 
 /// Encodes code-point languages as the JSON string bodies that spell them.
 #[derive(Default)]
-pub struct Encoder;
+pub struct Encoder {
+    /// [`Encoder::literal`]'s results so far: names and enum values recur within a schema
+    /// (o84878's 196 keys and enum values are 127 distinct strings), and each encoding is a
+    /// list of one automaton per character.
+    literals: rustc_hash::FxHashMap<Box<str>, Rx>,
+}
 
 impl Encoder {
     /// The JSON-encoded forms (inside the quotes) of one character of `ranges`: raw UTF-8
@@ -478,7 +483,12 @@ impl Encoder {
 
     /// A quoted JSON string with exactly this value (every encoding of it).
     pub fn literal(&mut self, s: &str) -> Rx {
-        self.quoted(&lit(s))
+        if let Some(rx) = self.literals.get(s) {
+            return rx.clone();
+        }
+        let rx = self.quoted(&lit(s));
+        self.literals.insert(s.into(), rx.clone());
+        rx
     }
 }
 

@@ -640,9 +640,17 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
     Ok(Compiled { grammar, warnings: c.warnings, keywords_used: c.kw })
 }
 
-const SUB_ONE: &[&str] = &["additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "additionalItems", "unevaluatedItems", "unevaluatedProperties", "items", "contentSchema"];
-const SUB_MAP: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
-const SUB_ARR: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+/// Where keyword `k` holds subschemas: (one subschema, a map of them, an array of them).
+/// (One `match` instead of scanning three lists for every key of every schema object.)
+fn subschema_places(k: &str) -> (bool, bool, bool) {
+    match k {
+        "items" => (true, false, true),
+        "additionalProperties" | "not" | "if" | "then" | "else" | "contains" | "propertyNames" | "additionalItems" | "unevaluatedItems" | "unevaluatedProperties" | "contentSchema" => (true, false, false),
+        "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" | "dependencies" => (false, true, false),
+        "allOf" | "anyOf" | "oneOf" | "prefixItems" => (false, false, true),
+        _ => (false, false, false),
+    }
+}
 
 impl<'a> Compiler<'a> {
     // ------------------------------------------------------------------ references
@@ -655,9 +663,25 @@ impl<'a> Compiler<'a> {
     fn index(&mut self, v: &'a Value, ptr: &mut String, base: &str) {
         let Value::Object(m) = v else { return };
         let idkey = if self.draft == Draft::Draft4 { "id" } else { "$id" };
+        // The keywords that name this schema, in one pass over its keys (looking each up
+        // hashed the key names again for every schema object).
+        let (mut id, mut has_ref, mut anchor, mut dyn_anchor, mut dynamic) = (None, false, None, None, false);
+        for (k, x) in m {
+            match k.as_str() {
+                "$ref" => has_ref = true,
+                "$anchor" => anchor = x.as_str(),
+                "$dynamicAnchor" => {
+                    dynamic = true;
+                    dyn_anchor = x.as_str();
+                }
+                "$recursiveAnchor" => dynamic = true,
+                k if k == idkey => id = x.as_str(),
+                _ => {}
+            }
+        }
         let mut new_base: Option<String> = None;
-        let legacy_ref = self.draft <= Draft::Draft7 && m.contains_key("$ref");
-        if let Some(id) = m.get(idkey).and_then(|x| x.as_str()).filter(|_| !legacy_ref) {
+        let legacy_ref = self.draft <= Draft::Draft7 && has_ref;
+        if let Some(id) = id.filter(|_| !legacy_ref) {
             let full = join_uri(base, id);
             let (u, frag) = match full.split_once('#') {
                 Some((u, f)) => (u.to_string(), f.to_string()),
@@ -672,18 +696,18 @@ impl<'a> Compiler<'a> {
             }
         }
         let base = new_base.as_deref().unwrap_or(base);
-        if let Some(a) = m.get("$anchor").and_then(|x| x.as_str()) {
+        if let Some(a) = anchor {
             self.anchors.insert(format!("{base}#{a}"), ptr.clone());
         }
-        if m.contains_key("$dynamicAnchor") || m.contains_key("$recursiveAnchor") {
+        if dynamic {
             self.has_dynamic = true;
-            if let Some(a) = m.get("$dynamicAnchor").and_then(|x| x.as_str()) {
+            if let Some(a) = dyn_anchor {
                 self.anchors.entry(format!("{base}#{a}")).or_insert_with(|| ptr.clone());
             }
         }
         let at = ptr.len();
         for (k, sub) in m {
-            let (one, map, arr) = (SUB_ONE.contains(&k.as_str()), SUB_MAP.contains(&k.as_str()), SUB_ARR.contains(&k.as_str()));
+            let (one, map, arr) = subschema_places(k);
             if !(one || map || arr) {
                 continue;
             }
