@@ -261,7 +261,11 @@ impl PyGrammar {
                 property_order: order,
                 ..Default::default()
             };
-            let compiled = py.detach(|| corral_schema::big_stack::on_big_stack(move || corral_schema::compile_schema(&value, &opts))).map_err(|e| errors::schema_to_py(py, e))?;
+            let (compiled, value) = py.detach(|| corral_schema::big_stack::on_big_stack(move || (corral_schema::compile_schema(&value, &opts), value)));
+            // (Freeing the parsed document, hundreds of small allocations, is no part of what
+            // the caller waits for.)
+            core::warmup::drop_in_background(value);
+            let compiled = compiled.map_err(|e| errors::schema_to_py(py, e))?;
             if !compiled.warnings.is_empty() {
                 let warn = py.import("warnings")?;
                 let category = py.import("corral.errors")?.getattr("SchemaWarning")?;

@@ -634,9 +634,10 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
         }
         e => SchemaError::Grammar(e),
     })?;
-    // The expressions and the reference memo are freed off the caller's path (the `oneOf` type
-    // memo, one entry per branch, holds shared strings and is freed here).
-    corral_core::warmup::drop_in_background((ast, std::mem::take(&mut c.memo)));
+    // The expressions, the reference memo and the literal encodings are freed off the
+    // caller's path (the `oneOf` type memo, one entry per branch, holds shared strings and is
+    // freed here).
+    corral_core::warmup::drop_in_background((ast, std::mem::take(&mut c.memo), std::mem::take(&mut c.enc)));
     Ok(Compiled { grammar, warnings: c.warnings, keywords_used: c.kw })
 }
 
