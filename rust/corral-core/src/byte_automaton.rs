@@ -79,6 +79,14 @@ impl FlatTables {
         (self.span.len() - 1) as u32
     }
 
+    /// Gives the edge buffer's spare room back when it is more than a quarter of what it
+    /// holds (builders grow it by doubling, and shared caches keep automata for long).
+    fn trim_spare(&mut self) {
+        if self.edges.capacity() > self.edges.len() + self.edges.len() / 4 {
+            self.edges.shrink_to_fit();
+        }
+    }
+
     /// Gives state `s` the edges `row` (appended; a row set before is left unused).
     pub fn set_row(&mut self, s: u32, row: &[(u8, u8, u32)]) {
         self.span[s as usize] = (self.edges.len() as u32, row.len() as u32);
@@ -110,7 +118,7 @@ impl Tables {
     fn new(flat: FlatTables) -> Tables {
         debug_assert_eq!(flat.span.len(), flat.accept.len());
         let size = flat.len() + flat.span.iter().map(|&(_, n)| n as usize).sum::<usize>();
-        let memory = flat.edges.capacity() * 12 + flat.span.capacity() * 8 + flat.accept.capacity();
+        let memory = flat.edges.capacity() * std::mem::size_of::<(u8, u8, u32)>() + flat.span.capacity() * 8 + flat.accept.capacity();
         Tables { flat, size, memory }
     }
 }
@@ -198,7 +206,8 @@ impl ByteAutomaton {
     }
 
     /// [`ByteAutomaton::new`] from flat tables.
-    pub fn from_flat(flat: FlatTables, start: u32) -> ByteAutomaton {
+    pub fn from_flat(mut flat: FlatTables, start: u32) -> ByteAutomaton {
+        flat.trim_spare();
         // FNV-1a-style mixing over the whole structure, 64 bits per step.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (start as u64);
         let mut mix = |x: u64| h = (h ^ x).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
@@ -234,7 +243,9 @@ impl ByteAutomaton {
     fn tables(&self) -> &Tables {
         crate::race_once::get_or_race(&self.tables, || {
             let lazy = self.lazy.as_ref().expect("an automaton without tables is lazy");
-            let t = Tables::new((lazy.build)());
+            let mut flat = (lazy.build)();
+            flat.trim_spare();
+            let t = Tables::new(flat);
             debug_assert!(t.flat.len() <= lazy.facts.len_bound, "lazy automaton over its state bound: {} states ({:?})", t.flat.len(), lazy.facts);
             debug_assert_eq!(summarize(&t.flat, self.start), lazy.facts.summary, "lazy automaton's summary");
             debug_assert_eq!(t.flat.accept.get(self.start as usize).copied().unwrap_or(false), lazy.facts.nullable);

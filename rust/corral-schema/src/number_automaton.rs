@@ -174,6 +174,9 @@ impl Explorer<'_> {
                 for (k, t) in self.targets.iter().enumerate() {
                     if (s.int_len as usize) < t.int.len() {
                         n.cmp[k].int = next_rel(s.cmp[k].int, d, t.int[s.int_len as usize]);
+                    } else {
+                        // (Longer than the bound's: the length decides, not the digits.)
+                        n.cmp[k].int = Ordering::Equal;
                     }
                     // (Two integer digits: not a mantissa.)
                     n.cmp[k].mant = Ordering::Equal;
@@ -218,6 +221,8 @@ impl Explorer<'_> {
                 }
                 n.frac_len = 0;
                 n.frac_zero = true;
+                // (Only "mantissa or zero" matters of the integer part now.)
+                n.int_len = 1;
             }
             (Phase::ExpMark, None, b'+' | b'-') => {
                 n.phase = Phase::ExpSign;
@@ -230,6 +235,9 @@ impl Explorer<'_> {
                     for (k, t) in self.targets.iter().enumerate() {
                         if (s.exp_len as usize) < t.exp.len() {
                             n.cmp[k].exp = next_rel(s.cmp[k].exp, d, t.exp[s.exp_len as usize]);
+                        } else {
+                            // (Longer than the bound's: the length decides, not the digits.)
+                            n.cmp[k].exp = Ordering::Equal;
                         }
                     }
                     n.exp_len = (s.exp_len + 1).min(self.exp_cap);
@@ -307,10 +315,12 @@ impl Explorer<'_> {
 const ALPHABET: &[u8] = b"+-.0123456789Ee";
 
 /// Restricted magnitude forms whose value compares with each `(bound, op)` as `op` says (every
-/// form when `bounds` is empty; at most two bounds, each non-negative); `None` when the
-/// automaton would have more than `limit` states. Not minimized.
+/// form when `bounds` is empty; at most two bounds, each non-negative); `None` when more than
+/// `limit` states are explored (dead ends included: about 2,500 for two bounds at the ends of
+/// the double range written out in full). Not minimized.
 pub(crate) fn magnitudes(bounds: &[(&Dec, Op)], limit: usize) -> Option<CDfa> {
     assert!(bounds.len() <= 2, "at most a lower and an upper bound");
+    debug_assert!(bounds.iter().all(|(b, _)| !b.neg), "magnitudes compare with non-negative bounds");
     let targets: Vec<Target> = bounds.iter().map(|&(b, op)| Target::new(b, op)).collect();
     let cap = |len: fn(&Target) -> usize| targets.iter().map(len).max().unwrap_or(0) as u32 + 1;
     let ex = Explorer { targets: &targets, int_cap: cap(|t| t.int.len()).max(2), frac_cap: cap(|t| t.frac.len().max(t.mant.len())), exp_cap: cap(|t| t.exp.len()) };
