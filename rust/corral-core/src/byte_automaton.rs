@@ -45,13 +45,26 @@ pub struct FlatTables {
 }
 
 impl FlatTables {
+    /// Empty tables with room for `states` states and `edges` edges.
+    pub fn with_capacity(states: usize, edges: usize) -> FlatTables {
+        FlatTables { edges: Vec::with_capacity(edges), span: Vec::with_capacity(states), accept: Vec::with_capacity(states) }
+    }
+
+    /// Adds a state with the edges `row`; its number.
+    pub fn push_state(&mut self, row: impl IntoIterator<Item = (u8, u8, u32)>, accept: bool) -> u32 {
+        let at = self.edges.len();
+        self.edges.extend(row);
+        self.span.push((at as u32, (self.edges.len() - at) as u32));
+        self.accept.push(accept);
+        (self.span.len() - 1) as u32
+    }
+
     /// Tables from one edge list per state.
     pub fn from_rows(trans: Vec<Vec<(u8, u8, u32)>>, accept: Vec<bool>) -> FlatTables {
         debug_assert_eq!(trans.len(), accept.len());
-        let mut t = FlatTables { edges: Vec::with_capacity(trans.iter().map(Vec::len).sum()), span: Vec::with_capacity(trans.len()), accept };
-        for row in &trans {
-            t.span.push((t.edges.len() as u32, row.len() as u32));
-            t.edges.extend_from_slice(row);
+        let mut t = FlatTables::with_capacity(trans.len(), trans.iter().map(Vec::len).sum());
+        for (row, acc) in trans.iter().zip(accept) {
+            t.push_state(row.iter().copied(), acc);
         }
         t
     }
@@ -70,13 +83,6 @@ impl FlatTables {
     /// True when there is no state.
     pub fn is_empty(&self) -> bool {
         self.span.is_empty()
-    }
-
-    /// Adds a state with no edges yet ([`FlatTables::set_row`] gives them); its number.
-    pub fn add_state(&mut self, accept: bool) -> u32 {
-        self.span.push((self.edges.len() as u32, 0));
-        self.accept.push(accept);
-        (self.span.len() - 1) as u32
     }
 
     /// Gives the edge buffer's spare room back when it is more than a quarter of what it
@@ -115,8 +121,9 @@ struct Tables {
 }
 
 impl Tables {
-    fn new(flat: FlatTables) -> Tables {
+    fn new(mut flat: FlatTables) -> Tables {
         debug_assert_eq!(flat.span.len(), flat.accept.len());
+        flat.trim_spare();
         let size = flat.len() + flat.span.iter().map(|&(_, n)| n as usize).sum::<usize>();
         let memory = flat.edges.capacity() * std::mem::size_of::<(u8, u8, u32)>() + flat.span.capacity() * 8 + flat.accept.capacity();
         Tables { flat, size, memory }
@@ -206,8 +213,7 @@ impl ByteAutomaton {
     }
 
     /// [`ByteAutomaton::new`] from flat tables.
-    pub fn from_flat(mut flat: FlatTables, start: u32) -> ByteAutomaton {
-        flat.trim_spare();
+    pub fn from_flat(flat: FlatTables, start: u32) -> ByteAutomaton {
         // FNV-1a-style mixing over the whole structure, 64 bits per step.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (start as u64);
         let mut mix = |x: u64| h = (h ^ x).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29);
@@ -243,9 +249,7 @@ impl ByteAutomaton {
     fn tables(&self) -> &Tables {
         crate::race_once::get_or_race(&self.tables, || {
             let lazy = self.lazy.as_ref().expect("an automaton without tables is lazy");
-            let mut flat = (lazy.build)();
-            flat.trim_spare();
-            let t = Tables::new(flat);
+            let t = Tables::new((lazy.build)());
             debug_assert!(t.flat.len() <= lazy.facts.len_bound, "lazy automaton over its state bound: {} states ({:?})", t.flat.len(), lazy.facts);
             debug_assert_eq!(summarize(&t.flat, self.start), lazy.facts.summary, "lazy automaton's summary");
             debug_assert_eq!(t.flat.accept.get(self.start as usize).copied().unwrap_or(false), lazy.facts.nullable);
@@ -398,4 +402,36 @@ pub fn summarize(t: &FlatTables, start: u32) -> Summary {
         stack.extend(t.row(s).iter().map(|e| e.2));
     }
     sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Flat tables compare by their states' rows, wherever each row is stored: rows written
+    /// after their successors' (as the JSON encoder writes them) equal rows written in order,
+    /// and automata over them are equal with the same fingerprint; a changed edge or
+    /// acceptance makes them differ.
+    #[test]
+    fn flat_tables_compare_rows_not_their_layout() {
+        let in_order = FlatTables::from_rows(vec![vec![(b'a', b'a', 1)], vec![(b'b', b'c', 2)], vec![]], vec![false, false, true]);
+        let mut late = FlatTables::default();
+        let s0 = late.push_state([], false);
+        let s1 = late.push_state([], false);
+        late.push_state([], true);
+        late.set_row(s1, &[(b'b', b'c', 2)]);
+        late.set_row(s0, &[(b'a', b'a', 1)]);
+        assert_ne!(late.edges, in_order.edges, "the rows are stored in another order");
+        assert_eq!(late, in_order);
+        let (a, b) = (ByteAutomaton::from_flat(late.clone(), 0), ByteAutomaton::from_flat(in_order.clone(), 0));
+        assert_eq!(a.fingerprint, b.fingerprint);
+        assert!(a == b && a.matches(b"ab") && !a.matches(b"a"));
+        let mut other_edge = late.clone();
+        other_edge.set_row(s1, &[(b'b', b'd', 2)]);
+        assert_ne!(other_edge, in_order);
+        let mut other_accept = late;
+        other_accept.accept[1] = true;
+        assert_ne!(other_accept, in_order);
+        assert!(ByteAutomaton::from_flat(other_accept, 0) != b);
+    }
 }

@@ -16,50 +16,44 @@
 //!
 //! [`ByteAutomaton`]: crate::byte_automaton::ByteAutomaton
 
+use crate::byte_automaton::FlatTables;
 use crate::rx::Rx;
 
 /// One byte range and its target: `(lo, hi, target)`, inclusive.
 type Edge = (u8, u8, u32);
 
-/// A deterministic byte automaton under construction: per state, sorted disjoint inclusive
-/// `(lo, hi, target)` rows and acceptance. The rows live in one edge buffer (a state's row
-/// is a span of it), so building costs no allocation per state; a row that changes is
-/// written again at the end and the old span is left unused.
+/// A deterministic byte automaton under construction: its states' rows in one edge buffer
+/// ([`FlatTables`]: building costs no allocation per state; a row that changes is written
+/// again at the end and the old span is left unused), and its start state.
 #[derive(Debug, Default)]
 pub(crate) struct Rows {
-    /// Every row's edges, back to back (superseded rows included).
-    edges: Vec<Edge>,
-    /// Per state: where its row starts in `edges`, and its length.
-    span: Vec<(u32, u32)>,
-    /// Per state: whether the input read so far is in the language.
-    pub accept: Vec<bool>,
+    /// States, rows and acceptance.
+    pub flat: FlatTables,
     /// Start state.
     pub start: u32,
 }
 
+impl std::ops::Deref for Rows {
+    type Target = FlatTables;
+    fn deref(&self) -> &FlatTables {
+        &self.flat
+    }
+}
+
+impl std::ops::DerefMut for Rows {
+    fn deref_mut(&mut self) -> &mut FlatTables {
+        &mut self.flat
+    }
+}
+
 impl Rows {
     fn with_capacity(states: usize, edges: usize) -> Rows {
-        Rows { edges: Vec::with_capacity(edges), span: Vec::with_capacity(states), accept: Vec::with_capacity(states), start: 0 }
+        Rows { flat: FlatTables::with_capacity(states, edges), start: 0 }
     }
 
     /// Adds a state with this row.
     fn add(&mut self, row: impl IntoIterator<Item = Edge>, accept: bool) -> u32 {
-        let at = self.edges.len();
-        self.edges.extend(row);
-        self.span.push((at as u32, (self.edges.len() - at) as u32));
-        self.accept.push(accept);
-        (self.span.len() - 1) as u32
-    }
-
-    /// State `s`'s row.
-    pub fn row(&self, s: usize) -> &[Edge] {
-        let (at, n) = self.span[s];
-        &self.edges[at as usize..(at + n) as usize]
-    }
-
-    /// Number of states.
-    pub fn len(&self) -> usize {
-        self.span.len()
+        self.flat.push_state(row, accept)
     }
 
     /// Every state's edges, state by state.

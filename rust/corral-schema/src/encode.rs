@@ -150,7 +150,8 @@ impl Builder<'_> {
         if let Some(&(_, _, _, s)) = self.memo[kind.index()].find(h, |&(kh, at, n, _)| kh == h && &keys[at as usize..(at + n) as usize] == map) {
             return Some(s);
         }
-        let s = self.out.add_state(false);
+        // (Its row comes after its successors': `set_row` below.)
+        let s = self.out.push_state([], false);
         self.memo[kind.index()].insert_unique(h, (h, self.keys.len() as u32, map.len() as u32, s), |e| e.0);
         self.keys.extend_from_slice(map);
         let mut edges = self.take_row();
@@ -168,8 +169,7 @@ impl Builder<'_> {
                 shifted.extend(map.iter().map(|&(a, b, t)| (a + 0xDC00, b + 0xDC00, t)));
                 let hex = self.node(Kind::Hex(4), &shifted).expect("non-empty mapping");
                 self.maps.push(shifted);
-                let u = self.out.add_state(false);
-                self.out.set_row(u, &[(b'u', b'u', hex)]);
+                let u = self.out.push_state([(b'u', b'u', hex)], false);
                 edges.push((b'\\', b'\\', u));
             }
         }
@@ -348,8 +348,7 @@ impl Builder<'_> {
             return None;
         }
         edges.sort_unstable();
-        let e = self.out.add_state(false);
-        self.out.set_row(e, &edges);
+        let e = self.out.push_state(edges.iter().copied(), false);
         self.rows.push(edges);
         Some(e)
     }
@@ -384,10 +383,15 @@ fn cont_bytes(d: (u32, u32)) -> DigitBytes {
 
 /// Merges adjacent ranges with the same target (edges sorted), in place.
 fn merge_edges(edges: &mut Vec<(u8, u8, u32)>) {
-    let mut n = 0;
-    for i in 0..edges.len() {
+    merge_edges_from(edges, 0);
+}
+
+/// [`merge_edges`] on the edges from `at` on (one row at the end of a buffer of rows).
+fn merge_edges_from(edges: &mut Vec<(u8, u8, u32)>, at: usize) {
+    let mut n = at;
+    for i in at..edges.len() {
         let (a, b, t) = edges[i];
-        if n > 0 {
+        if n > at {
             let last = &mut edges[n - 1];
             if last.2 == t && last.1 as u16 + 1 == a as u16 {
                 last.1 = b;
@@ -410,18 +414,8 @@ fn build_tables(d: &CDfa, json: bool) -> FlatTables {
         for row in &d.trans {
             let at = t.edges.len();
             t.edges.extend(row.iter().map(|&(a, b, t)| (a as u8, b as u8, t)));
-            let mut n = at;
-            for i in at..t.edges.len() {
-                let (a, b, x) = t.edges[i];
-                if n > at && t.edges[n - 1].2 == x && t.edges[n - 1].1 as u16 + 1 == a as u16 {
-                    t.edges[n - 1].1 = b;
-                    continue;
-                }
-                t.edges[n] = (a, b, x);
-                n += 1;
-            }
-            t.edges.truncate(n);
-            t.span.push((at as u32, (n - at) as u32));
+            merge_edges_from(&mut t.edges, at);
+            t.span.push((at as u32, (t.edges.len() - at) as u32));
         }
         return t;
     }

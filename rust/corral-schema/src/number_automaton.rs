@@ -102,6 +102,7 @@ struct State {
     exp_neg: bool,
     /// Exponent digits read after its leading zeros (up to the cap).
     exp_len: u32,
+    /// Per bound (the first `targets.len()` used), its comparisons so far.
     cmp: [Cmp; 2],
 }
 
@@ -165,7 +166,8 @@ impl Explorer<'_> {
                 n.int_len = 1;
                 if d != 0 {
                     for (k, t) in self.targets.iter().enumerate() {
-                        n.cmp[k].int = next_rel(Ordering::Equal, d, at(&t.int, 0));
+                        // (A bound below 1: the length decides, not the digits.)
+                        n.cmp[k].int = if t.int.is_empty() { Ordering::Equal } else { d.cmp(&t.int[0]) };
                         n.cmp[k].mant = next_rel(Ordering::Equal, d, at(&t.mant, 0));
                     }
                 }
