@@ -16,7 +16,7 @@
 //!
 //! [`ByteAutomaton`]: crate::byte_automaton::ByteAutomaton
 
-use crate::byte_automaton::FlatTables;
+use crate::byte_automaton::{ByteAutomaton, FlatTables};
 use crate::rx::Rx;
 
 /// One byte range and its target: `(lo, hi, target)`, inclusive.
@@ -118,8 +118,11 @@ fn parts(x: &Rx) -> &[Rx] {
 /// The rows of the concatenation `parts` as joined (each part's unentered start state left
 /// in), or `None` as [`deterministic_rows`].
 fn chain_rows(parts: &[Rx], max_states: usize) -> Option<Rows> {
-    let states = parts.iter().map(|p| part_size(p).min(64)).sum::<usize>() + 1;
-    let mut out = Rows::with_capacity(states, 2 * states);
+    let (states, edges) = parts.iter().fold((1, 0), |(s, e), p| {
+        let (ps, pe) = part_estimate(p);
+        (s + ps, e + pe)
+    });
+    let mut out = Rows::with_capacity(states.min(max_states + 1), edges.min(4 * max_states));
     out.start = out.add([], true); // the empty string so far
     // The accepting states so far, kept as the parts are joined (every join continues from
     // them; scanning all states for them made a long chain quadratic).
@@ -144,13 +147,16 @@ pub struct Deferred {
     pub max_states: usize,
 }
 
-/// Most states of a repetition in a deferred automaton. A larger one — a long
-/// length-bounded string, thousands of states — is built with the compile: built instead by
-/// the fill that first meets it, it took 1–2 ms of that fill (o9892's `maxLength: 255` and
-/// 256-character chunks: fills of 2–8 ms in `fill_profile`, 2.1 ms in the benchmark, against
-/// the 2 ms bound on every fill), while a short one (an id of a few characters, a `[0-9a-f]{8}`
-/// group) costs tens of microseconds wherever it is built.
-const MAX_DEFERRED_REPEAT_STATES: usize = 256;
+/// Most states of a repetition in a deferred automaton. A larger one is built with the
+/// compile: built instead by the fill that first meets it, it takes that fill about 0.1 µs per
+/// state warm, 0.15 cold (plus up to `term_dfa`'s 150 µs wait when the background thread has
+/// claimed it), and each fill must stay under the 2 ms bound — o9892's 256-character chunks
+/// (5,376 states) made a 2.1 ms fill in the benchmark in session 21. Up to this bound — a
+/// `maxLength` up to 195 of any character, 21 states per encoded character — the fill's
+/// cost stays under about 0.7 ms while the compile saves it: o21460's `maxLength: 160`
+/// string (3,360 states) took its first compile from 1.02 to 0.31 ms in `compile_prof`
+/// (session 24; 256 states until then).
+const MAX_DEFERRED_REPEAT_STATES: usize = 4096;
 
 /// One concatenation of literals and embedded automata, summarized without building it.
 struct Chain {
@@ -415,6 +421,11 @@ fn append(out: &mut Rows, part: &Rx, acc: &mut Vec<usize>, scratch: &mut Vec<Edg
         Rx::Empty => true,
         Rx::Concat(xs) => xs.iter().all(|x| append(out, x, acc, scratch, max_states)),
         Rx::Repeat { inner, min, max } => {
+            if let (Rx::Automaton(a), Some(max)) = (&**inner, max) {
+                if let Some(ok) = stamp(out, a, *min, *max, acc, max_states) {
+                    return ok;
+                }
+            }
             let copies = max.unwrap_or(*min).max(*min).max(1) as usize;
             if copies.saturating_mul(part_size(inner)) > max_states {
                 return false;
@@ -446,6 +457,94 @@ fn append(out: &mut Rows, part: &Rx, acc: &mut Vec<usize>, scratch: &mut Vec<Edg
     }
 }
 
+/// Joins `a{min,max}` (a length-bounded string's body: copies of one encoded character) as
+/// [`append`] would, copy by copy, but from one template: the copy's rows with targets
+/// relative to the copy, the accepting states' rows already merged with the next copy's start
+/// row. Each copy is then its template's rows shifted — no join, no row written twice
+/// (`maxLength: 160`: 160 merges). The states are numbered as the copy-by-copy joins number
+/// them (each copy's start, which no edge enters, is left behind with no edges, for
+/// [`reachable`] to drop), so the automaton and every failure (a join that is not
+/// deterministic, the size bound) are theirs. `None` when the shortcut does not apply (fewer
+/// than three copies, a nullable `a`, a start state some edge enters): the caller joins copy
+/// by copy.
+fn stamp(out: &mut Rows, a: &ByteAutomaton, min: u32, max: u32, acc: &mut Vec<usize>, max_states: usize) -> Option<bool> {
+    let copies = max.max(min) as usize;
+    #[cfg(test)]
+    if NO_STAMP.with(|n| n.get()) {
+        return None;
+    }
+    if copies < 3 || a.is_empty() || a.nullable() {
+        return None;
+    }
+    let (k, start) = (a.len(), a.start());
+    if copies.saturating_mul(k) > max_states || out.len() + copies * k > max_states {
+        return Some(false); // (`append`'s bound, and `join`'s after the last copy)
+    }
+    if (0..k).any(|s| a.edges(s).iter().any(|e| e.2 == start)) {
+        return None;
+    }
+    let start_row = a.edges(start as usize);
+    // Templates for a copy followed by another (accepting rows merged with the next copy's
+    // start row, `k` states further on) and for the last copy.
+    let (mut next, mut last) = (Rows::with_capacity(k, 2 * k), Rows::with_capacity(k, 2 * k));
+    let mut merged = Vec::new();
+    for s in 0..k {
+        if s == start as usize {
+            next.add([], false);
+            last.add([], false);
+            continue;
+        }
+        let row = a.edges(s);
+        last.add(row.iter().copied(), a.accepts(s));
+        if !a.accepts(s) {
+            next.add(row.iter().copied(), false);
+            continue;
+        }
+        merged.clear();
+        merged.extend_from_slice(row);
+        merged.extend(start_row.iter().map(|&(lo, hi, t)| (lo, hi, k as u32 + t)));
+        merged.sort_unstable_by_key(|e| e.0);
+        if merged.windows(2).any(|w| w[1].0 <= w[0].1) {
+            return Some(false); // the second copy's join
+        }
+        next.add(merged.iter().copied(), true);
+    }
+    // The states before continue into the first copy.
+    let base0 = out.len() as u32;
+    let first: Vec<Edge> = start_row.iter().map(|&(lo, hi, t)| (lo, hi, base0 + t)).collect();
+    for &s in acc.iter() {
+        if !out.merge_into(s, &first) {
+            return Some(false);
+        }
+        out.accept[s] = min == 0;
+    }
+    if min > 0 {
+        acc.clear();
+    }
+    out.edges.reserve(copies * next.edges.len());
+    out.span.reserve(copies * k);
+    out.accept.reserve(copies * k);
+    for i in 0..copies {
+        let base = out.len() as u32;
+        let t = if i + 1 == copies { &last } else { &next };
+        // A copy's accepting states accept when the next copy is optional.
+        let accepting = i + 1 >= min as usize;
+        for s in 0..k {
+            out.add(t.row(s).iter().map(|&(lo, hi, r)| (lo, hi, base + r)), t.accept[s] && accepting);
+            if t.accept[s] && accepting {
+                acc.push(base as usize + s);
+            }
+        }
+    }
+    Some(true)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Set by tests to join every repetition copy by copy ([`stamp`] off).
+    static NO_STAMP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// [`join`] from every accepting state `acc`, which it updates: the part's accepting states,
 /// plus the ones before when the part may be skipped.
 fn join_all(out: &mut Rows, part: &Rx, times: Times, acc: &mut Vec<usize>, scratch: &mut Vec<Edge>, max_states: usize) -> bool {
@@ -455,6 +554,23 @@ fn join_all(out: &mut Rows, part: &Rx, times: Times, acc: &mut Vec<usize>, scrat
     }
     acc.extend(new.filter(|&s| out.accept[s]));
     true
+}
+
+/// States and edges a part adds, about (for reserving room: a long repetition's copies are
+/// most of a length-bounded string's automaton).
+fn part_estimate(part: &Rx) -> (usize, usize) {
+    match part {
+        Rx::Repeat { inner, min, max: Some(max) } => match &**inner {
+            Rx::Automaton(a) => {
+                let copies = (*max).max(*min) as usize;
+                (copies * a.len(), copies * (a.size() - a.len()))
+            }
+            _ => (64, 128),
+        },
+        Rx::Literal(b) => (b.len() + 1, b.len()),
+        Rx::Automaton(a) => (a.len(), a.size() - a.len()),
+        _ => (64, 128),
+    }
 }
 
 /// States of a supported single part (a size estimate for repetitions; huge when unsupported,
@@ -769,6 +885,42 @@ mod tests {
         assert!(some > 500 && none > 500, "both outcomes exercised: {some} deferrable, {none} not");
     }
 
+    /// Stamped repetitions give the automaton, and the failures, of copy-by-copy joins:
+    /// random chains with repetitions of random automata (start states entered by an edge,
+    /// nullable ones and overlapping joins included), under random size bounds.
+    #[test]
+    fn stamped_repetitions_equal_copy_by_copy_joins() {
+        let mut rnd = crate::testutil::xorshift(0x57a4_9ed0_c0b1_e5aa);
+        let alphabet = b"ab\"";
+        let (mut built, mut failed) = (0, 0);
+        for _ in 0..4000 {
+            let parts: Vec<Rx> = (0..1 + rnd(3))
+                .map(|_| match rnd(3) {
+                    0 => Rx::Literal((0..rnd(3)).map(|_| alphabet[rnd(3) as usize]).collect()),
+                    _ => {
+                        let a = random_automaton(&mut rnd, alphabet, 4);
+                        let min = rnd(5) as u32;
+                        let max = if rnd(8) == 0 { None } else { Some(min + rnd(5) as u32) };
+                        Rx::Repeat { inner: std::sync::Arc::new(Rx::Automaton(a)), min, max }
+                    }
+                })
+                .collect();
+            let rx = Rx::Concat(parts.into());
+            let limit = if rnd(3) == 0 { 5 + rnd(30) as usize } else { 20_000 };
+            let by_stamp = deterministic_rows(&rx, limit).map(|r| (r.start, r.flat));
+            NO_STAMP.with(|n| n.set(true));
+            let by_copies = deterministic_rows(&rx, limit).map(|r| (r.start, r.flat));
+            NO_STAMP.with(|n| n.set(false));
+            assert_eq!(by_stamp, by_copies, "{rx:?} within {limit} states");
+            if by_stamp.is_some() {
+                built += 1;
+            } else {
+                failed += 1;
+            }
+        }
+        assert!(built > 800 && failed > 800, "both outcomes exercised: {built} built, {failed} not");
+    }
+
     #[test]
     fn short_length_bounded_json_strings_are_deferrable() {
         // `"` + 1 to 12 encoded characters + `"` (a `maxLength: 12` string).
@@ -785,8 +937,15 @@ mod tests {
         }
         // Past the state limit: built at once (and then split by lowering).
         assert!(deferrable(&rx, 20).is_none());
-        // A long one (`maxLength: 160`) is built with the compile.
-        let long = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), Rx::Repeat { inner: std::sync::Arc::new(any), min: 1, max: Some(160) }, Rx::Literal(b"\"".to_vec())].into());
-        assert!(deferrable(&long, 20_000).is_none());
+        // Up to `MAX_DEFERRED_REPEAT_STATES` states of copies deferred, longer ones built with
+        // the compile.
+        let per = match &any {
+            Rx::Automaton(a) => a.len() as u32,
+            _ => unreachable!(),
+        };
+        let fit = MAX_DEFERRED_REPEAT_STATES as u32 / per;
+        let of = |n: u32| Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), Rx::Repeat { inner: std::sync::Arc::new(any.clone()), min: 1, max: Some(n) }, Rx::Literal(b"\"".to_vec())].into());
+        check(&of(fit), deferrable(&of(fit), 20_000).expect("deferrable"));
+        assert!(deferrable(&of(fit + 1), 20_000).is_none());
     }
 }

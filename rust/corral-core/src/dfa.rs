@@ -84,7 +84,7 @@ pub struct Dfa {
     /// Whether the original expression matched the empty string (the DFA itself never does).
     nullable: bool,
     /// For each state, the bytes leading to a live state.
-    live_bytes: Vec<ByteSet>,
+    live_bytes: crate::live_sets::LiveSets,
     /// Canonical states for inputs of at most `.0` bytes (see [`Dfa::canonical_state`]).
     canon: std::sync::OnceLock<(usize, crate::kequiv::KEquiv)>,
     /// While the canonical states are being computed in the background: the id of the process
@@ -222,7 +222,8 @@ impl Dfa {
                 }
             }
         }
-        let mut live_bytes = vec![ByteSet::default(); n];
+        let mut live_bytes = crate::live_sets::LiveSetsBuilder::with_capacity(n);
+        live_bytes.push(ByteSet::default()); // the dead state
         let live_edges = r.all_edges().filter(|e| live[e.2 as usize + 1]).count();
         let (mut trans, mut span, mut edges) = (Vec::new(), Vec::new(), Vec::new());
         if live_edges <= SPARSE_EDGES_PER_STATE * n {
@@ -232,12 +233,14 @@ impl Dfa {
             edges.reserve(live_edges);
             for s in 0..r.len() {
                 let from = edges.len();
+                let mut set = ByteSet::default();
                 for &(lo, hi, t) in r.row(s) {
                     if live[t as usize + 1] {
                         edges.push((lo, hi, (t + 1) as u16));
-                        live_bytes[s + 1].insert_range(lo, hi);
+                        set.insert_range(lo, hi);
                     }
                 }
+                live_bytes.push(set);
                 // (Rows come sorted from their construction; `sparse_next` relies on it.)
                 if !edges[from..].is_sorted_by_key(|e| e.0) {
                     edges[from..].sort_unstable_by_key(|e| e.0);
@@ -248,18 +251,21 @@ impl Dfa {
             trans = vec![DEAD as u16; n * n_classes];
             for s in 0..r.len() {
                 let at = (s + 1) * n_classes;
+                let mut set = ByteSet::default();
                 for &(lo, hi, t) in r.row(s) {
                     if live[t as usize + 1] {
                         for c in classes[lo as usize]..=classes[hi as usize] {
                             trans[at + c as usize] = (t + 1) as u16;
                         }
-                        live_bytes[s + 1].insert_range(lo, hi);
+                        set.insert_range(lo, hi);
                     }
                 }
+                live_bytes.push(set);
             }
         }
         let start = if live[start as usize] { start } else { DEAD };
         let class_byte = if span.is_empty() { Vec::new() } else { class_representatives(&classes, n_classes) };
+        let live_bytes = live_bytes.finish();
         Dfa { classes, n_classes, trans, span, edges, class_byte, accepting, start, nullable, live_bytes, canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() }
     }
 
@@ -392,25 +398,23 @@ impl Dfa {
     fn finish(classes: [u8; 256], n_classes: usize, trans: Vec<u32>, accepting: Vec<bool>, start: u32, nullable: bool) -> Dfa {
         debug_assert!(accepting.len() <= MAX_STATES);
         let trans: Vec<u16> = trans.into_iter().map(|t| t as u16).collect();
-        let mut dfa = Dfa { classes, n_classes, trans, span: Vec::new(), edges: Vec::new(), class_byte: Vec::new(), accepting, start, nullable, live_bytes: Vec::new(), canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() };
+        let mut dfa = Dfa { classes, n_classes, trans, span: Vec::new(), edges: Vec::new(), class_byte: Vec::new(), accepting, start, nullable, live_bytes: Default::default(), canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() };
         dfa.trim();
         let mut class_bytes = vec![ByteSet::default(); n_classes];
         for b in 0..=255u8 {
             class_bytes[classes[b as usize] as usize].insert(b);
         }
-        dfa.live_bytes = dfa
-            .trans
-            .chunks(n_classes)
-            .map(|row| {
-                let mut set = ByteSet::default();
-                for (c, &t) in row.iter().enumerate() {
-                    if t as u32 != DEAD {
-                        set.union_with(&class_bytes[c]);
-                    }
+        let mut live_bytes = crate::live_sets::LiveSetsBuilder::with_capacity(dfa.accepting.len());
+        for row in dfa.trans.chunks(n_classes) {
+            let mut set = ByteSet::default();
+            for (c, &t) in row.iter().enumerate() {
+                if t as u32 != DEAD {
+                    set.union_with(&class_bytes[c]);
                 }
-                set
-            })
-            .collect();
+            }
+            live_bytes.push(set);
+        }
+        dfa.live_bytes = live_bytes.finish();
         dfa
     }
 
@@ -568,16 +572,16 @@ impl Dfa {
         // declared names has thousands of them, whose grouping cost more than the fills saved.
         // (So a bounded string over one or two bytes, `[01]{0,256}`, gets no table: each count
         // state is keyed alone, and each of its walks is small.)
-        let mut ids: FxHashMap<(bool, &ByteSet), u32> = FxHashMap::with_capacity_and_hasher(64, Default::default());
+        let mut ids: FxHashMap<(bool, u16), u32> = FxHashMap::with_capacity_and_hasher(64, Default::default());
         let mut count: Vec<usize> = vec![0];
         let sig: Vec<u32> = (0..self.accepting.len())
             .map(|s| {
-                if self.live_bytes[s].len() < 3 {
+                if self.live_bytes.get(s).len() < 3 {
                     count[0] += 1;
                     return 0; // signature 0: never a run
                 }
                 let next = ids.len() as u32 + 1;
-                let id = *ids.entry((self.accepting[s], &self.live_bytes[s])).or_insert(next);
+                let id = *ids.entry((self.accepting[s], self.live_bytes.id(s))).or_insert(next);
                 if id as usize == count.len() {
                     count.push(0);
                 }
@@ -597,7 +601,7 @@ impl Dfa {
             .filter(|&s| big[sig[s] as usize])
             .filter_map(|s| {
                 let mut v: Vec<usize> = Vec::new();
-                for b in self.live_bytes[s].iter() {
+                for b in self.live_bytes.get(s).iter() {
                     let t = self.next(s as u32, b) as usize;
                     if t != DEAD as usize && sig[t] == sig[s] && !v.contains(&t) {
                         v.push(t);
@@ -742,7 +746,7 @@ impl Dfa {
     /// Bytes that lead from `state` to a live state.
     #[inline(always)]
     pub fn live_bytes(&self, state: u32) -> &ByteSet {
-        &self.live_bytes[state as usize]
+        self.live_bytes.get(state as usize)
     }
 
     /// Bytes that lead from `state` back to itself (the loop of `[a-z]*` or a string body).
@@ -799,7 +803,7 @@ impl Dfa {
 
     /// Heap bytes used by the tables.
     pub fn memory_bytes(&self) -> usize {
-        self.trans.len() * 2 + self.span.len() * 4 + self.edges.len() * 4 + self.class_byte.len() + self.accepting.len() * 33 + 256
+        self.trans.len() * 2 + self.span.len() * 4 + self.edges.len() * 4 + self.class_byte.len() + self.accepting.len() + self.live_bytes.memory_bytes() + 256
     }
 
     /// Runs the DFA over `bytes` from the start; true if it ends accepting.
@@ -968,7 +972,7 @@ mod tests {
         for p in patterns {
             let d = Dfa::from_rx(&crate::regex::parse_regex(p, &Limits::default()).unwrap(), &Limits::default()).unwrap();
             for k in [4usize, 8, 12, 20, 40, 64] {
-                let alike = |s: u32, t: u32| d.accepting[s as usize] == d.accepting[t as usize] && d.live_bytes[s as usize] == d.live_bytes[t as usize] && d.live_bytes[s as usize].len() >= 3;
+                let alike = |s: u32, t: u32| d.accepting[s as usize] == d.accepting[t as usize] && d.live_bytes.get(s as usize) == d.live_bytes.get(t as usize) && d.live_bytes.get(s as usize).len() >= 3;
                 let full = d.accepting.len() > k / 2 + 1 && crate::kequiv::has_path_longer_than(&d.dense_table(), d.n_classes, DEAD, k / 2, alike);
                 let fast = !d.k_equivalence(k).rep.is_empty();
                 assert_eq!(fast, full, "{p} with k = {k}");

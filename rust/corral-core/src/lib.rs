@@ -23,6 +23,7 @@ pub mod fingerprint;
 pub mod intern;
 pub mod kequiv;
 pub mod limits;
+pub mod live_sets;
 pub mod logits;
 pub mod logits_simd;
 pub mod lower;
