@@ -329,8 +329,8 @@ fn walk_lockstep<E: SetEdits + ?Sized>(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa
     // Only the first bytes after which the two differ (one dead, or not alike) can hold a
     // difference: their subtrees are walked, the rest of the trie is the same as a whole
     // (without stepping over each first-level node: a cache miss each on cold caches).
-    let mut live = *dfa.live_bytes(s);
-    live.union_with(dfa.live_bytes(g));
+    let mut live = dfa.live_bytes(s);
+    live.union_with(&dfa.live_bytes(g));
     let mut differ = ByteSet::default();
     for b in live.iter() {
         let (ns, ng) = (dfa.next(s, b), dfa.next(g, b));
@@ -511,7 +511,7 @@ fn estimated_walk(trie: &TokTrie, lexers: &[Lexer], first: &ByteSet) -> usize {
 pub fn first_bytes(lexers: &[Lexer]) -> ByteSet {
     let mut f = ByteSet::default();
     for l in lexers {
-        f.union_with(l.dfa.live_bytes(l.state));
+        f.union_with(&l.dfa.live_bytes(l.state));
     }
     f
 }
@@ -554,7 +554,7 @@ impl CiEntry {
     /// ASCII bytes to look for (else few subtrees are free of them, and the walk with its own
     /// subtree skips is as fast).
     fn exceptions_for(trie: &TokTrie, l: &Lexer) -> Option<crate::slice::Exceptions> {
-        if trie.nodes_under(l.dfa.live_bytes(l.state)) < SLICE_MIN_NODES {
+        if trie.nodes_under(&l.dfa.live_bytes(l.state)) < SLICE_MIN_NODES {
             return None;
         }
         trie.plain_slice().exceptions(l.dfa, l.state, MAX_ASCII_EXCEPTIONS)
@@ -564,7 +564,7 @@ impl CiEntry {
     /// every plain token, `Some(Some(p))` when it takes those of at most `p.len` bytes, `None`
     /// when neither (or when its walk is small anyway).
     fn slice_for<'t>(trie: &'t TokTrie, l: &Lexer) -> Option<Option<&'t crate::slice::Partial>> {
-        if trie.nodes_under(l.dfa.live_bytes(l.state)) < SLICE_MIN_NODES {
+        if trie.nodes_under(&l.dfa.live_bytes(l.state)) < SLICE_MIN_NODES {
             return None;
         }
         let slice = trie.plain_slice();
@@ -613,7 +613,7 @@ impl CiEntry {
     /// plain ones), adding the allowed ones to `allowed` and the lexeme ends, mapped to the
     /// full trie's nodes (the next level walks below them there), to `groups`.
     fn walk_others(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, l: &Lexer, allowed: &mut [u32], groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
-        let first = *l.dfa.live_bytes(l.state);
+        let first = l.dfa.live_bytes(l.state);
         let mut tries = vec![(&slice.rest, &slice.rest_to_full)];
         if let Some(p) = partial {
             tries.push((&p.long, &p.long_to_full));
@@ -828,9 +828,9 @@ fn near_state(trie: &TokTrie, dfa: &Dfa, s: u32, depth: usize, nested: bool) -> 
         // position).
         return None;
     }
-    let own = trie.nodes_under(dfa.live_bytes(s));
-    let cheap = |t: u32| trie.nodes_under(&dfa.live_bytes(s).symmetric_difference(dfa.live_bytes(t))) * 2 < own;
-    let close = |t: u32| dfa.live_bytes(s).symmetric_difference(dfa.live_bytes(t)).len() <= MAX_FIRST_BYTE_DIFFERENCE && cheap(t);
+    let own = trie.nodes_under(&dfa.live_bytes(s));
+    let cheap = |t: u32| trie.nodes_under(&dfa.live_bytes(s).symmetric_difference(&dfa.live_bytes(t))) * 2 < own;
+    let close = |t: u32| dfa.live_bytes(s).symmetric_difference(&dfa.live_bytes(t)).len() <= MAX_FIRST_BYTE_DIFFERENCE && cheap(t);
     let near = dfa.near_state(s, depth);
     if let Some((t, m)) = near {
         if m >= MIN_DERIVE_DEPTH && cheap(t) {
@@ -944,7 +944,7 @@ impl CiCache {
                         // A near state whose own entry is not cached must be walked first:
                         // only worth it when that walk is no bigger than this state's own (it
                         // is then shared).
-                        None if trie.nodes_under(l.dfa.live_bytes(t)) > 2 * trie.nodes_under(l.dfa.live_bytes(s)) => return None,
+                        None if trie.nodes_under(&l.dfa.live_bytes(t)) > 2 * trie.nodes_under(&l.dfa.live_bytes(s)) => return None,
                         None => self.insert_built(trie, &near_key, &[near], mask_words, true),
                     };
                     let budget = if sliced.is_some() { sliced_budget } else { walk_budget };

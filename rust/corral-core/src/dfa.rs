@@ -38,6 +38,26 @@ fn sparse_next(edges: &[(u8, u8, u16)], b: u8) -> u32 {
     DEAD
 }
 
+/// Each state's live bytes in a dense table (`trans[s * n_classes + c]`, already trimmed:
+/// every non-dead entry leads to a live state).
+fn live_sets_of_table(trans: &[u16], classes: &[u8; 256], n_classes: usize) -> crate::live_sets::LiveSets {
+    let mut class_bytes = vec![ByteSet::default(); n_classes];
+    for b in 0..=255u8 {
+        class_bytes[classes[b as usize] as usize].insert(b);
+    }
+    let mut live = crate::live_sets::LiveSetsBuilder::with_capacity(trans.len() / n_classes.max(1));
+    for row in trans.chunks(n_classes) {
+        let mut set = ByteSet::default();
+        for (c, &t) in row.iter().enumerate() {
+            if t as u32 != DEAD {
+                set.union_with(&class_bytes[c]);
+            }
+        }
+        live.push(set);
+    }
+    live.finish()
+}
+
 /// One byte of each of the `n` classes of `classes`.
 fn class_representatives(classes: &[u8; 256], n: usize) -> Vec<u8> {
     let mut out = vec![0u8; n];
@@ -83,7 +103,8 @@ pub struct Dfa {
     start: u32,
     /// Whether the original expression matched the empty string (the DFA itself never does).
     nullable: bool,
-    /// For each state, the bytes leading to a live state.
+    /// For each state of a dense automaton, the bytes leading to a live state (a sparse one's
+    /// are its edges' bytes: [`Dfa::live_bytes`]).
     live_bytes: crate::live_sets::LiveSets,
     /// Canonical states for inputs of at most `.0` bytes (see [`Dfa::canonical_state`]).
     canon: std::sync::OnceLock<(usize, crate::kequiv::KEquiv)>,
@@ -222,8 +243,7 @@ impl Dfa {
                 }
             }
         }
-        let mut live_bytes = crate::live_sets::LiveSetsBuilder::with_capacity(n);
-        live_bytes.push(ByteSet::default()); // the dead state
+        let mut live_bytes = crate::live_sets::LiveSetsBuilder::with_capacity(0);
         let live_edges = r.all_edges().filter(|e| live[e.2 as usize + 1]).count();
         let (mut trans, mut span, mut edges) = (Vec::new(), Vec::new(), Vec::new());
         if live_edges <= SPARSE_EDGES_PER_STATE * n {
@@ -233,14 +253,11 @@ impl Dfa {
             edges.reserve(live_edges);
             for s in 0..r.len() {
                 let from = edges.len();
-                let mut set = ByteSet::default();
                 for &(lo, hi, t) in r.row(s) {
                     if live[t as usize + 1] {
                         edges.push((lo, hi, (t + 1) as u16));
-                        set.insert_range(lo, hi);
                     }
                 }
-                live_bytes.push(set);
                 // (Rows come sorted from their construction; `sparse_next` relies on it.)
                 if !edges[from..].is_sorted_by_key(|e| e.0) {
                     edges[from..].sort_unstable_by_key(|e| e.0);
@@ -249,6 +266,8 @@ impl Dfa {
             }
         } else {
             trans = vec![DEAD as u16; n * n_classes];
+            live_bytes = crate::live_sets::LiveSetsBuilder::with_capacity(n);
+            live_bytes.push(ByteSet::default()); // the dead state
             for s in 0..r.len() {
                 let at = (s + 1) * n_classes;
                 let mut set = ByteSet::default();
@@ -400,21 +419,7 @@ impl Dfa {
         let trans: Vec<u16> = trans.into_iter().map(|t| t as u16).collect();
         let mut dfa = Dfa { classes, n_classes, trans, span: Vec::new(), edges: Vec::new(), class_byte: Vec::new(), accepting, start, nullable, live_bytes: Default::default(), canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() };
         dfa.trim();
-        let mut class_bytes = vec![ByteSet::default(); n_classes];
-        for b in 0..=255u8 {
-            class_bytes[classes[b as usize] as usize].insert(b);
-        }
-        let mut live_bytes = crate::live_sets::LiveSetsBuilder::with_capacity(dfa.accepting.len());
-        for row in dfa.trans.chunks(n_classes) {
-            let mut set = ByteSet::default();
-            for (c, &t) in row.iter().enumerate() {
-                if t as u32 != DEAD {
-                    set.union_with(&class_bytes[c]);
-                }
-            }
-            live_bytes.push(set);
-        }
-        dfa.live_bytes = live_bytes.finish();
+        dfa.live_bytes = live_sets_of_table(&dfa.trans, &classes, n_classes);
         dfa
     }
 
@@ -572,16 +577,17 @@ impl Dfa {
         // declared names has thousands of them, whose grouping cost more than the fills saved.
         // (So a bounded string over one or two bytes, `[01]{0,256}`, gets no table: each count
         // state is keyed alone, and each of its walks is small.)
-        let mut ids: FxHashMap<(bool, u16), u32> = FxHashMap::with_capacity_and_hasher(64, Default::default());
+        let mut ids: FxHashMap<(bool, ByteSet), u32> = FxHashMap::with_capacity_and_hasher(64, Default::default());
         let mut count: Vec<usize> = vec![0];
         let sig: Vec<u32> = (0..self.accepting.len())
             .map(|s| {
-                if self.live_bytes.get(s).len() < 3 {
+                let live = self.live_bytes(s as u32);
+                if live.len() < 3 {
                     count[0] += 1;
                     return 0; // signature 0: never a run
                 }
                 let next = ids.len() as u32 + 1;
-                let id = *ids.entry((self.accepting[s], self.live_bytes.id(s))).or_insert(next);
+                let id = *ids.entry((self.accepting[s], live)).or_insert(next);
                 if id as usize == count.len() {
                     count.push(0);
                 }
@@ -601,7 +607,7 @@ impl Dfa {
             .filter(|&s| big[sig[s] as usize])
             .filter_map(|s| {
                 let mut v: Vec<usize> = Vec::new();
-                for b in self.live_bytes.get(s).iter() {
+                for b in self.live_bytes(s as u32).iter() {
                     let t = self.next(s as u32, b) as usize;
                     if t != DEAD as usize && sig[t] == sig[s] && !v.contains(&t) {
                         v.push(t);
@@ -745,8 +751,16 @@ impl Dfa {
 
     /// Bytes that lead from `state` to a live state.
     #[inline(always)]
-    pub fn live_bytes(&self, state: u32) -> &ByteSet {
-        self.live_bytes.get(state as usize)
+    pub fn live_bytes(&self, state: u32) -> ByteSet {
+        if self.span.is_empty() {
+            return *self.live_bytes.get(state as usize);
+        }
+        // (A sparse automaton keeps only live edges, one to three per state for the most.)
+        let mut set = ByteSet::default();
+        for &(lo, hi, _) in self.sparse_edges(state) {
+            set.insert_range(lo, hi);
+        }
+        set
     }
 
     /// Bytes that lead from `state` back to itself (the loop of `[a-z]*` or a string body).
@@ -867,6 +881,7 @@ mod tests {
             dense.trans = sparse.dense_table().into_owned();
             dense.span.clear();
             dense.edges.clear();
+            dense.live_bytes = live_sets_of_table(&dense.trans, &dense.classes, dense.n_classes);
             assert!(!dense.is_sparse());
             for s in 0..sparse.num_states() as u32 {
                 for b in 0..=255u8 {
@@ -972,7 +987,7 @@ mod tests {
         for p in patterns {
             let d = Dfa::from_rx(&crate::regex::parse_regex(p, &Limits::default()).unwrap(), &Limits::default()).unwrap();
             for k in [4usize, 8, 12, 20, 40, 64] {
-                let alike = |s: u32, t: u32| d.accepting[s as usize] == d.accepting[t as usize] && d.live_bytes.get(s as usize) == d.live_bytes.get(t as usize) && d.live_bytes.get(s as usize).len() >= 3;
+                let alike = |s: u32, t: u32| d.accepting[s as usize] == d.accepting[t as usize] && d.live_bytes(s) == d.live_bytes(t) && d.live_bytes(s).len() >= 3;
                 let full = d.accepting.len() > k / 2 + 1 && crate::kequiv::has_path_longer_than(&d.dense_table(), d.n_classes, DEAD, k / 2, alike);
                 let fast = !d.k_equivalence(k).rep.is_empty();
                 assert_eq!(fast, full, "{p} with k = {k}");

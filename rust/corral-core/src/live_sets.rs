@@ -1,11 +1,11 @@
 //! Per-state byte sets stored once per distinct set.
 //!
-//! Every DFA state records the bytes that lead to a live state ([`crate::dfa::Dfa::live_bytes`]);
-//! at 32 bytes per state that was the largest part of a literal-heavy sparse automaton (a
-//! key's 1.2 edges per state take 5 bytes) and a third of a `maxLength: 160` string's
-//! 3,204-state automaton, all of it fresh memory on a first compile. A handful of distinct
-//! sets serve thousands of states (every count state of a bounded string has the same one), so
-//! each state keeps a 16-bit id into a table of the distinct sets.
+//! Every state of a dense DFA records the bytes that lead to a live state
+//! ([`crate::dfa::Dfa::live_bytes`]). At 32 bytes per state that was a third of a
+//! `maxLength: 160` string's 3,204-state automaton, all of it fresh memory when first built,
+//! while a handful of distinct sets serve all its states (every count state has the same
+//! one): each state keeps a 16-bit id into a table of the distinct sets. (A sparse automaton
+//! stores none: its states' one to three edges give the set when asked.)
 
 use crate::byteset::ByteSet;
 use rustc_hash::FxHashMap;
@@ -49,9 +49,9 @@ impl LiveSets {
 }
 
 /// Builds a [`LiveSets`] state by state.
-#[derive(Default)]
 pub struct LiveSetsBuilder {
     out: LiveSets,
+    /// The index of each set seen so far.
     index: FxHashMap<ByteSet, u16>,
 }
 
@@ -64,16 +64,26 @@ impl LiveSetsBuilder {
     /// Adds the next state's set. At most 65,536 states (a DFA's state ids are 16-bit), so
     /// at most that many distinct sets and every index fits.
     pub fn push(&mut self, set: ByteSet) {
-        // (Consecutive states often share a set: the count states of a bounded string are
-        // interleaved with few others.)
         let id = match self.out.id.last() {
+            // (Consecutive states often share a set: the count states of a bounded string
+            // are interleaved with few others.)
             Some(&last) if self.out.sets[last as usize] == set => last,
-            _ => *self.index.entry(set).or_insert_with(|| {
-                self.out.sets.push(set);
-                (self.out.sets.len() - 1) as u16
-            }),
+            _ => match self.index.get(&set) {
+                Some(&id) => id,
+                None => {
+                    let id = self.add(set);
+                    self.index.insert(set, id);
+                    id
+                }
+            },
         };
         self.out.id.push(id);
+    }
+
+    /// Stores a new distinct set; its index.
+    fn add(&mut self, set: ByteSet) -> u16 {
+        self.out.sets.push(set);
+        (self.out.sets.len() - 1) as u16
     }
 
     /// The sets pushed.
