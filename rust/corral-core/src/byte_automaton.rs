@@ -22,8 +22,8 @@ pub struct ByteAutomaton {
     lazy: Option<Lazy>,
     start: u32,
     fingerprint: u64,
-    /// Set by [`ByteAutomaton::single_char`].
-    single_char: bool,
+    /// Set by [`ByteAutomaton::single_char`] and [`ByteAutomaton::json_literal`].
+    spelling: Spelling,
     /// What joins and unions with other pieces need to know without building them (computed
     /// on first use, or given with a lazy automaton).
     summary: std::sync::OnceLock<Summary>,
@@ -94,9 +94,10 @@ impl FlatTables {
     }
 
     /// Gives state `s` the edges `row` (appended; a row set before is left unused).
-    pub fn set_row(&mut self, s: u32, row: &[(u8, u8, u32)]) {
-        self.span[s as usize] = (self.edges.len() as u32, row.len() as u32);
-        self.edges.extend_from_slice(row);
+    pub fn set_row(&mut self, s: u32, row: impl IntoIterator<Item = (u8, u8, u32)>) {
+        let at = self.edges.len();
+        self.edges.extend(row);
+        self.span[s as usize] = (at as u32, (self.edges.len() - at) as u32);
     }
 }
 
@@ -128,6 +129,18 @@ impl Tables {
         let memory = flat.edges.capacity() * std::mem::size_of::<(u8, u8, u32)>() + flat.span.capacity() * 8 + flat.accept.capacity();
         Tables { flat, size, memory }
     }
+}
+
+/// What a front end promises about the strings of an automaton ([`ByteAutomaton::single_char`],
+/// [`ByteAutomaton::json_literal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spelling {
+    /// Nothing.
+    Any,
+    /// The encoded forms of one code point.
+    OneChar,
+    /// The quoted, encoded forms of one JSON string.
+    Literal,
 }
 
 /// The tables of an automaton built on first use.
@@ -181,7 +194,7 @@ impl PartialEq for ByteAutomaton {
         if std::ptr::eq(self, other) {
             return true;
         }
-        if self.fingerprint != other.fingerprint || self.start != other.start || self.single_char != other.single_char {
+        if self.fingerprint != other.fingerprint || self.start != other.start || self.spelling != other.spelling {
             return false;
         }
         match (&self.lazy, &other.lazy) {
@@ -226,7 +239,7 @@ impl ByteAutomaton {
             }
         }
         let tables = std::sync::OnceLock::from(Tables::new(flat));
-        ByteAutomaton { tables, lazy: None, start, fingerprint: h, single_char: false, summary: std::sync::OnceLock::new() }
+        ByteAutomaton { tables, lazy: None, start, fingerprint: h, spelling: Spelling::Any, summary: std::sync::OnceLock::new() }
     }
 
     /// An automaton built by `build` when its states are first needed. `key` describes what
@@ -241,7 +254,7 @@ impl ByteAutomaton {
             mix(k as u64);
         }
         let summary = std::sync::OnceLock::from(facts.summary);
-        ByteAutomaton { tables: std::sync::OnceLock::new(), lazy: Some(Lazy { key: key.into(), build, facts }), start, fingerprint: h, single_char: false, summary }
+        ByteAutomaton { tables: std::sync::OnceLock::new(), lazy: Some(Lazy { key: key.into(), build, facts }), start, fingerprint: h, spelling: Spelling::Any, summary }
     }
 
     /// The states and edges, built now if they were not; never waits for another thread
@@ -269,7 +282,7 @@ impl ByteAutomaton {
     /// bounds unions of JSON literals made of such pieces (see
     /// [`crate::det_concat::deferrable`]). Only front ends that build exactly that call it.
     pub fn single_char(mut self) -> ByteAutomaton {
-        self.single_char = true;
+        self.spelling = Spelling::OneChar;
         self.fingerprint = self.fingerprint.rotate_left(1) ^ 1;
         self
     }
@@ -277,7 +290,24 @@ impl ByteAutomaton {
     /// Whether the front end marked it as one code point's spellings
     /// ([`ByteAutomaton::single_char`]).
     pub fn is_single_char(&self) -> bool {
-        self.single_char
+        self.spelling == Spelling::OneChar
+    }
+
+    /// Marks the automaton as the spellings of one JSON string: `"`, then for each character
+    /// the states of its [`ByteAutomaton::single_char`] automaton (its accepting state the
+    /// next one's start), then `"` — exactly the concatenation of those pieces, so it keeps
+    /// their promise for unions of JSON literals (see [`crate::det_concat::deferrable`]).
+    /// Only front ends that build exactly that call it.
+    pub fn json_literal(mut self) -> ByteAutomaton {
+        self.spelling = Spelling::Literal;
+        self.fingerprint = self.fingerprint.rotate_left(1) ^ 2;
+        self
+    }
+
+    /// Whether the front end marked it as one JSON string's spellings
+    /// ([`ByteAutomaton::json_literal`]).
+    pub fn is_json_literal(&self) -> bool {
+        self.spelling == Spelling::Literal
     }
 
     /// Facts about the automaton ([`Summary`]), computed on first use.
@@ -419,15 +449,15 @@ mod tests {
         let s0 = late.push_state([], false);
         let s1 = late.push_state([], false);
         late.push_state([], true);
-        late.set_row(s1, &[(b'b', b'c', 2)]);
-        late.set_row(s0, &[(b'a', b'a', 1)]);
+        late.set_row(s1, [(b'b', b'c', 2)]);
+        late.set_row(s0, [(b'a', b'a', 1)]);
         assert_ne!(late.edges, in_order.edges, "the rows are stored in another order");
         assert_eq!(late, in_order);
         let (a, b) = (ByteAutomaton::from_flat(late.clone(), 0), ByteAutomaton::from_flat(in_order.clone(), 0));
         assert_eq!(a.fingerprint, b.fingerprint);
         assert!(a == b && a.matches(b"ab") && !a.matches(b"a"));
         let mut other_edge = late.clone();
-        other_edge.set_row(s1, &[(b'b', b'd', 2)]);
+        other_edge.set_row(s1, [(b'b', b'd', 2)]);
         assert_ne!(other_edge, in_order);
         let mut other_accept = late;
         other_accept.accept[1] = true;

@@ -212,7 +212,7 @@ fn chain(x: &Rx) -> Option<Chain> {
                 c.has_nonempty |= s.has_nonempty;
                 c.has_any &= a.nullable() || s.has_nonempty;
                 c.nullable &= a.nullable();
-                c.json_literal &= a.is_single_char();
+                c.json_literal &= a.is_single_char() || a.is_json_literal();
             }
             Rx::Repeat { inner, min, max } => {
                 // A length-bounded string's body: copies of one encoded character, joined as
@@ -268,8 +268,9 @@ fn chain(x: &Rx) -> Option<Chain> {
 /// embedded automaton (a JSON key, a string with a pattern, a short length-bounded string:
 /// [`chain`]), which `deterministic_rows` builds with exactly the parts' states, and unions
 /// of JSON string literals (a string enum). A union's states are sets of one state per
-/// alternative; for literals spelled in the same encoding (every part a `"`
-/// or one code point's encoded forms, [`crate::byte_automaton::ByteAutomaton::single_char`])
+/// alternative; for literals spelled in the same encoding (every part a `"`, one code
+/// point's encoded forms, [`crate::byte_automaton::ByteAutomaton::single_char`], or a whole
+/// literal made of those, [`crate::byte_automaton::ByteAutomaton::json_literal`])
 /// the strings reaching one alternative's state all decode to the same prefix (up to the
 /// case of an escape's hex digits), so every other alternative is in one state after any of
 /// them: a set is determined by its first member, and there are at most as many sets as

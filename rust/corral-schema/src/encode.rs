@@ -174,7 +174,7 @@ impl Builder<'_> {
             }
         }
         edges.sort_unstable();
-        self.out.set_row(s, &edges);
+        self.out.set_row(s, edges.iter().copied());
         self.rows.push(edges);
         Some(s)
     }
@@ -275,7 +275,7 @@ impl Builder<'_> {
         }
         debug_assert!(edges.windows(2).all(|w| w[0].1 < w[1].0), "sorted, disjoint");
         merge_edges(&mut edges);
-        self.out.set_row(q as u32, &edges);
+        self.out.set_row(q as u32, edges.iter().copied());
         self.rows.push(edges);
     }
 
@@ -623,24 +623,106 @@ fn lazy_json(d: &Arc<CDfa>) -> ByteAutomaton {
 /// every schema. One ASCII character (most of a literal key or enum value) is looked up in a
 /// fixed table, without the shared cache's lock and key allocations.
 pub fn json_class(ranges: &[(u32, u32)]) -> Arc<ByteAutomaton> {
-    static ASCII: [OnceLock<Arc<ByteAutomaton>>; 128] = [const { OnceLock::new() }; 128];
     static CACHE: SharedCache<Vec<(u32, u32)>, Arc<ByteAutomaton>> = SharedCache::new(4096);
-    let build = |ranges: &[(u32, u32)]| {
-        let d = CDfa { trans: vec![ranges.iter().map(|&(a, b)| (a, b, 1)).collect(), Vec::new()], accept: vec![false, true], start: 0 };
-        match ranges[..] {
-            // One code point: each intermediate state is reached by one spelling (up to the
-            // case of hex digits), which bounds unions of literals made of such pieces.
-            [(a, b)] if a == b => Arc::new(json_automaton(&d).single_char()),
-            _ => Arc::new(json_automaton(&d)),
-        }
-    };
     if let [(a, b)] = ranges {
         if a == b && *a < 128 {
-            return ASCII[*a as usize].get_or_init(|| build(ranges)).clone();
+            return ascii_class(*a as u8).clone();
         }
     }
     let ranges = corral_core::rx::normalize_ranges(ranges);
-    CACHE.get_or_build(ranges.clone(), || build(&ranges))
+    CACHE.get_or_build(ranges.clone(), || class_automaton(&ranges))
+}
+
+/// [`json_class`] of one ASCII character, from a fixed table.
+fn ascii_class(c: u8) -> &'static Arc<ByteAutomaton> {
+    static ASCII: [OnceLock<Arc<ByteAutomaton>>; 128] = [const { OnceLock::new() }; 128];
+    ASCII[c as usize].get_or_init(|| class_automaton(&[(c as u32, c as u32)]))
+}
+
+/// The JSON-encoded forms of one character of `ranges` (normalized).
+fn class_automaton(ranges: &[(u32, u32)]) -> Arc<ByteAutomaton> {
+    let d = CDfa { trans: vec![ranges.iter().map(|&(a, b)| (a, b, 1)).collect(), Vec::new()], accept: vec![false, true], start: 0 };
+    match ranges[..] {
+        // One code point: each intermediate state is reached by one spelling (up to the
+        // case of hex digits), which bounds unions of literals made of such pieces.
+        [(a, b)] if a == b => Arc::new(json_automaton(&d).single_char()),
+        _ => Arc::new(json_automaton(&d)),
+    }
+}
+
+/// Key tag of [`json_literal`]'s lazy automata (`cdfa_key` keys start with 0 or 1).
+const LITERAL_KEY: u32 = 0x4C49_5400;
+
+/// The quoted JSON string whose value is `s`, in every spelling: `"`, each character's
+/// encoded forms ([`json_class`]), `"` — as one automaton, built on first use, instead of a
+/// list of one automaton per character. A key or enum value was that list, hashed, flattened
+/// into its neighbours' lists and summarized part by part through lowering (o84878's 196
+/// names and values: a fifth of its compile, session 23); most are never built (the keys of
+/// the branches a generation does not take). The automaton is the pieces' concatenation
+/// state for state: each character's states but its start, which is the state before it
+/// (the opening quote's, or the previous character's accepting state).
+pub fn json_literal(s: &str) -> Arc<ByteAutomaton> {
+    // Exact state count: the state before `"`, the one after it, each character's states but
+    // its start, the state after the closing `"`.
+    let len = 3 + s.chars().map(|c| with_class(c, |a| a.len() - 1)).sum::<usize>();
+    let mut summary = corral_core::byte_automaton::Summary::default();
+    summary.start_out.insert(b'"');
+    summary.has_nonempty = true;
+    let facts = LazyFacts { nullable: false, summary, len_bound: len, size_estimate: 2 * len };
+    let mut key = Vec::with_capacity(1 + s.len());
+    key.push(LITERAL_KEY);
+    key.extend(s.chars().map(|c| c as u32));
+    let text: Box<str> = s.into();
+    Arc::new(ByteAutomaton::lazy(key, 0, facts, Arc::new(move || literal_tables(&text, len))).json_literal())
+}
+
+/// `f` of the [`json_class`] automaton of the one character `c` (without cloning it for an
+/// ASCII character).
+fn with_class<T>(c: char, f: impl FnOnce(&ByteAutomaton) -> T) -> T {
+    let r = [(c as u32, c as u32)];
+    if (c as u32) < 128 {
+        return f(ascii_class(c as u8));
+    }
+    f(&json_class(&r))
+}
+
+/// The states of [`json_literal`]`(s)` (`len` of them), numbered in the order they are met.
+fn literal_tables(s: &str, len: usize) -> FlatTables {
+    let mut t = FlatTables::with_capacity(len, 2 * len);
+    // State 0 reads the opening quote into state 1, the first character's start.
+    t.push_state([(b'"', b'"', 1)], false);
+    t.push_state([], false);
+    let mut at = 1u32; // the current character's start
+    for c in s.chars() {
+        at = with_class(c, |a| {
+            debug_assert!(a.is_single_char());
+            // Its states but the start follow those so far, in order; the start is `at`.
+            let (start, base) = (a.start(), t.len() as u32);
+            let id = |q: u32| match q.cmp(&start) {
+                std::cmp::Ordering::Equal => at,
+                std::cmp::Ordering::Less => base + q,
+                std::cmp::Ordering::Greater => base + q - 1,
+            };
+            let mut end = at;
+            for q in 0..a.len() as u32 {
+                let row = a.edges(q as usize).iter().map(|&(lo, hi, x)| (lo, hi, id(x)));
+                if q == start {
+                    t.set_row(at, row);
+                } else {
+                    debug_assert!(!a.accepts(q as usize) || a.edges(q as usize).is_empty(), "a character's accepting state ends it");
+                    t.push_state(row, false);
+                    if a.accepts(q as usize) {
+                        end = id(q);
+                    }
+                }
+            }
+            end
+        });
+    }
+    let last = t.push_state([], true);
+    t.set_row(at, [(b'"', b'"', last)]);
+    debug_assert_eq!(t.len(), len);
+    t
 }
 
 #[cfg(test)]
@@ -842,6 +924,43 @@ mod tests {
     /// key sets of random ASCII names and for random automata whose states send every
     /// non-ASCII character to one state or none (with random ASCII rows: gaps, control
     /// characters, `"` and `\`); and the lazy automaton reads what the eager one reads.
+    /// A literal's one automaton is the concatenation of `"`, its characters' automata and
+    /// `"` state for state (the same terminal automaton once built, state numbers included),
+    /// with the facts it states; and it keeps the union bound for enums of literals.
+    #[test]
+    fn literal_automata_are_their_pieces_concatenated() {
+        use corral_core::byte_automaton::summarize;
+        use corral_core::dfa::Dfa;
+        use corral_core::limits::Limits;
+        let words = ["", "a", "name", "\"q\"", "back\\slash", "tab\t\u{1}", "é", "中文", "😀x", "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}", "a/b c"];
+        let mut enc = crate::strings::Encoder::default();
+        for w in words {
+            let lazy = json_literal(w);
+            assert!(!lazy.is_built());
+            let Rx::Automaton(one) = enc.literal(w) else { panic!("a literal is one automaton") };
+            assert_eq!(*one, *lazy, "equal keys, equal automata");
+            let pieces = enc.quoted(&Rx::Literal(w.as_bytes().to_vec()));
+            let (a, b) = (Dfa::from_rx(&Rx::Automaton(lazy.clone()), &Limits::default()).unwrap(), Dfa::from_rx(&pieces, &Limits::default()).unwrap());
+            assert_eq!(a.num_states(), b.num_states(), "{w:?}");
+            for s in 0..a.num_states() as u32 {
+                for byte in 0..=255u8 {
+                    assert_eq!(a.next(s, byte), b.next(s, byte), "{w:?}: state {s} byte {byte}");
+                }
+                assert_eq!(a.is_accepting(s), b.is_accepting(s));
+            }
+            // Stated before the build, checked after it.
+            assert_eq!(lazy.len(), lazy.len_bound(), "{w:?}: exact state count");
+            let flat = FlatTables::from_rows((0..lazy.len()).map(|q| lazy.edges(q).to_vec()).collect(), (0..lazy.len()).map(|q| lazy.accepts(q)).collect());
+            assert_eq!(summarize(&flat, lazy.start()), *lazy.summary());
+            assert!(!lazy.nullable());
+            assert!(a.matches(serde_json::to_string(w).unwrap().as_bytes()), "{w:?}");
+        }
+        // An enum of them is left to be built on first use (the union bound holds).
+        let rx = Rx::Alt(words.iter().map(|w| Rx::Automaton(json_literal(w))).collect());
+        let (t, _) = corral_core::intern::terminal(&rx, &Limits::default(), true).unwrap();
+        assert!(t.if_built().is_none(), "an enum of literals is deferrable");
+    }
+
     #[test]
     fn lazy_json_facts_are_those_of_the_built_automaton() {
         use corral_core::byte_automaton::summarize;

@@ -413,8 +413,7 @@ fn convert(h: &Hir, pattern: &str) -> Result<Rx, PatternError> {
 #[derive(Default)]
 pub struct Encoder {
     /// [`Encoder::literal`]'s results so far: names and enum values recur within a schema
-    /// (o84878's 196 keys and enum values are 127 distinct strings), and each encoding is a
-    /// list of one automaton per character.
+    /// (o84878's 196 keys and enum values are 127 distinct strings), one automaton each.
     literals: rustc_hash::FxHashMap<Box<str>, Rx>,
 }
 
@@ -481,12 +480,13 @@ impl Encoder {
         Rx::concat(parts)
     }
 
-    /// A quoted JSON string with exactly this value (every encoding of it).
+    /// A quoted JSON string with exactly this value (every encoding of it), as one automaton
+    /// built on first use ([`crate::encode::json_literal`]).
     pub fn literal(&mut self, s: &str) -> Rx {
         if let Some(rx) = self.literals.get(s) {
             return rx.clone();
         }
-        let rx = self.quoted(&lit(s));
+        let rx = Rx::Automaton(crate::encode::json_literal(s));
         self.literals.insert(s.into(), rx.clone());
         rx
     }
