@@ -7,7 +7,8 @@
 //! `FP_GRAMMAR_ONLY=1` times only the schema-to-grammar compile (no token-level grammar, no
 //! start mask); `FP_WAIT_IDLE=1` waits for the background warm-up before each compile;
 //! `FP_THRASH=MB` writes that many megabytes before each compile (cold CPU caches, as the
-//! benchmark's `gc.collect()`).
+//! benchmark's `gc.collect()`); `FP_COMPILE_TRACE=1` prints each compile's time (with its
+//! token-level grammar and start mask) as `COMPILE<TAB>label<TAB>ms`.
 use corral_core::{testutil::load_tiktoken, CompiledGrammar, Matcher};
 use corral_schema::{compile_schema, Options};
 use std::sync::Arc;
@@ -64,6 +65,9 @@ fn main() {
                 let new_ms = t.elapsed().as_secs_f64() * 1e3 - schema_ms;
                 let _ = Matcher::new(cg.clone()).fill_next_token_bitmask(&mut vec![0u32; words]);
                 compiles.push(t.elapsed().as_secs_f64() * 1e3);
+                if std::env::var("FP_COMPILE_TRACE").is_ok() {
+                    eprintln!("COMPILE\t{label}\t{:.3}", t.elapsed().as_secs_f64() * 1e3);
+                }
                 if std::env::var("FP_COMPILE_ONLY").is_ok() {
                     let total = t.elapsed().as_secs_f64() * 1e3;
                     eprintln!("COMPILE {total:8.2} ms {label} (grammar {schema_ms:.2} ms, token-level {new_ms:.2} ms, start mask {:.2} ms)", total - schema_ms - new_ms);
