@@ -18,6 +18,7 @@ use crate::cdfa::{CDfa, TooBig};
 use crate::strings::{lit, rep, star};
 use corral_core::rx::Rx;
 use std::cmp::Ordering;
+use std::sync::OnceLock;
 
 /// A decimal number, exactly.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -177,7 +178,9 @@ fn opt(r: Rx) -> Rx {
 
 /// Every JSON number text.
 pub fn any_number() -> Rx {
-    Rx::concat(vec![opt(lit("-")), uint_canon(), frac_any(), opt(exp_any())])
+    // (Built once: every `number` leaf of every schema uses it.)
+    static RX: OnceLock<Rx> = OnceLock::new();
+    RX.get_or_init(|| Rx::concat(vec![opt(lit("-")), uint_canon(), frac_any(), opt(exp_any())])).clone()
 }
 
 fn uint_canon() -> Rx {
@@ -186,6 +189,11 @@ fn uint_canon() -> Rx {
 
 /// Integers without value constraints (see the module docs).
 pub fn any_integer() -> Rx {
+    static RX: OnceLock<Rx> = OnceLock::new();
+    RX.get_or_init(any_integer_rx).clone()
+}
+
+fn any_integer_rx() -> Rx {
     Rx::alt(vec![
         Rx::concat(vec![opt(lit("-")), uint_canon(), opt(Rx::concat(vec![lit("."), rep(lit("0"), 1, None)]))]),
         Rx::concat(vec![opt(lit("-")), big_exp_integer()]),
@@ -196,7 +204,8 @@ pub fn any_integer() -> Rx {
 /// Integers as draft 4 counts them: written without fraction or exponent (its validators
 /// take `1.0` and `1e3` for non-integers).
 pub fn plain_integer() -> Rx {
-    Rx::concat(vec![opt(lit("-")), uint_canon()])
+    static RX: OnceLock<Rx> = OnceLock::new();
+    RX.get_or_init(|| Rx::concat(vec![opt(lit("-")), uint_canon()])).clone()
 }
 
 fn big_exp_integer() -> Rx {
@@ -230,7 +239,8 @@ fn mag_forms() -> Rx {
 
 /// Restricted signed forms.
 pub fn restricted_number() -> Rx {
-    Rx::concat(vec![opt(lit("-")), mag_forms()])
+    static RX: OnceLock<Rx> = OnceLock::new();
+    RX.get_or_init(|| Rx::concat(vec![opt(lit("-")), mag_forms()])).clone()
 }
 
 /// Fixed-length digit strings between `lo` and `hi` (same length, lexicographic).

@@ -546,7 +546,12 @@ pub(crate) struct Compiler<'a> {
     has_dynamic: bool,
     skip_uneval: u32,
     uneval_root: Option<Rc<str>>,
+    /// [`Compiler::length_expr`]'s strings of any characters so far, by length bounds.
+    any_strings: FxHashMap<(u64, Option<u64>), Rx>,
 }
+
+/// Every character a JSON string may hold (the Unicode scalar values).
+const ANY_CHAR: &[(u32, u32)] = &[(0, 0xD7FF), (0xE000, 0x10FFFF)];
 
 pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
     // One budget for the whole compile: the schema phase here and `Grammar::from_ast` below
@@ -593,6 +598,7 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
         has_dynamic: false,
         skip_uneval: 0,
         uneval_root: None,
+        any_strings: FxHashMap::default(),
     };
     let root_base = match schema.get(if draft == Draft::Draft4 { "id" } else { "$id" }).and_then(|v| v.as_str()) {
         Some(id) => join_uri("urn:corral:root", id),

@@ -130,7 +130,7 @@ impl<'a> Compiler<'a> {
             }
         }
         if rxs.is_empty() && simple && leap.is_none() {
-            return Ok(self.length_expr(&[(0, 0xD7FF), (0xE000, 0x10FFFF)], a, b, None));
+            return Ok(self.length_expr(ANY_CHAR, a, b, None));
         }
         if rxs.len() == 1 && simple && leap.is_none() {
             if a == 0 && b.is_none() {
@@ -158,7 +158,7 @@ impl<'a> Compiler<'a> {
             Ok(d) => d,
             Err(e) => {
                 self.unsupported(&ptr, rxs.first().map(|x| x.2).unwrap_or("pattern"), format!("string constraints too large to combine: {e}"))?;
-                return Ok(self.length_expr(&[(0, 0xD7FF), (0xE000, 0x10FFFF)], a, b, None));
+                return Ok(self.length_expr(ANY_CHAR, a, b, None));
             }
         };
         // Length bounds every string of the language meets anyway are dropped (a `date-time`
@@ -205,9 +205,19 @@ impl<'a> Compiler<'a> {
     /// Quoted strings of `class` characters with length in `[a, b]`, with optional fixed
     /// parts before/after (already code-point regexes).
     pub(super) fn length_expr(&mut self, class: &[(u32, u32)], a: u64, b: Option<u64>, around: Option<(Rx, Rx)>) -> Expr {
+        let short = b.is_none_or(|b| b <= CHUNK) && a <= CHUNK;
+        if short && around.is_none() && class == ANY_CHAR {
+            // (Most string leaves: one expression per compile for each pair of bounds.)
+            if let Some(rx) = self.any_strings.get(&(a, b)) {
+                return Expr::Terminal(rx.clone());
+            }
+            let rx = self.enc.quoted(&rep(Rx::Chars(class.to_vec()), a as u32, b.map(|b| b as u32)));
+            self.any_strings.insert((a, b), rx.clone());
+            return Expr::Terminal(rx);
+        }
         let (pre, post) = around.unwrap_or((Rx::Empty, Rx::Empty));
         let unit = Rx::Chars(class.to_vec());
-        if b.is_none_or(|b| b <= CHUNK) && a <= CHUNK {
+        if short {
             let body = Rx::concat(vec![pre, rep(unit, a as u32, b.map(|b| b as u32)), post]);
             return Expr::Terminal(self.enc.quoted(&body));
         }
