@@ -306,7 +306,50 @@ fn merge_adjacent(v: &mut Vec<(u32, u32, u32)>) {
 /// thousands of states that splits one class per round, and re-signing every state each round
 /// made that quadratic. A class keeps its id for the states whose signature did not change,
 /// so the untouched members stay correct.
-fn refine(rows: &[Vec<(u32, u32, u32)>], acc: &[bool]) -> Vec<u32> {
+/// Rows of code-point transitions in one buffer: state `s`'s are
+/// `edges[at[s] as usize..at[s + 1] as usize]` (no list per state: minimizing a bounded
+/// number's automaton made two per state).
+struct FlatRows {
+    edges: Vec<(u32, u32, u32)>,
+    at: Vec<u32>,
+}
+
+impl FlatRows {
+    fn with_capacity(states: usize, edges: usize) -> FlatRows {
+        let mut at = Vec::with_capacity(states + 1);
+        at.push(0);
+        FlatRows { edges: Vec::with_capacity(edges), at }
+    }
+
+    /// Ends the current row (its edges pushed since the last call).
+    fn end_row(&mut self) {
+        self.at.push(self.edges.len() as u32);
+    }
+
+    /// Pushes an edge onto the current row, merged into the previous one when it continues
+    /// its range into the same target (as [`merge_adjacent`]).
+    fn push_merged(&mut self, (a, b, t): (u32, u32, u32)) {
+        let row_start = *self.at.last().unwrap_or(&0) as usize;
+        if self.edges.len() > row_start {
+            let last = self.edges.last_mut().expect("a row with an edge");
+            if last.2 == t && last.1.checked_add(1) == Some(a) {
+                last.1 = b;
+                return;
+            }
+        }
+        self.edges.push((a, b, t));
+    }
+
+    fn len(&self) -> usize {
+        self.at.len() - 1
+    }
+
+    fn row(&self, s: usize) -> &[(u32, u32, u32)] {
+        &self.edges[self.at[s] as usize..self.at[s + 1] as usize]
+    }
+}
+
+fn refine(rows: &FlatRows, acc: &[bool]) -> Vec<u32> {
     let m = rows.len();
     let mut class: Vec<u32> = acc.iter().map(|&a| a as u32).collect();
     let mut members: Vec<Vec<u32>> = vec![Vec::new(), Vec::new()];
@@ -314,18 +357,16 @@ fn refine(rows: &[Vec<(u32, u32, u32)>], acc: &[bool]) -> Vec<u32> {
         members[class[s] as usize].push(s as u32);
     }
     let mut pred_start = vec![0u32; m + 1];
-    for row in rows {
-        for &(_, _, t) in row {
-            pred_start[t as usize + 1] += 1;
-        }
+    for &(_, _, t) in &rows.edges {
+        pred_start[t as usize + 1] += 1;
     }
     for i in 0..m {
         pred_start[i + 1] += pred_start[i];
     }
     let mut fill = pred_start.clone();
     let mut preds = vec![0u32; pred_start[m] as usize];
-    for (s, row) in rows.iter().enumerate() {
-        for &(_, _, t) in row {
+    for s in 0..m {
+        for &(_, _, t) in rows.row(s) {
             preds[fill[t as usize] as usize] = s as u32;
             fill[t as usize] += 1;
         }
@@ -333,7 +374,7 @@ fn refine(rows: &[Vec<(u32, u32, u32)>], acc: &[bool]) -> Vec<u32> {
     // A state's signature: its ranges with target classes, adjacent ranges into one class merged.
     let sign = |class: &[u32], s: usize, out: &mut Vec<u32>| {
         let base = out.len();
-        for &(a, b, t) in &rows[s] {
+        for &(a, b, t) in rows.row(s) {
             let c = class[t as usize];
             let n = out.len();
             if n > base && out[n - 1] == c && out[n - 2].checked_add(1) == Some(a) {
@@ -833,11 +874,22 @@ impl CDfa {
     /// Removes states that cannot reach acceptance and merges equivalent states (Moore).
     pub fn minimize(&self) -> CDfa {
         let n = self.len();
-        // live = reaches accept
-        let mut rev: Vec<Vec<u32>> = vec![Vec::new(); n];
+        // live = reaches accept (predecessors in one list: `rev[rev_at[t]..rev_at[t + 1]]`)
+        let mut rev_at = vec![0u32; n + 1];
+        for row in &self.trans {
+            for &(_, _, t) in row {
+                rev_at[t as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            rev_at[i + 1] += rev_at[i];
+        }
+        let mut fill = rev_at.clone();
+        let mut rev = vec![0u32; rev_at[n] as usize];
         for (s, row) in self.trans.iter().enumerate() {
             for &(_, _, t) in row {
-                rev[t as usize].push(s as u32);
+                rev[fill[t as usize] as usize] = s as u32;
+                fill[t as usize] += 1;
             }
         }
         let mut live = vec![false; n];
@@ -846,7 +898,7 @@ impl CDfa {
             live[s as usize] = true;
         }
         while let Some(s) = stack.pop() {
-            for &p in &rev[s as usize] {
+            for &p in &rev[rev_at[s as usize] as usize..rev_at[s as usize + 1] as usize] {
                 if !live[p as usize] {
                     live[p as usize] = true;
                     stack.push(p);
@@ -872,15 +924,13 @@ impl CDfa {
             i += 1;
         }
         let m = order.len();
-        let rows: Vec<Vec<(u32, u32, u32)>> = order
-            .iter()
-            .map(|&s| {
-                let mut r: Vec<(u32, u32, u32)> =
-                    self.trans[s as usize].iter().filter(|x| live[x.2 as usize]).map(|&(a, b, t)| (a, b, idx[t as usize])).collect();
-                merge_adjacent(&mut r);
-                r
-            })
-            .collect();
+        let mut rows = FlatRows::with_capacity(m, rev.len());
+        for &s in &order {
+            for &(a, b, t) in self.trans[s as usize].iter().filter(|x| live[x.2 as usize]) {
+                rows.push_merged((a, b, idx[t as usize]));
+            }
+            rows.end_row();
+        }
         let acc: Vec<bool> = order.iter().map(|&s| self.accept[s as usize]).collect();
         let class = refine(&rows, &acc);
         let nclass = class.iter().max().map_or(0, |&c| c as usize + 1);
@@ -894,7 +944,7 @@ impl CDfa {
             }
             done[c] = true;
             accept[c] = acc[s];
-            let mut r: Vec<(u32, u32, u32)> = rows[s].iter().map(|&(a, b, t)| (a, b, class[t as usize])).collect();
+            let mut r: Vec<(u32, u32, u32)> = rows.row(s).iter().map(|&(a, b, t)| (a, b, class[t as usize])).collect();
             merge_adjacent(&mut r);
             trans[c] = r;
         }
