@@ -306,6 +306,30 @@ fn merge_adjacent(v: &mut Vec<(u32, u32, u32)>) {
 /// thousands of states that splits one class per round, and re-signing every state each round
 /// made that quadratic. A class keeps its id for the states whose signature did not change,
 /// so the untouched members stay correct.
+/// The predecessors of each state of `trans` in one list: those of `t` are
+/// `preds[at[t] as usize..at[t + 1] as usize]` (duplicates kept). Returns `(at, preds)`.
+pub(crate) fn predecessor_lists(trans: &[Vec<(u32, u32, u32)>]) -> (Vec<u32>, Vec<u32>) {
+    let n = trans.len();
+    let mut at = vec![0u32; n + 1];
+    for row in trans {
+        for &(_, _, t) in row {
+            at[t as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        at[i + 1] += at[i];
+    }
+    let mut fill = at.clone();
+    let mut preds = vec![0u32; at[n] as usize];
+    for (s, row) in trans.iter().enumerate() {
+        for &(_, _, t) in row {
+            preds[fill[t as usize] as usize] = s as u32;
+            fill[t as usize] += 1;
+        }
+    }
+    (at, preds)
+}
+
 /// Rows of code-point transitions in one buffer: state `s`'s are
 /// `edges[at[s] as usize..at[s + 1] as usize]` (no list per state: minimizing a bounded
 /// number's automaton made two per state).
@@ -338,6 +362,17 @@ impl FlatRows {
             }
         }
         self.edges.push((a, b, t));
+    }
+
+    /// The rows of `lists`, as they are.
+    #[cfg(test)]
+    fn from_lists(lists: &[Vec<(u32, u32, u32)>]) -> FlatRows {
+        let mut r = FlatRows::with_capacity(lists.len(), lists.iter().map(Vec::len).sum());
+        for row in lists {
+            r.edges.extend_from_slice(row);
+            r.end_row();
+        }
+        r
     }
 
     fn len(&self) -> usize {
@@ -874,24 +909,8 @@ impl CDfa {
     /// Removes states that cannot reach acceptance and merges equivalent states (Moore).
     pub fn minimize(&self) -> CDfa {
         let n = self.len();
-        // live = reaches accept (predecessors in one list: `rev[rev_at[t]..rev_at[t + 1]]`)
-        let mut rev_at = vec![0u32; n + 1];
-        for row in &self.trans {
-            for &(_, _, t) in row {
-                rev_at[t as usize + 1] += 1;
-            }
-        }
-        for i in 0..n {
-            rev_at[i + 1] += rev_at[i];
-        }
-        let mut fill = rev_at.clone();
-        let mut rev = vec![0u32; rev_at[n] as usize];
-        for (s, row) in self.trans.iter().enumerate() {
-            for &(_, _, t) in row {
-                rev[fill[t as usize] as usize] = s as u32;
-                fill[t as usize] += 1;
-            }
-        }
+        // live = reaches accept
+        let (rev_at, rev) = predecessor_lists(&self.trans);
         let mut live = vec![false; n];
         let mut stack: Vec<u32> = (0..n as u32).filter(|&s| self.accept[s as usize]).collect();
         for &s in &stack {
@@ -1332,7 +1351,7 @@ mod tests {
                 }
             }
             let acc: Vec<bool> = (0..n).map(|_| rnd(2) == 0).collect();
-            let got = refine(&rows, &acc);
+            let got = refine(&FlatRows::from_lists(&rows), &acc);
             let classes = got.iter().max().map_or(0, |&c| c as usize + 1);
             assert_eq!(classes, plain(&rows, &acc), "{rows:?} {acc:?}");
             // states in one class behave alike on every input of up to 4 symbols
@@ -1356,7 +1375,7 @@ mod tests {
         // A length bound: "a{0,3000}" is a chain that splits one class per round.
         let n = 3001;
         let rows: Vec<Vec<(u32, u32, u32)>> = (0..n).map(|s| if s + 1 < n { vec![(97, 97, s as u32 + 1)] } else { vec![] }).collect();
-        let got = refine(&rows, &vec![true; n]);
+        let got = refine(&FlatRows::from_lists(&rows), &vec![true; n]);
         assert_eq!(got.iter().max().copied(), Some(n as u32 - 1), "a chain is minimal");
     }
 }

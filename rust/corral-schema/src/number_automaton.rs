@@ -360,16 +360,11 @@ pub(crate) fn magnitudes(bounds: &[(&Dec, Op)], limit: usize) -> Option<CDfa> {
 /// state stays, as the empty language's single state).
 fn trimmed(trans: Vec<Vec<(u32, u32, u32)>>, accept: Vec<bool>) -> CDfa {
     let n = trans.len();
-    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (s, row) in trans.iter().enumerate() {
-        for &(_, _, t) in row {
-            preds[t as usize].push(s as u32);
-        }
-    }
+    let (at, preds) = crate::cdfa::predecessor_lists(&trans);
     let mut live = accept.clone();
     let mut stack: Vec<u32> = (0..n as u32).filter(|&s| live[s as usize]).collect();
     while let Some(s) = stack.pop() {
-        for &p in &preds[s as usize] {
+        for &p in &preds[at[s as usize] as usize..at[s as usize + 1] as usize] {
             if !live[p as usize] {
                 live[p as usize] = true;
                 stack.push(p);
