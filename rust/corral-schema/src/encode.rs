@@ -661,10 +661,10 @@ const LITERAL_KEY: u32 = 0x4C49_5400;
 /// the branches a generation does not take). The automaton is the pieces' concatenation
 /// state for state: each character's states but its start, which is the state before it
 /// (the opening quote's, or the previous character's accepting state).
-pub fn json_literal(s: &str) -> Arc<ByteAutomaton> {
+pub fn json_literal(s: &Arc<str>) -> Arc<ByteAutomaton> {
     // Exact state count: the state before `"`, the one after it, each character's states but
     // its start, the state after the closing `"`.
-    let len = 3 + s.chars().map(|c| with_class(c, |a| a.len() - 1)).sum::<usize>();
+    let len = 3 + s.chars().map(|c| class_len(c) - 1).sum::<usize>();
     let mut summary = corral_core::byte_automaton::Summary::default();
     summary.start_out.insert(b'"');
     summary.has_nonempty = true;
@@ -672,8 +672,28 @@ pub fn json_literal(s: &str) -> Arc<ByteAutomaton> {
     let mut key = Vec::with_capacity(1 + s.len());
     key.push(LITERAL_KEY);
     key.extend(s.chars().map(|c| c as u32));
-    let text: Box<str> = s.into();
+    let text = s.clone();
     Arc::new(ByteAutomaton::lazy(key, 0, facts, Arc::new(move || literal_tables(&text, len))).json_literal())
+}
+
+/// The number of states of the [`json_class`] automaton of the one character `c`; for an
+/// ASCII character from a table of 128 bytes (a literal's characters are counted when it is
+/// made, on cold caches: following each one's automaton was a cache miss or four).
+fn class_len(c: char) -> usize {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    static ASCII_LENS: [AtomicU8; 128] = [const { AtomicU8::new(0) }; 128];
+    if (c as u32) < 128 {
+        let slot = &ASCII_LENS[c as usize];
+        let n = slot.load(Ordering::Relaxed);
+        if n != 0 {
+            return n as usize;
+        }
+        let n = ascii_class(c as u8).len();
+        debug_assert!((1..256).contains(&n), "an ASCII character's spellings take a handful of states");
+        slot.store(n as u8, Ordering::Relaxed);
+        return n;
+    }
+    with_class(c, |a| a.len())
 }
 
 /// `f` of the [`json_class`] automaton of the one character `c` (without cloning it for an
@@ -935,7 +955,7 @@ mod tests {
         let words = ["", "a", "name", "\"q\"", "back\\slash", "tab\t\u{1}", "é", "中文", "😀x", "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}", "a/b c"];
         let mut enc = crate::strings::Encoder::default();
         for w in words {
-            let lazy = json_literal(w);
+            let lazy = json_literal(&Arc::from(w));
             assert!(!lazy.is_built());
             let Rx::Automaton(one) = enc.literal(w) else { panic!("a literal is one automaton") };
             assert_eq!(*one, *lazy, "equal keys, equal automata");
@@ -956,7 +976,7 @@ mod tests {
             assert!(a.matches(serde_json::to_string(w).unwrap().as_bytes()), "{w:?}");
         }
         // An enum of them is left to be built on first use (the union bound holds).
-        let rx = Rx::Alt(words.iter().map(|w| Rx::Automaton(json_literal(w))).collect());
+        let rx = Rx::Alt(words.iter().map(|w| Rx::Automaton(json_literal(&Arc::from(*w)))).collect());
         let (t, _) = corral_core::intern::terminal(&rx, &Limits::default(), true).unwrap();
         assert!(t.if_built().is_none(), "an enum of literals is deferrable");
     }

@@ -414,7 +414,7 @@ fn convert(h: &Hir, pattern: &str) -> Result<Rx, PatternError> {
 pub struct Encoder {
     /// [`Encoder::literal`]'s results so far: names and enum values recur within a schema
     /// (o84878's 196 keys and enum values are 127 distinct strings), one automaton each.
-    literals: rustc_hash::FxHashMap<Box<str>, Rx>,
+    literals: rustc_hash::FxHashMap<std::sync::Arc<str>, Rx>,
 }
 
 impl Encoder {
@@ -486,8 +486,9 @@ impl Encoder {
         if let Some(rx) = self.literals.get(s) {
             return rx.clone();
         }
-        let rx = Rx::Automaton(crate::encode::json_literal(s));
-        self.literals.insert(s.into(), rx.clone());
+        let s: std::sync::Arc<str> = s.into();
+        let rx = Rx::Automaton(crate::encode::json_literal(&s));
+        self.literals.insert(s, rx.clone());
         rx
     }
 }
