@@ -147,16 +147,17 @@ pub struct Deferred {
     pub max_states: usize,
 }
 
-/// Most states of a repetition in a deferred automaton. A larger one is built with the
-/// compile: built instead by the fill that first meets it, it takes that fill about 0.1 µs per
-/// state warm, 0.15 cold (plus up to `term_dfa`'s 150 µs wait when the background thread has
-/// claimed it), and each fill must stay under the 2 ms bound — o9892's 256-character chunks
-/// (5,376 states) made a 2.1 ms fill in the benchmark in session 21. Up to this bound — a
-/// `maxLength` up to 195 of any character, 21 states per encoded character — the fill's
-/// cost stays under about 0.7 ms while the compile saves it: o21460's `maxLength: 160`
-/// string (3,360 states) took its first compile from 1.02 to 0.31 ms in `compile_prof`
-/// (session 24; 256 states until then).
-const MAX_DEFERRED_REPEAT_STATES: usize = 4096;
+/// Most states of a repetition in a deferred automaton. A larger one — a long
+/// length-bounded string, thousands of states — is built with the compile: built instead by
+/// the fill that first meets it, it took 1–2 ms of that fill (o9892's `maxLength: 255` and
+/// 256-character chunks: fills of 2–8 ms in `fill_profile`, 2.1 ms in the benchmark, against
+/// the 2 ms bound on every fill), while a short one (an id of a few characters, a `[0-9a-f]{8}`
+/// group) costs tens of microseconds wherever it is built. (Session 24 raised the bound to
+/// 4,096 states, a `maxLength` up to 195: o21460's first compile 1.02 → 0.31 ms in
+/// `compile_prof`, but in the benchmark sp_412's `maxLength: 128` string, built by its 15th
+/// fill, made fills of 1.4–2.1 ms, and three runs had more multi-millisecond compile spikes
+/// than any run before; back to 256.)
+const MAX_DEFERRED_REPEAT_STATES: usize = 256;
 
 /// One concatenation of literals and embedded automata, summarized without building it.
 struct Chain {

@@ -34,9 +34,8 @@
 //! o21460, one `maxLength: 160` string, from 0.94 to 0.22 ms of first compile in
 //! `compile_prof`, but the fill that then built a long one paid 1–2 ms for it — o9892's
 //! 256-character chunks made a 2.1 ms fill in the benchmark — so only repetitions of at most
-//! 256 states were deferred. Session 24 raised that to 4,096 states, `det_concat`'s
-//! `MAX_DEFERRED_REPEAT_STATES`: a `maxLength` up to 195 is deferred, the fill that builds it
-//! pays up to about 0.7 ms, and the 256-character chunks are still built with the compile.)
+//! 256 states are deferred: `det_concat`'s `MAX_DEFERRED_REPEAT_STATES`. Session 24 tried
+//! 4,096 — a `maxLength` up to 195 — and went back: see the constant.)
 //!
 //! **Leaving them to after the compile is the default since session 19.** It moves work, it
 //! does not save it: the background thread ([`crate::warmup`], kept off the compiling
