@@ -243,7 +243,8 @@ impl Dfa {
                 }
             }
         }
-        let mut live_bytes = crate::live_sets::LiveSetsBuilder::with_capacity(0);
+        // (A sparse automaton keeps no live-byte table: `Dfa::live_bytes` reads its edges.)
+        let mut live_bytes = crate::live_sets::LiveSets::default();
         let live_edges = r.all_edges().filter(|e| live[e.2 as usize + 1]).count();
         let (mut trans, mut span, mut edges) = (Vec::new(), Vec::new(), Vec::new());
         if live_edges <= SPARSE_EDGES_PER_STATE * n {
@@ -266,8 +267,8 @@ impl Dfa {
             }
         } else {
             trans = vec![DEAD as u16; n * n_classes];
-            live_bytes = crate::live_sets::LiveSetsBuilder::with_capacity(n);
-            live_bytes.push(ByteSet::default()); // the dead state
+            let mut sets = crate::live_sets::LiveSetsBuilder::with_capacity(n);
+            sets.push(ByteSet::default()); // the dead state
             for s in 0..r.len() {
                 let at = (s + 1) * n_classes;
                 let mut set = ByteSet::default();
@@ -279,12 +280,12 @@ impl Dfa {
                         set.insert_range(lo, hi);
                     }
                 }
-                live_bytes.push(set);
+                sets.push(set);
             }
+            live_bytes = sets.finish();
         }
         let start = if live[start as usize] { start } else { DEAD };
         let class_byte = if span.is_empty() { Vec::new() } else { class_representatives(&classes, n_classes) };
-        let live_bytes = live_bytes.finish();
         Dfa { classes, n_classes, trans, span, edges, class_byte, accepting, start, nullable, live_bytes, canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() }
     }
 

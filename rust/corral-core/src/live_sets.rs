@@ -82,6 +82,7 @@ impl LiveSetsBuilder {
 
     /// Stores a new distinct set; its index.
     fn add(&mut self, set: ByteSet) -> u16 {
+        debug_assert!(self.out.sets.len() <= u16::MAX as usize, "more distinct sets than 16-bit ids");
         self.out.sets.push(set);
         (self.out.sets.len() - 1) as u16
     }

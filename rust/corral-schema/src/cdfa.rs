@@ -298,21 +298,13 @@ fn merge_adjacent(v: &mut Vec<(u32, u32, u32)>) {
     v.truncate(n);
 }
 
-/// Moore refinement of states with `rows` (targets are state indices) and acceptance `acc`
-/// into equivalence classes, numbered by first appearance (state 0's class is 0).
-///
-/// A round re-examines only the predecessors of states that changed class in the previous
-/// one (any other state's signature is unchanged): a length-bounded string is a chain of
-/// thousands of states that splits one class per round, and re-signing every state each round
-/// made that quadratic. A class keeps its id for the states whose signature did not change,
-/// so the untouched members stay correct.
-/// The predecessors of each state of `trans` in one list: those of `t` are
-/// `preds[at[t] as usize..at[t + 1] as usize]` (duplicates kept). Returns `(at, preds)`.
-pub(crate) fn predecessor_lists(trans: &[Vec<(u32, u32, u32)>]) -> (Vec<u32>, Vec<u32>) {
-    let n = trans.len();
+/// The predecessors of each of `n` states whose rows `row(s)` gives, in one list: those of
+/// `t` are `preds[at[t] as usize..at[t + 1] as usize]` (duplicates kept). Returns
+/// `(at, preds)`.
+pub(crate) fn predecessor_lists<'r>(n: usize, row: impl Fn(usize) -> &'r [(u32, u32, u32)]) -> (Vec<u32>, Vec<u32>) {
     let mut at = vec![0u32; n + 1];
-    for row in trans {
-        for &(_, _, t) in row {
+    for s in 0..n {
+        for &(_, _, t) in row(s) {
             at[t as usize + 1] += 1;
         }
     }
@@ -321,8 +313,8 @@ pub(crate) fn predecessor_lists(trans: &[Vec<(u32, u32, u32)>]) -> (Vec<u32>, Ve
     }
     let mut fill = at.clone();
     let mut preds = vec![0u32; at[n] as usize];
-    for (s, row) in trans.iter().enumerate() {
-        for &(_, _, t) in row {
+    for s in 0..n {
+        for &(_, _, t) in row(s) {
             preds[fill[t as usize] as usize] = s as u32;
             fill[t as usize] += 1;
         }
@@ -384,6 +376,14 @@ impl FlatRows {
     }
 }
 
+/// Moore refinement of states with `rows` (targets are state indices) and acceptance `acc`
+/// into equivalence classes, numbered by first appearance (state 0's class is 0).
+///
+/// A round re-examines only the predecessors of states that changed class in the previous
+/// one (any other state's signature is unchanged): a length-bounded string is a chain of
+/// thousands of states that splits one class per round, and re-signing every state each round
+/// made that quadratic. A class keeps its id for the states whose signature did not change,
+/// so the untouched members stay correct.
 fn refine(rows: &FlatRows, acc: &[bool]) -> Vec<u32> {
     let m = rows.len();
     let mut class: Vec<u32> = acc.iter().map(|&a| a as u32).collect();
@@ -391,21 +391,7 @@ fn refine(rows: &FlatRows, acc: &[bool]) -> Vec<u32> {
     for s in 0..m {
         members[class[s] as usize].push(s as u32);
     }
-    let mut pred_start = vec![0u32; m + 1];
-    for &(_, _, t) in &rows.edges {
-        pred_start[t as usize + 1] += 1;
-    }
-    for i in 0..m {
-        pred_start[i + 1] += pred_start[i];
-    }
-    let mut fill = pred_start.clone();
-    let mut preds = vec![0u32; pred_start[m] as usize];
-    for s in 0..m {
-        for &(_, _, t) in rows.row(s) {
-            preds[fill[t as usize] as usize] = s as u32;
-            fill[t as usize] += 1;
-        }
-    }
+    let (pred_start, preds) = predecessor_lists(m, |s| rows.row(s));
     // A state's signature: its ranges with target classes, adjacent ranges into one class merged.
     let sign = |class: &[u32], s: usize, out: &mut Vec<u32>| {
         let base = out.len();
@@ -910,7 +896,7 @@ impl CDfa {
     pub fn minimize(&self) -> CDfa {
         let n = self.len();
         // live = reaches accept
-        let (rev_at, rev) = predecessor_lists(&self.trans);
+        let (rev_at, rev) = predecessor_lists(n, |s| &self.trans[s]);
         let mut live = vec![false; n];
         let mut stack: Vec<u32> = (0..n as u32).filter(|&s| self.accept[s as usize]).collect();
         for &s in &stack {

@@ -939,11 +939,7 @@ mod tests {
         assert!(!a.matches(&[0xED, 0xA0, 0x80]), "an encoded surrogate is not UTF-8");
         assert!(!a.matches(&[0xC0, 0x80]), "overlong");
     }
-    /// The facts a lazy JSON automaton states before it is built (nullability, the summary
-    /// joins are decided on, state and size bounds) are those of the built automaton, for
-    /// key sets of random ASCII names and for random automata whose states send every
-    /// non-ASCII character to one state or none (with random ASCII rows: gaps, control
-    /// characters, `"` and `\`); and the lazy automaton reads what the eager one reads.
+
     /// A literal's one automaton is the concatenation of `"`, its characters' automata and
     /// `"` state for state (the same terminal automaton once built, state numbers included),
     /// with the facts it states; and it keeps the union bound for enums of literals.
@@ -981,6 +977,11 @@ mod tests {
         assert!(t.if_built().is_none(), "an enum of literals is deferrable");
     }
 
+    /// The facts a lazy JSON automaton states before it is built (nullability, the summary
+    /// joins are decided on, state and size bounds) are those of the built automaton, for
+    /// key sets of random ASCII names and for random automata whose states send every
+    /// non-ASCII character to one state or none (with random ASCII rows: gaps, control
+    /// characters, `"` and `\`); and the lazy automaton reads what the eager one reads.
     #[test]
     fn lazy_json_facts_are_those_of_the_built_automaton() {
         use corral_core::byte_automaton::summarize;
