@@ -195,6 +195,28 @@ mod tests {
         }
     }
 
+    /// The kernel this machine runs (AVX-512, which prefetches ahead of its stores, or AVX2,
+    /// or the portable loop) against the bits, f32 and 16-bit, on rows far longer than the
+    /// prefetch distance and ending on a partial word.
+    #[test]
+    fn machine_kernel_matches_the_bits() {
+        let mut rnd = crate::testutil::xorshift(0xD1B5_4A32_D192_ED03);
+        let words = 300;
+        let mut mask: Vec<u32> = (0..words).map(|_| rnd(1 << 32) as u32).collect();
+        mask[7] = 0;
+        mask[8] = u32::MAX;
+        let vocab = words * 32 - 5;
+        let mut row: Vec<u32> = (0..vocab as u32 + 3).collect();
+        assert!(mask_row(&mut row, &mask, vocab, NEG_INF_F32));
+        let mut row16: Vec<u16> = (0..vocab as u32 + 3).map(|i| (i % 30_000) as u16).collect();
+        assert!(mask_row(&mut row16, &mask, vocab, NEG_INF_BF16));
+        for i in 0..vocab + 3 {
+            let allowed = i < vocab && mask[i / 32] >> (i % 32) & 1 == 1;
+            assert_eq!(row[i], if allowed { i as u32 } else { NEG_INF_F32 }, "f32 entry {i}");
+            assert_eq!(row16[i], if allowed { (i % 30_000) as u16 } else { NEG_INF_BF16 }, "16-bit entry {i}");
+        }
+    }
+
     /// Rows shared between the caller and helper threads (four rows or more, 4,096 columns or
     /// more) come out as each row masked alone, empty rows included, whatever the order and
     /// repeats of the indices.
