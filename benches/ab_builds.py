@@ -12,8 +12,8 @@ This VM's speed moves by tens of percent between minutes, more than most changes
 path, so runs of ``compare.py`` or ``fill_profile`` made one after the other cannot tell two
 builds apart. Here both builds are loaded side by side (each ``.so`` under its own module
 name, with its own vocabulary and caches) and the schemas' walks alternate between them, the
-order swapped every schema: two copies of one build agree within about 0.5 % at every
-percentile (session 25). With ``--walks``, each schema is compiled by each build and every
+order swapped every schema: two copies of one build agreed within about 0.5 % at the median
+over the default two passes (session 25; within 3 % over one). With ``--walks``, each schema is compiled by each build and every
 valid instance walked, timing each ``fill_next_token_bitmask`` into a
 ``corral.allocate_token_bitmask`` tensor cleared before each fill, as ``compare.py`` does;
 ``--hits`` times cached fills at two positions instead.
