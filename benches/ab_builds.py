@@ -94,12 +94,16 @@ def main(argv: list[str] | None = None) -> int:
     for rep in range(args.reps):
         for i, doc in enumerate(docs):
             text = json.dumps(doc["schema"])
+            compiled = {}
             for k in (("A", "B") if (i + rep) % 2 == 0 else ("B", "A")):
-                m = mods[k]
                 try:
-                    cg = m.CompiledGrammar(m.Grammar.from_json_schema(text), vocab[k])
-                except Exception:  # noqa: BLE001 - a schema either build rejects is skipped by it
-                    continue
+                    compiled[k] = mods[k].CompiledGrammar(mods[k].Grammar.from_json_schema(text), vocab[k])
+                except Exception:  # noqa: BLE001 - a schema either build rejects is left out of both
+                    break
+            if len(compiled) < 2:
+                continue
+            for k, cg in compiled.items():
+                m = mods[k]
                 for walk in doc["walks"]:
                     mt = m.Matcher(cg)
                     for t in walk:

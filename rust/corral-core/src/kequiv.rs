@@ -23,14 +23,15 @@ pub struct KEquiv {
     pub near: Vec<(u32, u32)>,
 }
 
-/// Predecessors of each state of a dense transition table (`trans[s * classes + c]`, `n`
-/// states) as compressed rows — those of `t` are `preds[start[t]..start[t + 1]]`, duplicates
-/// kept — leaving out edges into `dead`.
-pub(crate) fn predecessor_rows<T: Copy + Into<u32>>(trans: &[T], classes: usize, n: usize, dead: u32) -> (Vec<u32>, Vec<u32>) {
+/// The predecessors of each of `n` states, given each state's transition targets by
+/// `targets(s)` (called twice per state), in one list: those of `t` are
+/// `preds[start[t] as usize..start[t + 1] as usize]`, duplicates kept. Returns
+/// `(start, preds)`. Shared by the byte automata here and the schema compiler's code-point
+/// automata (trimming, minimization, refinement).
+pub fn predecessor_lists<I: IntoIterator<Item = u32>>(n: usize, targets: impl Fn(usize) -> I) -> (Vec<u32>, Vec<u32>) {
     let mut start = vec![0u32; n + 1];
-    for &t in trans {
-        let t: u32 = t.into();
-        if t != dead {
+    for s in 0..n {
+        for t in targets(s) {
             start[t as usize + 1] += 1;
         }
     }
@@ -40,15 +41,18 @@ pub(crate) fn predecessor_rows<T: Copy + Into<u32>>(trans: &[T], classes: usize,
     let mut fill = start.clone();
     let mut preds = vec![0u32; start[n] as usize];
     for s in 0..n {
-        for &t in &trans[s * classes..(s + 1) * classes] {
-            let t: u32 = t.into();
-            if t != dead {
-                preds[fill[t as usize] as usize] = s as u32;
-                fill[t as usize] += 1;
-            }
+        for t in targets(s) {
+            preds[fill[t as usize] as usize] = s as u32;
+            fill[t as usize] += 1;
         }
     }
     (start, preds)
+}
+
+/// [`predecessor_lists`] of a dense transition table (`trans[s * classes + c]`, `n` states),
+/// leaving out edges into `dead`.
+pub(crate) fn predecessor_rows<T: Copy + Into<u32>>(trans: &[T], classes: usize, n: usize, dead: u32) -> (Vec<u32>, Vec<u32>) {
+    predecessor_lists(n, |s| trans[s * classes..(s + 1) * classes].iter().map(|&t| t.into()).filter(move |&t| t != dead))
 }
 
 /// For worklist refinements (this module's and the code-point DFA minimization of the

@@ -2,7 +2,8 @@
 //!
 //! With AVX-512 a mask word *is* the store mask: the complement of its bits selects the
 //! lanes that become −∞, so a word costs two masked stores (f32) or one (16-bit lanes) and
-//! no load, blend or table lookup. With AVX2 (f32 only) each mask byte is widened to eight
+//! no load, blend or table lookup; the lines 4 KB ahead are prefetched, since each masked
+//! store needs its line first. With AVX2 (f32 only) each mask byte is widened to eight
 //! lane masks for `vpmaskmovd`. Other machines use the portable loop in [`crate::logits`].
 //! Detection is cached by `std` (one relaxed load per call).
 

@@ -5,6 +5,7 @@
 //! Code points are `u32` scalar values; transitions are sorted, disjoint inclusive ranges.
 //! A missing transition goes to an implicit dead state.
 
+use corral_core::kequiv::predecessor_lists;
 use corral_core::rx::Rx;
 use rustc_hash::FxHashMap;
 
@@ -298,30 +299,6 @@ fn merge_adjacent(v: &mut Vec<(u32, u32, u32)>) {
     v.truncate(n);
 }
 
-/// The predecessors of each of `n` states whose rows `row(s)` gives, in one list: those of
-/// `t` are `preds[at[t] as usize..at[t + 1] as usize]` (duplicates kept). Returns
-/// `(at, preds)`.
-pub(crate) fn predecessor_lists<'r>(n: usize, row: impl Fn(usize) -> &'r [(u32, u32, u32)]) -> (Vec<u32>, Vec<u32>) {
-    let mut at = vec![0u32; n + 1];
-    for s in 0..n {
-        for &(_, _, t) in row(s) {
-            at[t as usize + 1] += 1;
-        }
-    }
-    for i in 0..n {
-        at[i + 1] += at[i];
-    }
-    let mut fill = at.clone();
-    let mut preds = vec![0u32; at[n] as usize];
-    for s in 0..n {
-        for &(_, _, t) in row(s) {
-            preds[fill[t as usize] as usize] = s as u32;
-            fill[t as usize] += 1;
-        }
-    }
-    (at, preds)
-}
-
 /// Rows of code-point transitions in one buffer: state `s`'s are
 /// `edges[at[s] as usize..at[s + 1] as usize]` (no list per state: minimizing a bounded
 /// number's automaton made two per state).
@@ -391,7 +368,7 @@ fn refine(rows: &FlatRows, acc: &[bool]) -> Vec<u32> {
     for s in 0..m {
         members[class[s] as usize].push(s as u32);
     }
-    let (pred_start, preds) = predecessor_lists(m, |s| rows.row(s));
+    let (pred_start, preds) = predecessor_lists(m, |s| rows.row(s).iter().map(|e| e.2));
     // A state's signature: its ranges with target classes, adjacent ranges into one class merged.
     let sign = |class: &[u32], s: usize, out: &mut Vec<u32>| {
         let base = out.len();
@@ -896,7 +873,7 @@ impl CDfa {
     pub fn minimize(&self) -> CDfa {
         let n = self.len();
         // live = reaches accept
-        let (rev_at, rev) = predecessor_lists(n, |s| &self.trans[s]);
+        let (rev_at, rev) = predecessor_lists(n, |s| self.trans[s].iter().map(|e| e.2));
         let mut live = vec![false; n];
         let mut stack: Vec<u32> = (0..n as u32).filter(|&s| self.accept[s as usize]).collect();
         for &s in &stack {
