@@ -1,6 +1,7 @@
 //! Per-sequence matcher state and the compiled (grammar × vocabulary) object it runs on.
 
 use crate::mask_fill::Filler;
+use crate::ci_cache::Lexer;
 use crate::earley::{hash_step, Parser};
 use crate::mask_cache::{MaskCache, DEFAULT_MASK_CACHE_BYTES};
 use crate::mask_fill::Kept;
@@ -24,6 +25,8 @@ const FIRST_WARMED: usize = 48;
 #[derive(Debug, Clone, Copy)]
 pub struct CacheMiss {
     key: u128,
+    /// Its key by what the lexemes still accept ([`Matcher::state_key`]).
+    by_language: u128,
 }
 
 /// A grammar paired with a vocabulary: immutable, `Send + Sync`, shared by many matchers.
@@ -140,7 +143,7 @@ pub struct Matcher {
     work: Vec<Lexeme>,
     scratch: StepScratch,
     filler: Filler,
-    keybuf: Vec<(u32, u32, u128)>,
+    keybuf: Vec<(u32, (u32, u32), u128)>,
 }
 
 impl Matcher {
@@ -307,8 +310,16 @@ impl Matcher {
             }
             return Ok(None);
         }
-        let key = self.state_key(s);
-        Ok((!self.g.masks.get(key, mask)).then_some(CacheMiss { key }))
+        let key = self.state_key(s, false);
+        if self.g.masks.get(key, mask) {
+            return Ok(None);
+        }
+        // A state new to the cache may still accept what a cached one does.
+        let by_language = self.state_key(s, true);
+        if self.g.masks.get_as(by_language, key, mask) {
+            return Ok(None);
+        }
+        Ok(Some(CacheMiss { key, by_language }))
     }
 
     /// Fills `mask` (checked and cleared past the vocabulary by the [`Matcher::fill_from_cache`]
@@ -344,31 +355,52 @@ impl Matcher {
             None => TokenSet::Bits(mask[..words].into()),
         };
         debug_assert!(kept.to_bits(words)[..] == mask[..words], "the kept mask is not the fill's mask");
-        self.g.masks.insert(key, kept);
+        self.g.masks.insert(&[key, miss.by_language], kept);
         Ok(())
     }
 
-    /// Structural key of the current position for the whole-mask cache.
-    fn state_key(&mut self, s: Snap) -> u128 {
+    /// Structural key of the current position for the whole-mask cache: per lexeme in
+    /// progress its terminal, its state and the structural hash of the row it started at
+    /// ([`Parser::row_hash`]). With `by_language`, the state is replaced by what it still
+    /// accepts ([`Lexer::key`]: the language's id where it has one, else its state up to the
+    /// longest token): states of one terminal alike on every token (a string body just after
+    /// its opening quote and after a character, in an automaton that was not minimised) give
+    /// equal masks, so that key lets them share the entry. The terminal stays in both because
+    /// the parser goes on differently after each. (The by-state key is the one hits use: it
+    /// costs tens of nanoseconds less, [`Lexer::key`] reading the automaton's tables.)
+    fn state_key(&mut self, s: Snap, by_language: bool) -> u128 {
         let cfg = self.g.grammar.cfg().clone();
+        let k = self.g.vocab.trie().max_depth();
         self.keybuf.clear();
         for i in s.lex_start..s.lex_end {
             let l = self.lex[i as usize];
             let rh = self.parser.row_hash(l.row);
-            self.keybuf.push((cfg.terminals[l.term as usize].gid, l.state, rh));
+            let t = &cfg.terminals[l.term as usize];
+            let st = if by_language { Lexer { dfa: t.dfa(), state: l.state, gid: t.gid }.key(k) } else { (l.state, 0) };
+            self.keybuf.push((t.gid, st, rh));
         }
         self.keybuf.sort_unstable();
-        let mut h = hash_step(0, self.is_accepting() as u64);
+        let mut h = hash_step(by_language as u128, self.is_accepting() as u64);
         if s.boundary != NO_ROW {
             let b = self.parser.row_hash(s.boundary);
             h = hash_step(hash_step(h, b as u64), (b >> 64) as u64);
         }
-        for &(g, st, rh) in &self.keybuf {
-            h = hash_step(h, (g as u64) << 32 | st as u64);
+        for &(g, (a, b), rh) in &self.keybuf {
+            h = hash_step(h, (g as u64) << 32 | a as u64);
+            if by_language {
+                h = hash_step(h, b as u64);
+            }
             h = hash_step(h, rh as u64);
             h = hash_step(h, (rh >> 64) as u64);
         }
         h
+    }
+
+    /// The lexemes in progress, as (terminal index, automaton state) in the order the
+    /// matcher keeps them: for diagnostics and tests of the caches keyed by them.
+    pub fn lexeme_states(&self) -> Vec<(u32, u32)> {
+        let s = self.top();
+        self.lex[s.lex_start as usize..s.lex_end as usize].iter().map(|l| (l.term, l.state)).collect()
     }
 
     /// The longest byte string every valid continuation must start with (empty when the

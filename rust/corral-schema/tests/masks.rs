@@ -6,7 +6,7 @@
 mod common;
 
 use common::{fragment_vocab as vocab, walk_checking_masks};
-use corral_core::{CompiledGrammar, Vocabulary};
+use corral_core::{CompiledGrammar, Matcher, Vocabulary};
 use corral_schema::{compile_schema, Options, Whitespace};
 use serde_json::json;
 use std::sync::Arc;
@@ -48,4 +48,32 @@ fn bounded_string_masks_match_reference() {
     check(json!({"type": "object", "properties": {"s": {"type": "string", "maxLength": 30}, "t": {"type": "string", "minLength": 0, "maxLength": 15}}, "required": ["s"], "additionalProperties": false}), &docs, &v);
     let long: Vec<String> = [300usize, 256, 255, 290].iter().map(|&n| format!(r#"{{"s":"{}"}}"#, s(n))).collect();
     check(json!({"type": "object", "properties": {"s": {"type": "string", "minLength": 250, "maxLength": 300}}, "additionalProperties": false}), &long, &v);
+}
+
+/// Two states of one terminal that accept the same language (a string body just after its
+/// opening quote and after a character: the string automaton is not minimised) share one
+/// whole-mask cache entry, found by the key that names the states' language: the fill after
+/// the character is a hit. Both masks stay exact.
+#[test]
+fn string_body_states_alike_share_a_cached_mask() {
+    let frags = ["\"", "ab", "abc", " ", "x", "\",", "\"}", "{\"s\":\"", "\":", "\"t\""];
+    let v = vocab(&frags, 0x2468_ace0_1357_9bdf);
+    let schema = json!({"type": "object", "properties": {"s": {"type": "string"}, "t": {"type": "integer"}}, "additionalProperties": false});
+    let opts = Options { whitespace: Whitespace::Compact, ..Default::default() };
+    let c = compile_schema(&schema, &opts).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&c.grammar, v.clone()));
+    let mut m = Matcher::new(cg.clone());
+    let (mut first, mut second) = (vec![0u32; v.mask_words()], vec![0u32; v.mask_words()]);
+    assert!(m.accept_bytes(br#"{"s":""#));
+    m.fill_next_token_bitmask(&mut first).unwrap();
+    let opened = m.lexeme_states();
+    let (hits, misses) = cg.mask_cache_stats();
+    assert!(m.accept_bytes(b"x"));
+    assert_ne!(m.lexeme_states(), opened, "the automaton keeps two states (else this test shows nothing)");
+    m.fill_next_token_bitmask(&mut second).unwrap();
+    assert_eq!(cg.mask_cache_stats(), (hits + 1, misses), "the second position's fill is a hit");
+    assert_eq!(first, second);
+    for doc in [r#"{"s":"xab abc","t":12}"#, r#"{"t":1,"s":""}"#, r#"{"s":"x"}"#] {
+        walk_checking_masks(&cg, doc, "string body");
+    }
 }
