@@ -94,3 +94,12 @@ def test_malformed_schema():
         corral.Grammar.from_json_schema("{not json")
     with pytest.raises(corral.CorralError):
         corral.Grammar.from_json_schema({"type": 12})
+
+
+def test_the_common_email_pattern_compiles_with_a_literal_dash(vocab):
+    # `[\w-\.]`: a `-` after a class escape is literal in ECMA-262 as browsers read it (this
+    # pattern was rejected as an invalid range before).
+    g = corral.Grammar.from_json_schema({"type": "string", "pattern": r"^[\w-\.]+@([\w-]+\.)+[\w-]{2,4}$"})
+    assert accepts(g, '"john.doe-x@mail.example.com"', vocab)
+    assert not accepts(g, '"john doe@mail.example.com"', vocab)
+    assert not accepts(g, '"john@example.c"', vocab)

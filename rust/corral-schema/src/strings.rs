@@ -116,6 +116,13 @@ fn translate_ecma(p: &str) -> Result<String, PatternError> {
             i += 2;
             if let Some(s) = class_escape(e, in_class) {
                 out.push_str(&s);
+                // (ECMA-262 Annex B: in a class, a `-` after a class escape is literal — `[\w-.]`
+                // is word characters, `-` and `.` — as is one before it, below; `regex-syntax`
+                // would read a range.)
+                if in_class && c.get(i) == Some(&'-') && c.get(i + 1).is_some_and(|&n| n != ']') {
+                    out.push_str(r"\-");
+                    i += 1;
+                }
                 continue;
             }
             match e {
@@ -200,6 +207,7 @@ fn translate_ecma(p: &str) -> Result<String, PatternError> {
                 }
                 '[' | '&' | '~' => out.push_str(&escape_char(ch)),
                 '-' if c.get(i) == Some(&'-') => out.push_str(r"\-"),
+                '-' if c.get(i) == Some(&'\\') && c.get(i + 1).is_some_and(|&e| "dDwWsS".contains(e)) => out.push_str(r"\-"),
                 _ => out.push_str(&escape_char_in_class(ch)),
             }
             continue;
@@ -685,6 +693,28 @@ mod tests {
         assert!(m("^\\S+@\\S+$", "a@b"));
         assert!(m("^Let's Go #1$", "Let's Go #1"));
         assert!(m("^[a b]+$", "a b"));
+    }
+
+    /// ECMA-262 Annex B: in a class, a `-` next to a class escape is a literal `-`, not a
+    /// range (`[\w-.]`, the common e-mail pattern's first class); a `-` between two plain
+    /// characters still makes a range.
+    #[test]
+    fn a_dash_next_to_a_class_escape_is_literal() {
+        let email = r"^[\w-\.]+@([\w-]+\.)+[\w-]{2,4}$";
+        assert!(m(email, "john.doe-x@mail.example.com"));
+        assert!(!m(email, "john doe@mail.example.com"));
+        for (p, yes, no) in [
+            (r"^[\w-.]+$", "a-b.c_d", "a,b"),
+            (r"^[a-\d]+$", "a-1", "b"),
+            (r"^[\s-x]+$", " -x", "y"),
+            (r"^[\d-\w]+$", "1-a", "."),
+            (r"^[^\d-z]+$", "ab.", "-"),
+            (r"^[\d-]+$", "1-2", "a"),
+            (r"^[a-c\d]+$", "b2", "d"),
+        ] {
+            assert!(m(p, yes), "{p} should match {yes:?}");
+            assert!(!m(p, no), "{p} should not match {no:?}");
+        }
     }
 
     #[test]
