@@ -49,10 +49,12 @@ impl MaskCache {
     /// Copies the cached mask for `key` into `out` (its first words); false when there is
     /// none (not counted as a miss: the caller goes on to [`MaskCache::get_as`]).
     pub fn get(&self, key: u128, out: &mut [u32]) -> bool {
-        let hit = self.map.lock().unwrap_or_else(|p| p.into_inner()).get(&key).map(|e| e.0.clone());
-        match hit {
+        // (Written under the lock: a 16 KB copy at most, and no reference count touched.)
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(&key) {
             Some(m) => {
-                m.write_to(out, self.words);
+                m.0.write_to(out, self.words);
+                drop(map);
                 self.hits.fetch_add(1, Relaxed);
                 true
             }
