@@ -294,7 +294,7 @@ impl Matcher {
     /// is written; on a miss, what [`Matcher::fill_missed`] needs to fill it (`mask` is then
     /// unspecified). A caller that releases a lock around fills (the Python binding, the GIL)
     /// can skip that for hits. A position whose key is new is looked up again by what its
-    /// lexemes' states still accept ([`Matcher::state_key`]); computing that key can read an
+    /// lexemes' states still accept ([`crate::ci_cache::Lexer::key`]); computing that key can read an
     /// automaton's language or canonical-state tables for the first time (tens of
     /// microseconds, once per state), which a fill would otherwise do itself; on a miss the
     /// fill computes the same keys again for its first level (tens of nanoseconds a lexeme).
