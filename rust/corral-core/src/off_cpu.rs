@@ -126,15 +126,36 @@ fn thread_id() -> i64 {
 
 /// Keeps the thread of `h` off the CPU the calling thread is on (unless it is already, or
 /// the caller may run on one CPU only).
-#[cfg(target_os = "linux")]
 pub(crate) fn keep_off_caller(h: &Placement) {
+    let tid = h.tid.load(Ordering::Acquire);
+    // (Nor when the placed thread queues work for itself: it would keep itself off its own CPU.)
+    if tid > 0 && tid != thread_id() {
+        if let Some(cpu) = current_cpu() {
+            keep_off(h, cpu);
+        }
+    }
+}
+
+/// The CPU the calling thread is on (None where that cannot be known).
+pub(crate) fn current_cpu() -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: no arguments; returns -1 on failure.
+        let cpu = unsafe { libc::sched_getcpu() };
+        (cpu >= 0).then_some(cpu)
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// Keeps the thread of `h` (started: its id recorded) off `cpu`, unless it is already or it
+/// could then run nowhere; Linux only.
+pub(crate) fn keep_off(h: &Placement, cpu: i32) {
+    #[cfg(target_os = "linux")]
     // SAFETY: plain system calls on a zeroed `cpu_set_t` owned here.
     unsafe {
-        let cpu = libc::sched_getcpu();
         let tid = h.tid.load(Ordering::Acquire);
-        // (Nor when the placed thread queues work for itself: it would keep itself off its
-        // own CPU.)
-        if cpu < 0 || tid <= 0 || tid == thread_id() || h.kept_off.load(Ordering::Relaxed) == cpu as i64 {
+        if tid <= 0 || h.kept_off.load(Ordering::Relaxed) == cpu as i64 {
             return;
         }
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -149,10 +170,9 @@ pub(crate) fn keep_off_caller(h: &Placement) {
             h.kept_off.store(cpu as i64, Ordering::Relaxed);
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (h, cpu);
 }
-
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn keep_off_caller(_h: &Placement) {}
 
 /// Number of helper threads (0 with one CPU).
 pub fn helpers() -> usize {

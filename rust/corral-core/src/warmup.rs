@@ -82,13 +82,25 @@ fn worker() -> Option<&'static Worker> {
         let pending = Arc::new(AtomicUsize::new(0));
         let urgent: Arc<Mutex<VecDeque<Job>>> = Arc::default();
         let (p, u) = (pending.clone(), urgent.clone());
+        let spawner = crate::off_cpu::current_cpu();
         std::thread::Builder::new()
             .name(THREAD_NAME.into())
             // Deep automata recurse in places (the schema compiler's stack size).
             .stack_size(64 << 20)
             .spawn(move || {
-                PLACE.record_self();
+                // A new thread has its spawner's policy and, on a 2-CPU KVM guest, its CPU:
+                // as an ordinary thread there it ran the first jobs (the formats' prewarm)
+                // ahead of the spawner for a whole 4 ms tick — a first fill of 4.1–4.4 ms
+                // in about half of `fill_profile`'s runs on a one-schema file (session 27,
+                // `perf record -e sched:sched_switch`). So: idle priority and off the
+                // spawner's CPU before any job, then give that CPU back.
                 lower_priority();
+                PLACE.record_self();
+                if let Some(cpu) = spawner {
+                    crate::off_cpu::keep_off(&PLACE, cpu);
+                }
+                ON_BACKGROUND.with(|b| b.set(true));
+                std::thread::yield_now();
                 for job in rx {
                     drain(&u, &p);
                     run(job, &p);
@@ -151,6 +163,19 @@ fn drain(urgent: &Mutex<VecDeque<Job>>, pending: &AtomicUsize) {
             None => return,
         }
     }
+}
+
+thread_local! {
+    /// Set on the background thread itself.
+    static ON_BACKGROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is the background thread. Work it does must not be split onto
+/// rayon's pool: the pool's threads run at the priority of whoever started the pool (an
+/// ordinary thread, usually), so a share handed to them competes on equal terms with the
+/// thread filling masks, on a CPU the background thread's placement does not govern.
+pub fn on_background_thread() -> bool {
+    ON_BACKGROUND.with(|b| b.get())
 }
 
 /// Whether background warm-up is on in this process.
@@ -373,6 +398,21 @@ mod tests {
             assert!(ran.is_some_and(|t| t != std::thread::current().id()), "ran on the warm-up thread");
         } else {
             assert!(ran.is_none());
+        }
+    }
+
+    /// Jobs run on a thread that knows it is the background thread (so it keeps its work off
+    /// rayon's pool: [`super::on_background_thread`]); the caller does not think it is.
+    #[test]
+    fn background_jobs_know_they_are_on_the_background_thread() {
+        use std::sync::{Arc, Mutex};
+        assert!(!super::on_background_thread());
+        let seen: Arc<Mutex<Option<bool>>> = Arc::default();
+        let s = seen.clone();
+        let queued = super::in_background(move || *s.lock().unwrap() = Some(super::on_background_thread()));
+        super::wait_idle();
+        if queued {
+            assert_eq!(*seen.lock().unwrap(), Some(true));
         }
     }
 

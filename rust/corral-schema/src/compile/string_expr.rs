@@ -512,14 +512,18 @@ fn leap_time_by_hour() -> &'static [Arc<corral_core::byte_automaton::ByteAutomat
         // first schema with a `date-time` waits for one batch, not 24 builds in a row).
         use rayon::prelude::*;
         let hours: Vec<Vec<Rx>> = by_hour.into_values().collect();
-        hours
-            .into_par_iter()
-            .map(|alts| {
-                let a = Arc::new(crate::encode::json_automaton(&CDfa::from_rx(&Rx::alt(alts), 200_000).expect("leap automaton")));
-                let _ = corral_core::intern::terminal_dfa(&leap_hour_terminal(&a), &corral_core::Limits::default());
-                a
-            })
-            .collect()
+        let build = |alts: Vec<Rx>| {
+            let a = Arc::new(crate::encode::json_automaton(&CDfa::from_rx(&Rx::alt(alts), 200_000).expect("leap automaton")));
+            let _ = corral_core::intern::terminal_dfa(&leap_hour_terminal(&a), &corral_core::Limits::default());
+            a
+        };
+        // (Prewarmed on the background thread, one hour after another: see
+        // `corral_core::warmup::on_background_thread`.)
+        if corral_core::warmup::on_background_thread() {
+            hours.into_iter().map(build).collect()
+        } else {
+            hours.into_par_iter().map(build).collect()
+        }
     })
 }
 
