@@ -1,7 +1,9 @@
 //! Times `Dfa::from_rx` on the terminal of a JSON string of 1 to N characters (default 160):
 //! the largest single cost of a first compile of a schema with such a string (o21460).
 //! `cargo run --release -p corral-schema --example dfa_build -- [N] [REPS]`; `THRASH=MB`
-//! writes that many megabytes between builds (cold CPU caches).
+//! writes that many megabytes between builds (cold CPU caches). `SAFE_DEPTH=1` also times
+//! `PlainSlice::safe_depth` (over the Llama 3 vocabulary) at the first state of every
+//! character position: what the first fill at each position inside such a string asks.
 use corral_core::rx::Rx;
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,6 +33,24 @@ fn main() {
         times.push(t.elapsed().as_secs_f64() * 1e6);
         states = d.num_states();
         drop(d);
+    }
+    if std::env::var("SAFE_DEPTH").is_ok() {
+        let v = corral_core::testutil::load_tiktoken("../shared/data/tokenizers/llama3/tokenizer.model", 256, &[128001, 128009]).expect("the Llama 3 vocabulary");
+        let slice = v.trie().plain_slice();
+        let d = corral_core::dfa::Dfa::from_rx(&rx, &corral_core::Limits::default()).expect("builds");
+        // Every state reached by plain ASCII letters: one per position.
+        let mut q = d.next(d.start(), b'"');
+        let mut ts = Vec::new();
+        let mut depths = 0;
+        while q != corral_core::dfa::DEAD && !d.is_accepting(q) {
+            let t = Instant::now();
+            depths += slice.safe_depth(&d, q);
+            ts.push(t.elapsed().as_secs_f64() * 1e6);
+            q = d.next(q, b'a');
+        }
+        let total: f64 = ts.iter().sum();
+        ts.sort_by(f64::total_cmp);
+        println!("safe_depth at {} positions: µs p50 {:.1} max {:.1}, {:.0} in all (depths summed {depths})", ts.len(), ts[ts.len() / 2], ts[ts.len() - 1], total);
     }
     times.sort_by(f64::total_cmp);
     println!("{n} chars: {states} states; from_rx µs min {:.0} p50 {:.0} max {:.0}", times[0], times[times.len() / 2], times[times.len() - 1]);
