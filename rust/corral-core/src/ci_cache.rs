@@ -646,7 +646,7 @@ impl CiEntry {
         // trie: waking a second thread costs tens to hundreds of microseconds, ten times a
         // walk under a literal key's two first bytes.
         let big = trie.nodes_under(&first) >= PARALLEL_WALK_NODES && estimated_walk(trie, lexers, &first) >= PARALLEL_WALK_NODES;
-        let (allowed, groups) = if big && rayon::current_num_threads() > 1 && !crate::warmup::on_background_thread() {
+        let (allowed, groups) = if big && crate::warmup::may_use_pool() {
             let halves = whole(trie, 2);
             let (mid, rest) = halves.split_at(1);
             let ((mut a, mut ga), (b, gb)) = rayon::join(|| part(mid), || part(rest));

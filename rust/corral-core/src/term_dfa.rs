@@ -208,7 +208,7 @@ const PARALLEL_STATES: usize = 1_000;
 pub(crate) fn build_all(terms: &[Arc<TermDfa>]) {
     let pending: Vec<Arc<TermDfa>> = terms.iter().filter(|t| t.if_built().is_none()).cloned().collect();
     let states: usize = pending.iter().map(|t| t.max_states).sum();
-    if pending.len() >= 2 && states >= PARALLEL_STATES && rayon::current_num_threads() > 1 {
+    if pending.len() >= 2 && states >= PARALLEL_STATES && crate::warmup::may_use_pool() {
         let helper = pending.clone();
         rayon::spawn(move || {
             // (A panic here leaves the automaton to the caller, which builds it and reports

@@ -178,6 +178,14 @@ pub fn on_background_thread() -> bool {
     ON_BACKGROUND.with(|b| b.get())
 }
 
+/// Whether the calling thread may split work onto rayon's pool: not the background thread
+/// ([`on_background_thread`]), and a pool of more than one thread. Asked in that order:
+/// asking rayon for its thread count starts its pool, whose threads would inherit the
+/// background thread's idle priority and CPU placement if it started it.
+pub fn may_use_pool() -> bool {
+    !on_background_thread() && rayon::current_num_threads() > 1
+}
+
 /// Whether background warm-up is on in this process.
 pub fn enabled() -> bool {
     worker().is_some()
