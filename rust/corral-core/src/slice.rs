@@ -495,10 +495,9 @@ mod tests {
         let mut bits = PairSet::new(states);
         assert!(matches!(bits, PairSet::Bits(_)));
         let mut hashed = PairSet::Hashed(Default::default());
-        let mut x = 12345u64;
+        let mut rnd = crate::testutil::xorshift(12345);
         for i in 0..5_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let (q, p) = if i == 0 { (states as u32 - 1, STATES as u8 - 1) } else { ((x >> 33) as u32 % states as u32, (x >> 20) as u8 % STATES as u8) };
+            let (q, p) = if i == 0 { (states as u32 - 1, STATES as u8 - 1) } else { (rnd(states as u64) as u32, rnd(STATES as u64) as u8) };
             assert_eq!(bits.insert(q, p), hashed.insert(q, p), "pair ({q}, {p}) at insertion {i}");
         }
         assert!(matches!(PairSet::new(BITMAP_PAIR_STATES + 1), PairSet::Hashed(_)));

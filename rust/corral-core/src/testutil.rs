@@ -80,3 +80,21 @@ pub fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
         seed % n
     }
 }
+
+/// Each thread of this process with its scheduling policy (`policy`, field 41 of
+/// `/proc/self/task/*/stat`: 0 ordinary, 5 `SCHED_IDLE`), by its name (Linux only).
+#[cfg(target_os = "linux")]
+pub fn thread_policies() -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default().trim().to_string();
+        // (A thread that ended meanwhile has no files left.)
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        // Fields after the parenthesised command name.
+        let Some(rest) = stat.rfind(')').map(|at| &stat[at + 2..]) else { continue };
+        if let Some(policy) = rest.split_whitespace().nth(41 - 3).and_then(|f| f.parse().ok()) {
+            out.push((comm, policy));
+        }
+    }
+    out
+}

@@ -112,7 +112,8 @@ fn worker() -> Option<&'static Worker> {
     w.as_ref().filter(|w| w.pid == std::process::id())
 }
 
-/// Where the warm-up thread may run: each time work is queued it is kept off the queuing
+/// Where the warm-up thread may run: it starts off the CPU of the thread that started it
+/// ([`crate::off_cpu::keep_off`]), and each time work is queued it is kept off the queuing
 /// thread's CPU ([`crate::off_cpu::keep_off_caller`]). On a 2-CPU KVM guest a thread woken
 /// while the other CPU has idled a few milliseconds is put on the waker's CPU, where this one,
 /// at idle priority, waits until the caller sleeps; kept off it, it starts on the other CPU
@@ -458,19 +459,7 @@ mod tests {
             return; // `CORRAL_BACKGROUND_WARMUP=0` in this environment: no thread.
         }
         // The thread sets its policy first thing; it may not have run yet.
-        let policies = || {
-            let mut out = Vec::new();
-            for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-                let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-                if comm.trim() == "corral-warmup" {
-                    let stat = std::fs::read_to_string(task.path().join("stat")).unwrap();
-                    // Fields after the parenthesised command name; `policy` is field 41.
-                    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-                    out.push(rest.split_whitespace().nth(41 - 3).unwrap().parse::<u32>().unwrap());
-                }
-            }
-            out
-        };
+        let policies = || crate::testutil::thread_policies().into_iter().filter(|(c, _)| c == "corral-warmup").map(|(_, p)| p).collect::<Vec<u32>>();
         let mut got = policies();
         for _ in 0..500 {
             if got == [5] {

@@ -3,20 +3,6 @@
 //! threads would inherit its idle priority and its CPU placement, and every split walk of a
 //! filling thread would wait on idle-priority helpers.
 
-/// A scheduling policy per thread of this process, with the thread's name (Linux).
-#[cfg(target_os = "linux")]
-fn policies() -> Vec<(String, u32)> {
-    let mut out = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default().trim().to_string();
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
-        // Fields after the parenthesised command name; `policy` is field 41.
-        let rest = &stat[stat.rfind(')').unwrap() + 2..];
-        out.push((comm, rest.split_whitespace().nth(41 - 3).unwrap().parse().unwrap()));
-    }
-    out
-}
-
 #[cfg(target_os = "linux")]
 #[test]
 fn the_background_thread_leaves_rayons_pool_to_ordinary_threads() {
@@ -31,6 +17,6 @@ fn the_background_thread_leaves_rayons_pool_to_ordinary_threads() {
     // Started now, from this ordinary thread, the pool's threads run at ordinary priority:
     // the only thread under the idle policy (5) is the background thread.
     rayon::join(|| (), || ());
-    let idle: Vec<String> = policies().into_iter().filter(|(_, p)| *p == 5).map(|(c, _)| c).collect();
+    let idle: Vec<String> = corral_core::testutil::thread_policies().into_iter().filter(|(_, p)| *p == 5).map(|(c, _)| c).collect();
     assert_eq!(idle, vec!["corral-warmup".to_string()], "threads under SCHED_IDLE: {idle:?}");
 }

@@ -517,12 +517,12 @@ fn leap_time_by_hour() -> &'static [Arc<corral_core::byte_automaton::ByteAutomat
             let _ = corral_core::intern::terminal_dfa(&leap_hour_terminal(&a), &corral_core::Limits::default());
             a
         };
-        // (Prewarmed on the background thread, one hour after another: see
-        // `corral_core::warmup::on_background_thread`.)
-        if corral_core::warmup::on_background_thread() {
-            hours.into_iter().map(build).collect()
-        } else {
+        // (On the background thread, where they are prewarmed, one hour after another:
+        // `corral_core::warmup::may_use_pool`.)
+        if corral_core::warmup::may_use_pool() {
             hours.into_par_iter().map(build).collect()
+        } else {
+            hours.into_iter().map(build).collect()
         }
     })
 }
