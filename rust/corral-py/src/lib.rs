@@ -75,7 +75,11 @@ impl PyVocabulary {
             // (JSON Schema formats' automata are built on the background thread meanwhile.)
             corral_schema::formats_in_background();
             let v = py.detach(|| core::Vocabulary::new(tokens, eos_token_ids, special_token_ids, vocab_size)).map_err(|e| to_py(py, e))?;
-            Ok(PyVocabulary { inner: Arc::new(v) })
+            let inner = Arc::new(v);
+            // (A first compile and walk, on the background thread: the first request then
+            // runs warm code; once per process.)
+            corral_schema::warm_start::compiler_in_background(inner.clone());
+            Ok(PyVocabulary { inner })
         })
     }
     /// Model-side size (logits width, padding included).
@@ -512,6 +516,7 @@ fn _trigger_panic(py: Python<'_>) -> PyResult<()> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keep_freed_memory();
+    bitmask::resolve_numpy(m.py());
     m.add_class::<PyVocabulary>()?;
     m.add_class::<PyGrammar>()?;
     m.add_class::<PyCompiledGrammar>()?;

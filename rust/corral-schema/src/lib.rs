@@ -72,6 +72,7 @@ mod shared_cache;
 pub mod numbers;
 mod number_automaton;
 pub mod strings;
+pub mod warm_start;
 
 use corral_core::{Grammar, Limits};
 use std::collections::BTreeSet;
