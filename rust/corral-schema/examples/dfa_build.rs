@@ -5,6 +5,11 @@
 //! `PlainSlice::safe_depth` (over the Llama 3 vocabulary) at the first state of every
 //! character position: what the first fill at each position inside such a string asks.
 use corral_core::rx::Rx;
+
+// The extension's allocator: freed tables are reused, as in a serving process.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::time::Instant;
 
