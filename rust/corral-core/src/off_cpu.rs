@@ -17,11 +17,6 @@
 //! helper that has not started when the caller is done is called off — the caller never waits
 //! for a helper to wake, only for one already working.
 //!
-//! A helper handed jobs in quick succession (a loop of batched applications) waits for the
-//! next one spinning under the idle scheduling policy instead of asleep ([`run`]): it then
-//! starts within microseconds instead of after its CPU wakes, and gives that CPU to any other
-//! thread that wants it.
-//!
 //! There is one helper fewer than `RAYON_NUM_THREADS` (default: the CPUs), at most seven.
 //! With one, or in a process forked after the helpers started, there are no helpers and
 //! [`share`] runs the work on the caller alone.
@@ -29,7 +24,6 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::{Duration, Instant};
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -39,9 +33,6 @@ const MAX_HELPERS: usize = 7;
 /// One helper thread: its queue, and what the scheduler knows it by.
 struct Helper {
     queue: Mutex<VecDeque<Job>>,
-    /// Jobs queued and not taken (counted before a job is queued: never below the queue's
-    /// length), read by a spinning helper without the lock.
-    pending: AtomicUsize,
     wake: Condvar,
     /// Where it may run.
     place: Placement,
@@ -87,7 +78,7 @@ fn pool() -> Option<&'static Pool> {
         let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
         let mut helpers = Vec::new();
         for i in 0..threads.saturating_sub(1).min(MAX_HELPERS) {
-            let h = Arc::new(Helper { queue: Mutex::new(VecDeque::new()), pending: AtomicUsize::new(0), wake: Condvar::new(), place: Placement::new() });
+            let h = Arc::new(Helper { queue: Mutex::new(VecDeque::new()), wake: Condvar::new(), place: Placement::new() });
             let me = h.clone();
             if std::thread::Builder::new().name(format!("corral-helper-{i}")).spawn(move || run(&me)).is_err() {
                 break;
@@ -104,79 +95,22 @@ fn pool() -> Option<&'static Pool> {
     p.as_ref().filter(|p| p.pid == std::process::id())
 }
 
-/// Longest time between the starts of a helper's jobs for which it waits for the next one
-/// spinning rather than asleep ([`run`]).
-const SPIN_GAP: Duration = Duration::from_millis(2);
-
-/// A helper's loop: its queued jobs in order, sleeping while there are none. While jobs come
-/// in quick succession — the last two started at most [`SPIN_GAP`] apart: a loop of batched
-/// mask applications — a helper that has finished one waits for the next spinning, under the
-/// idle scheduling policy, until half a gap after it is due: woken from sleep on a 2-CPU KVM
-/// guest it started 60–140 µs after the caller (the other virtual CPU halts when idle), a
-/// fifth of a batch-32 application (session 28, `examples/apply_floor.rs`), while a spinning
-/// one starts within microseconds. The idle policy gives the CPU to any other runnable
-/// thread at once (a forward pass's threads), so the spin only ever uses time no one else
-/// wants; jobs that come a decode step apart (tens of milliseconds) are waited for asleep.
+/// A helper's loop: its queued jobs in order, sleeping while there are none.
 fn run(h: &Helper) {
     h.place.record_self();
-    let mut last_start: Option<Instant> = None;
-    let mut gaps = [Duration::MAX; 2];
     loop {
-        let gap = gaps[0].max(gaps[1]);
-        if let (Some(t), true) = (last_start, gap <= SPIN_GAP) {
-            spin_until(&h.pending, t + gap + gap / 2);
-        }
         let job = {
             let mut q = h.queue.lock().unwrap_or_else(|p| p.into_inner());
             loop {
                 if let Some(j) = q.pop_front() {
-                    h.pending.fetch_sub(1, Ordering::AcqRel);
                     break j;
                 }
                 q = h.wake.wait(q).unwrap_or_else(|p| p.into_inner());
             }
         };
-        let now = Instant::now();
-        if let Some(t) = last_start {
-            gaps = [gaps[1], now - t];
-        }
-        last_start = Some(now);
         // (Jobs catch their own panics; one that escapes must not end the helper.)
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
     }
-}
-
-/// Spins until `pending` is non-zero or `deadline` passes, under the idle scheduling policy
-/// (the calling thread's own policy restored before it returns); Linux only.
-fn spin_until(pending: &AtomicUsize, deadline: Instant) {
-    #[cfg(target_os = "linux")]
-    {
-        if pending.load(Ordering::Acquire) > 0 || Instant::now() >= deadline {
-            return;
-        }
-        // SAFETY: plain system calls on the calling thread (id 0) with valid parameter blocks
-        // owned here (the raw calls: musl's wrappers always fail by design).
-        unsafe {
-            let mut old = libc::sched_param { sched_priority: 0 };
-            let policy = libc::syscall(libc::SYS_sched_getscheduler, 0) as i32;
-            if policy < 0 || libc::syscall(libc::SYS_sched_getparam, 0, &mut old as *mut libc::sched_param) != 0 {
-                return;
-            }
-            let idle = libc::sched_param { sched_priority: 0 };
-            libc::syscall(libc::SYS_sched_setscheduler, 0, libc::SCHED_IDLE, &idle as *const libc::sched_param);
-            let mut k = 0u32;
-            while pending.load(Ordering::Acquire) == 0 {
-                std::hint::spin_loop();
-                k = k.wrapping_add(1);
-                if k % 64 == 0 && Instant::now() >= deadline {
-                    break;
-                }
-            }
-            libc::syscall(libc::SYS_sched_setscheduler, 0, policy, &old as *const libc::sched_param);
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (pending, deadline);
 }
 
 #[cfg(target_os = "linux")]
@@ -352,7 +286,6 @@ pub fn share(max_helpers: usize, work: &(dyn Fn() + Sync)) {
         // (Settled from here on: its job is taken back or waited for.)
         settle.0.push(part.clone());
         keep_off_caller(&h.place);
-        h.pending.fetch_add(1, Ordering::AcqRel);
         h.queue.lock().unwrap_or_else(|e| e.into_inner()).push_back(Box::new(move || {
             let job = part.job.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let Some(job) = job {
@@ -398,50 +331,6 @@ mod tests {
                 rows[i].fetch_add(1, Ordering::Relaxed);
             });
             assert!(rows.iter().all(|r| r.load(Ordering::Relaxed) == 1), "round {round}");
-        }
-    }
-
-    /// Jobs in quick succession: between them a helper waits spinning under the idle policy
-    /// (seen in `/proc` right after a job), and every job runs under the helper's own policy.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_helper_spins_idle_between_quick_jobs_and_works_at_its_own_policy() {
-        let Some(p) = pool() else { return };
-        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: no arguments; the calling thread's policy.
-        let own = unsafe { libc::syscall(libc::SYS_sched_getscheduler, 0) } as u32;
-        let name = "corral-helper-";
-        let mut seen_idle = 0;
-        let mut job_policies = Vec::new();
-        for _ in 0..60 {
-            let got = Mutex::new(None);
-            let next = AtomicUsize::new(0);
-            share(p.helpers.len(), &|| {
-                // The helper's run (if it starts) records its policy; the caller waits for it a
-                // little so that it usually does.
-                if std::thread::current().name().is_some_and(|n| n.starts_with(name)) {
-                    // SAFETY: as above.
-                    *got.lock().unwrap() = Some(unsafe { libc::syscall(libc::SYS_sched_getscheduler, 0) } as u32);
-                } else {
-                    let t = std::time::Instant::now();
-                    while got.lock().unwrap().is_none() && t.elapsed() < Duration::from_micros(500) {
-                        std::hint::spin_loop();
-                    }
-                }
-                next.fetch_add(1, Ordering::Relaxed);
-            });
-            if let Some(policy) = got.into_inner().unwrap() {
-                job_policies.push(policy);
-            }
-            if crate::testutil::thread_policies().iter().any(|(n, pol)| n.starts_with(name) && *pol == libc::SCHED_IDLE as u32) {
-                seen_idle += 1;
-            }
-            std::thread::sleep(Duration::from_micros(300));
-        }
-        assert!(!job_policies.is_empty(), "no helper ran a job in 60 calls");
-        assert!(job_policies.iter().all(|&pol| pol == own), "jobs ran under policies {job_policies:?}, not the caller's {own}");
-        if own != libc::SCHED_IDLE as u32 {
-            assert!(seen_idle > 0, "no helper was seen spinning under the idle policy between 60 quick jobs");
         }
     }
 
