@@ -22,7 +22,7 @@ pub const MAX_STATES: usize = 1 << 16;
 
 /// Automata built from deterministic rows with at most this many live edges per state on
 /// average keep them sparse ([`Dfa::from_rows`]).
-const SPARSE_EDGES_PER_STATE: usize = 2;
+pub(crate) const SPARSE_EDGES_PER_STATE: usize = 2;
 
 /// The successor on byte `b` among one state's sorted, disjoint edges ([`DEAD`] if none).
 #[inline(always)]
@@ -175,6 +175,9 @@ impl Dfa {
     /// Compiles `rx` to a DFA for its language minus the empty string.
     /// [`Dfa::nullable`] tells whether the empty string was in the language.
     pub fn from_rx(rx: &Rx, limits: &Limits) -> Result<Dfa> {
+        if let Some(d) = crate::bounded_repeat::build(rx, state_limit(limits)) {
+            return Ok(d);
+        }
         if let Some(rows) = crate::det_concat::deterministic_rows(rx, state_limit(limits).saturating_sub(1)) {
             return Ok(Self::from_rows(&rows));
         }
@@ -184,7 +187,7 @@ impl Dfa {
 
     /// Byte equivalence classes from the boundaries of byte ranges: per byte its class, and
     /// the number of classes.
-    fn classes_of(ranges: impl Iterator<Item = (u8, u8)>) -> ([u8; 256], usize) {
+    pub(crate) fn classes_of(ranges: impl Iterator<Item = (u8, u8)>) -> ([u8; 256], usize) {
         let mut boundary = [false; 257];
         for (lo, hi) in ranges {
             boundary[lo as usize] = true;
@@ -209,7 +212,7 @@ impl Dfa {
     /// rows as its transitions instead of a dense table: o84878's 85 automata, 8,375 states,
     /// 0.76 MB of 16-bit tables (97% dead entries, their first touches a large part of the
     /// cost) against 75 KB of edges, its first compile 2.00–2.10 → 1.88–1.95 ms.
-    fn from_rows(r: &crate::det_concat::Rows) -> Dfa {
+    pub(crate) fn from_rows(r: &crate::det_concat::Rows) -> Dfa {
         let (classes, n_classes) = Self::classes_of(r.all_edges().map(|&(lo, hi, _)| (lo, hi)));
         let n = r.len() + 1;
         let mut accepting: Vec<bool> = std::iter::once(false).chain(r.accept.iter().copied()).collect();
@@ -287,6 +290,14 @@ impl Dfa {
         let start = if live[start as usize] { start } else { DEAD };
         let class_byte = if span.is_empty() { Vec::new() } else { class_representatives(&classes, n_classes) };
         Dfa { classes, n_classes, trans, span, edges, class_byte, accepting, start, nullable, live_bytes, canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() }
+    }
+
+    /// A dense automaton from its finished parts: a trimmed table (every non-dead entry leads
+    /// to a live state), acceptance, start, and each state's live bytes
+    /// ([`crate::bounded_repeat`]). The empty string is not in its language.
+    pub(crate) fn from_dense_parts(classes: [u8; 256], n_classes: usize, trans: Vec<u16>, accepting: Vec<bool>, start: u32, live_bytes: crate::live_sets::LiveSets) -> Dfa {
+        debug_assert!(accepting.len() <= MAX_STATES && trans.len() == accepting.len() * n_classes && live_bytes.len() == accepting.len());
+        Dfa { classes, n_classes, trans, span: Vec::new(), edges: Vec::new(), class_byte: Vec::new(), accepting, start, nullable: false, live_bytes, canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() }
     }
 
     fn from_nfa(nfa: &Nfa, limits: &Limits) -> Result<Dfa> {

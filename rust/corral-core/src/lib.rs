@@ -12,6 +12,7 @@ pub mod byte_automaton;
 pub mod byteset;
 pub mod cfg;
 pub mod ci_cache;
+mod bounded_repeat;
 mod det_concat;
 pub mod dfa;
 pub mod earley;
