@@ -156,7 +156,9 @@ pub struct Deferred {
 /// 4,096 states, a `maxLength` up to 195: o21460's first compile 1.02 → 0.31 ms in
 /// `compile_prof`, but in the benchmark sp_412's `maxLength: 128` string, built by its 15th
 /// fill, made fills of 1.4–2.1 ms, and three runs had more multi-millisecond compile spikes
-/// than any run before; back to 256.)
+/// than any run before; back to 256. Since session 28 the common shape, a whole string of
+/// one bounded repetition, is written from a template instead, [`crate::bounded_repeat`]:
+/// about 50 µs for `maxLength: 160`, so building it with the compile costs little.)
 const MAX_DEFERRED_REPEAT_STATES: usize = 256;
 
 /// One concatenation of literals and embedded automata, summarized without building it.
