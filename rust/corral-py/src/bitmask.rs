@@ -53,8 +53,12 @@ thread_local! {
 /// Resolves numpy's C API and its int32 type now, at import: rust-numpy does it on first
 /// use, and a process's first fill paid for it (about 180 µs, session 28: a first fill of a
 /// cached start mask 184 µs, the next 2.7).
+/// Without numpy importable it does nothing: the import of `corral` then fails on its own
+/// `import numpy` with the usual error, not here.
 pub fn resolve_numpy(py: Python<'_>) {
-    let _ = numpy::PyArray1::<i32>::zeros(py, 0, false);
+    if py.import("numpy").is_ok() {
+        let _ = numpy::PyArray1::<i32>::zeros(py, 0, false);
+    }
 }
 
 /// A writable view of a `(batch, words)` or `(words,)` int32 buffer.
