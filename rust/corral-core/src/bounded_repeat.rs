@@ -6,9 +6,9 @@
 //! merges the closing byte into every copy that may end the string, renumbers the states
 //! breadth first, and [`Dfa::from_rows`] then finds the byte classes, the live states and each
 //! state's live bytes over all of its edges before writing the table. A `maxLength: 160`
-//! string is 3,204 states and about 13,000 edges, and those passes were a length-bounded
-//! string's whole first compile in a process (o21460: 0.25 ms warm, 0.4–1.8 ms on the
-//! benchmark's cold caches). Here the classes come from `a`'s edges, liveness from `a` alone
+//! string is 3,204 states and about 13,000 edges: those passes took 245 µs warm (`dfa_build`),
+//! about half of o21460's first compile on cold caches (`compile_prof`: 1.06–1.12 ms before,
+//! 0.47–0.65 after), and that schema's compile reached 1.7–2.6 ms in some benchmark runs. Here the classes come from `a`'s edges, liveness from `a` alone
 //! (every copy of a trimmed `a` reaches the string's end), and each copy's rows are its
 //! template's with the copy's first state id added to the targets inside the copies.
 //!
@@ -54,18 +54,12 @@ pub(crate) fn build(rx: &Rx, max_states: usize) -> Option<Dfa> {
     // A copy's state ids skip `a`'s start.
     let local = |q: usize| if q < start { q } else { q - 1 };
     let start_row = a.edges(start);
-    let hits = |row: &[(u8, u8, u32)], b: u8| row.iter().any(|&(lo, hi, _)| lo <= b && b <= hi);
-    if hits(start_row, s) {
+    // The joins are deterministic when the bytes leaving the accepting states (each continued
+    // by the next copy's start and by the closing byte) miss the start's and the closing byte,
+    // as `det_concat` checks them ([`ByteAutomaton::summary`]).
+    let sum = a.summary();
+    if sum.accept_out.intersects(&sum.start_out) || sum.accept_out.contains(s) || sum.start_out.contains(s) {
         return None;
-    }
-    for q in (0..a.len()).filter(|&q| q != start && a.accepts(q)) {
-        let row = a.edges(q);
-        // (Both rows sorted and disjoint each: a byte in both is a range of one meeting one
-        // of the other.)
-        let overlap = row.iter().any(|&(lo, hi, _)| start_row.iter().any(|&(l, h, _)| lo <= h && l <= hi));
-        if overlap || hits(row, s) {
-            return None;
-        }
     }
     let (classes, nc) = Dfa::classes_of(a_edges(a).map(|&(lo, hi, _)| (lo, hi)).chain([(p, p), (s, s)]));
     // Templates per variant — bit 0: a next copy follows, bit 1: the string may end after

@@ -289,6 +289,14 @@ impl Dfa {
         }
         let start = if live[start as usize] { start } else { DEAD };
         let class_byte = if span.is_empty() { Vec::new() } else { class_representatives(&classes, n_classes) };
+        Self::assemble(classes, n_classes, (trans, span, edges, class_byte), accepting, start, nullable, live_bytes)
+    }
+
+    /// An automaton from its tables — `(trans, span, edges, class_byte)`: a dense table, or a
+    /// sparse automaton's spans, edges and class bytes — with its memos empty.
+    #[allow(clippy::type_complexity)]
+    fn assemble(classes: [u8; 256], n_classes: usize, tables: (Vec<u16>, Vec<u32>, Vec<(u8, u8, u16)>, Vec<u8>), accepting: Vec<bool>, start: u32, nullable: bool, live_bytes: crate::live_sets::LiveSets) -> Dfa {
+        let (trans, span, edges, class_byte) = tables;
         Dfa { classes, n_classes, trans, span, edges, class_byte, accepting, start, nullable, live_bytes, canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() }
     }
 
@@ -297,7 +305,7 @@ impl Dfa {
     /// ([`crate::bounded_repeat`]). The empty string is not in its language.
     pub(crate) fn from_dense_parts(classes: [u8; 256], n_classes: usize, trans: Vec<u16>, accepting: Vec<bool>, start: u32, live_bytes: crate::live_sets::LiveSets) -> Dfa {
         debug_assert!(accepting.len() <= MAX_STATES && trans.len() == accepting.len() * n_classes && live_bytes.len() == accepting.len());
-        Dfa { classes, n_classes, trans, span: Vec::new(), edges: Vec::new(), class_byte: Vec::new(), accepting, start, nullable: false, live_bytes, canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() }
+        Self::assemble(classes, n_classes, (trans, Vec::new(), Vec::new(), Vec::new()), accepting, start, false, live_bytes)
     }
 
     fn from_nfa(nfa: &Nfa, limits: &Limits) -> Result<Dfa> {
@@ -429,7 +437,7 @@ impl Dfa {
     fn finish(classes: [u8; 256], n_classes: usize, trans: Vec<u32>, accepting: Vec<bool>, start: u32, nullable: bool) -> Dfa {
         debug_assert!(accepting.len() <= MAX_STATES);
         let trans: Vec<u16> = trans.into_iter().map(|t| t as u16).collect();
-        let mut dfa = Dfa { classes, n_classes, trans, span: Vec::new(), edges: Vec::new(), class_byte: Vec::new(), accepting, start, nullable, live_bytes: Default::default(), canon: std::sync::OnceLock::new(), canon_deferred: Deferral::default(), lang: LangMemo::default(), plain: PlainMemo::default() };
+        let mut dfa = Self::assemble(classes, n_classes, (trans, Vec::new(), Vec::new(), Vec::new()), accepting, start, nullable, Default::default());
         dfa.trim();
         dfa.live_bytes = live_sets_of_table(&dfa.trans, &classes, n_classes);
         dfa

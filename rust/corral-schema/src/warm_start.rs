@@ -3,13 +3,15 @@
 //!
 //! A process's first schema compile and first fills ran the compiler and the mask code cold:
 //! their code pages faulted in, the process-wide caches (string and number automata, the
-//! vocabulary's token-set cache) empty. In the Python extension the first compile of a
-//! three-property schema took 0.68–0.80 ms against 0.35–0.40 for the same schema again, and
-//! its first mask 226–340 µs against 21–39 (session 28, `benches/README.md`). The warm-up
-//! does that first compile and a walk through a JSON text with the common value kinds
-//! (integer, number, boolean, null, strings free and bounded, a `date`, an enum, an array and a
-//! nested object) off the caller's thread, at idle priority, seconds before a serving process
-//! sees its first request. Nothing is done without a background thread.
+//! vocabulary's token-set cache) empty. The warm-up does that first compile and a walk
+//! through a JSON text with the common value kinds (integer, number, boolean, null, strings
+//! free and bounded, a `date`, an enum, an array and a nested object) off the caller's thread,
+//! at idle priority, seconds before a serving process sees its first request: in the
+//! benchmark the first schema's compile went from 0.62–0.67 to 0.44–0.46 ms (session 28,
+//! `benches/README.md`). It cannot warm the caller's CPU caches (it runs on another CPU):
+//! a thread's first compile on a CPU that has not run the compiler still costs 0.1–0.2 ms
+//! more. (The first fill's other one-time cost, numpy's C API, the extension resolves at
+//! import.) Nothing is done without a background thread.
 
 use crate::{big_stack, compile, Options};
 use corral_core::{CompiledGrammar, Matcher, Vocabulary};
@@ -23,16 +25,14 @@ pub const WARM_INSTANCE: &str = r#"{"id": 12, "name": "warm \u00e9 up", "score":
 
 /// Once per process, queues the warm-up on the background thread with `vocab`'s tokens (the
 /// first vocabulary a host loads; the code and process-wide caches it warms serve every
-/// vocabulary). Returns whether it was queued by this call.
-pub fn compiler_in_background(vocab: Arc<Vocabulary>) -> bool {
+/// vocabulary).
+pub fn compiler_in_background(vocab: Arc<Vocabulary>) {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    let mut queued = false;
     ONCE.call_once(|| {
-        queued = corral_core::warmup::in_background(move || {
+        corral_core::warmup::in_background(move || {
             let _ = walk(&vocab);
         });
     });
-    queued
 }
 
 /// Compiles [`WARM_SCHEMA`] against `vocab` and walks [`WARM_INSTANCE`], filling a mask
