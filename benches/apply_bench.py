@@ -15,7 +15,10 @@ Kernels (each skipped with a reason when unavailable):
 * two floors, not kernels (nothing is masked, so nothing is checked): ``floor: read once``
   (``logits.sum()``) and ``floor: read and write once`` (``logits.mul_(1.0)``), what the memory
   traffic of any kernel costs when every cache line of the logits holds both kept and
-  masked entries (a random mask at this density) and must be read and written.
+  masked entries (a random mask at this density) and must be read and written;
+* with ``--threads 1`` on a machine with two CPUs or more, llguidance's kernel and the
+  read-and-write floor again with two torch threads: corral's kernel shares a batch's rows
+  between the calling thread and a helper, and these rows compare it thread for thread.
 
 Each call is timed alone (``perf_counter_ns``); the logits are restored from a copy before
 every call (untimed). Results are checked against a reference (-inf exactly where the bit is 0).
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -92,12 +96,26 @@ def main() -> int:
 
     kernels["floor: read once (logits.sum())"] = lambda lg, bm: lg.sum()
     kernels["floor: read and write once (logits.mul_(1.0))"] = lambda lg, bm: lg.mul_(1.0)
+    # The same with two torch threads: corral's kernel shares a batch's rows between the
+    # calling thread and a helper, so these are the rows to hold it against thread for thread.
+    two = min(2, os.cpu_count() or 1)
+    threaded = {}
+    if two > 1 and args.threads == 1:
+        if callable(kernels.get("llguidance")):
+            threaded[f"llguidance, {two} torch threads"] = kernels["llguidance"]
+        threaded[f"floor: read and write once, {two} torch threads"] = lambda lg, bm: lg.mul_(1.0)
+    kernels.update(threaded)
 
     out = {"vocab": args.vocab, "iters": args.iters, "density": args.density,
            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "results": {}}
     v = args.vocab
     words = (v + 31) // 32
-    for b in [int(x) for x in args.batches.split(",")]:
+    # The two-thread rows run after every one-thread row of every batch: the pool's threads
+    # they wake keep spinning for a while after, on the CPU corral's helper would take.
+    phases = [[n for n in kernels if n not in threaded], list(threaded)]
+    for b, names in [(int(x), ns_) for ns_ in phases for x in args.batches.split(",")]:
+        if not names:
+            continue
         base = torch.randn(b, v, dtype=torch.float32)
         allowed = torch.rand(b, words * 32) < args.density
         allowed[:, v:] = False
@@ -108,14 +126,17 @@ def main() -> int:
         reference = base.masked_fill(~allowed_v, float("-inf"))
         disallowed = ~allowed_v
         logits = base.clone()
-        res = {}
-        for name, fn in kernels.items():
+        res = out["results"].setdefault(str(b), {})
+        for name in names:
+            fn = kernels[name]
             if isinstance(fn, str):
                 res[name] = {"skipped": fn}
                 continue
             if fn is None:
                 def fn(lg, bm, _d=disallowed):
                     lg.masked_fill_(_d, float("-inf"))
+            if name in threaded:
+                torch.set_num_threads(two)
             try:
                 t0 = time.perf_counter()
                 for _ in range(args.warmup):
@@ -140,8 +161,10 @@ def main() -> int:
                 }
             except Exception as e:  # noqa: BLE001
                 res[name] = {"error": f"{type(e).__name__}: {e}"[:300], "trace": traceback.format_exc()[-500:]}
+            finally:
+                if name in threaded:
+                    torch.set_num_threads(args.threads)
             print(f"[apply] batch {b} {name}: {res[name]}", file=sys.stderr, flush=True)
-        out["results"][str(b)] = res
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
     return 0

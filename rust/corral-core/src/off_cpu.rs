@@ -22,7 +22,7 @@
 //! [`share`] runs the work on the caller alone.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -184,6 +184,8 @@ pub fn helpers() -> usize {
 /// caller waits for it).
 struct Part {
     job: Mutex<Option<Job>>,
+    /// Set (before `done`) when the helper's run has ended: read by a caller spinning for it.
+    ended: AtomicBool,
     done: Mutex<bool>,
     finished: Condvar,
     helper: Arc<Helper>,
@@ -194,6 +196,7 @@ struct Finish(Arc<Part>);
 
 impl Drop for Finish {
     fn drop(&mut self) {
+        self.0.ended.store(true, Ordering::Release);
         *self.0.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
         self.0.finished.notify_all();
     }
@@ -210,10 +213,17 @@ unsafe impl Send for WorkPtr {}
 type Panic = Mutex<Option<Box<dyn std::any::Any + Send>>>;
 
 /// Calls off the parts no helper has started and waits for those that have (also when the
-/// caller's run unwinds). A helper still running is first let back onto every CPU the caller
-/// may use: kept off the caller's CPU, it would otherwise wait for its own busy one while the
-/// caller's sits idle.
+/// caller's run unwinds). A helper that started is running the last piece of work it took (a
+/// row): the caller spins for it up to [`END_SPIN`] — asleep, it paid 25–40 µs a call on this
+/// project's 2-CPU KVM guest (session 29: its virtual CPU halted, and the helper's wake-up had
+/// to start it again) — and then sleeps. A helper still running then is first let back onto
+/// every CPU the caller may use: kept off the caller's CPU, it would otherwise wait for its own
+/// busy one while the caller's sits idle.
 struct Settle(Vec<Arc<Part>>);
+
+/// How long [`Settle`] spins for a helper that is finishing its work before it sleeps: a few
+/// times what one row of a large batch takes (about 20 µs at 128k float32 logits).
+const END_SPIN: std::time::Duration = std::time::Duration::from_micros(200);
 
 impl Drop for Settle {
     fn drop(&mut self) {
@@ -221,6 +231,15 @@ impl Drop for Settle {
             let job = part.job.lock().unwrap_or_else(|e| e.into_inner()).take();
             if job.is_some() {
                 continue;
+            }
+            let t = std::time::Instant::now();
+            let mut k = 0u32;
+            while !part.ended.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+                k = k.wrapping_add(1);
+                if k % 64 == 0 && t.elapsed() >= END_SPIN {
+                    break;
+                }
             }
             let mut done = part.done.lock().unwrap_or_else(|e| e.into_inner());
             if !*done {
@@ -266,7 +285,7 @@ pub fn share(max_helpers: usize, work: &(dyn Fn() + Sync)) {
     let mut settle = Settle(Vec::with_capacity(n));
     for k in 0..n {
         let h = &p.helpers[(first + k) % p.helpers.len()];
-        let part = Arc::new(Part { job: Mutex::new(None), done: Mutex::new(false), finished: Condvar::new(), helper: h.clone() });
+        let part = Arc::new(Part { job: Mutex::new(None), ended: AtomicBool::new(false), done: Mutex::new(false), finished: Condvar::new(), helper: h.clone() });
         let w = WorkPtr(ptr);
         let first_panic = panic.clone();
         *part.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(move || {
@@ -403,6 +422,41 @@ mod tests {
         // SAFETY: plain call on a set owned here.
         assert!(unsafe { libc::CPU_EQUAL(&theirs, &mine) }, "let back onto every CPU the caller may use");
         assert_eq!(h.place.kept_off.load(Ordering::Relaxed), -1);
+    }
+
+    /// A helper still working when the caller's run returns is waited for, whether it ends
+    /// within the caller's spin ([`END_SPIN`]) or after it (asleep).
+    #[test]
+    fn a_helper_finishing_after_the_caller_is_waited_for() {
+        if helpers() == 0 {
+            return;
+        }
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waited = 0;
+        for extra_us in [0u64, 20, 100, 1_000, 5_000] {
+            for _ in 0..5 {
+                let (started, ended) = (AtomicBool::new(false), AtomicBool::new(false));
+                let t = std::time::Instant::now();
+                share(1, &|| {
+                    if std::thread::current().name().is_some_and(|n| n.starts_with("corral-helper")) {
+                        started.store(true, Ordering::Release);
+                        let a = std::time::Instant::now();
+                        while a.elapsed() < std::time::Duration::from_micros(extra_us) {
+                            std::hint::spin_loop();
+                        }
+                        ended.store(true, Ordering::Release);
+                    } else {
+                        // The caller returns once the helper has started (or after 50 ms).
+                        while !started.load(Ordering::Acquire) && t.elapsed() < std::time::Duration::from_millis(50) {
+                            std::hint::spin_loop();
+                        }
+                    }
+                });
+                assert_eq!(started.load(Ordering::Acquire), ended.load(Ordering::Acquire), "share returned while a helper ran ({extra_us} µs)");
+                waited += started.load(Ordering::Acquire) as usize;
+            }
+        }
+        assert!(waited > 0, "no helper started in 25 calls");
     }
 
     #[test]
