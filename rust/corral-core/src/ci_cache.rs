@@ -31,6 +31,11 @@ pub const MAX_FIRST_BYTE_DIFFERENCE: usize = 4;
 /// Fresh single-lexeme walks under at least this many trie nodes try the plain-text slice.
 const SLICE_MIN_NODES: usize = 20_000;
 
+/// Most lexemes a key may hold for [`CiCache::joint_slice`]: the joint walk of the other tokens
+/// steps every lexeme at every node, so a key position with many declared names (each cheap
+/// on its own) takes the union of single entries.
+const MAX_JOINT_SLICE_LEXEMES: usize = 4;
+
 /// Most printable ASCII bytes among a lexeme's exception bytes for the plain slice with
 /// exceptions ([`CiEntry::build_excepted`]).
 const MAX_ASCII_EXCEPTIONS: usize = 8;
@@ -580,7 +585,26 @@ impl CiEntry {
     /// other tokens (and of the longer plain ones), whose lexeme ends are mapped to the full
     /// trie's nodes (the next level walks below them there).
     pub fn build_sliced(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, l: &Lexer, mask_words: usize) -> CiEntry {
-        Self::from_slice(slice, partial, None, l, mask_words)
+        Self::from_slice(slice, partial, None, std::slice::from_ref(l), mask_words)
+    }
+
+    /// The plain-text slice a fresh walk of several lexemes can take together
+    /// ([`crate::slice::PlainSlice::joint_safe_depth`]), as [`CiEntry::slice_for`] for one.
+    pub fn joint_slice_for<'t>(trie: &'t TokTrie, lexers: &[Lexer]) -> Option<Option<&'t crate::slice::Partial>> {
+        let slice = trie.plain_slice();
+        let states: Vec<(&Dfa, u32)> = lexers.iter().map(|l| (l.dfa, l.state)).collect();
+        let safe = slice.joint_safe_depth(&states);
+        if safe >= slice.max_len {
+            return Some(None);
+        }
+        slice.by_length.iter().rev().find(|p| p.len <= safe).map(Some)
+    }
+
+    /// [`CiEntry::build`] for lexemes that together take every plain token (of at most
+    /// `partial.len` bytes when given; [`CiEntry::joint_slice_for`]): those tokens at once,
+    /// plus a joint walk of the trie of the other tokens (and of the longer plain ones).
+    pub fn build_joint_sliced(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, lexers: &[Lexer], mask_words: usize) -> CiEntry {
+        Self::from_slice(slice, partial, None, lexers, mask_words)
     }
 
     /// [`CiEntry::build`] for a lexeme that all but a few plain paths leave alive and not
@@ -588,38 +612,39 @@ impl CiEntry {
     /// once, corrected by a walk of the whole trie only where an exception byte lies below
     /// ([`crate::slice::PlainSlice::walk_exceptions`]), plus the walk of the other tokens.
     pub fn build_excepted(trie: &TokTrie, slice: &crate::slice::PlainSlice, except: &crate::slice::Exceptions, l: &Lexer, mask_words: usize) -> CiEntry {
-        Self::from_slice(slice, None, Some((trie, except)), l, mask_words)
+        Self::from_slice(slice, None, Some((trie, except)), std::slice::from_ref(l), mask_words)
     }
 
-    /// The plain tokens (of at most `partial.len` bytes), corrected where `except` says so,
-    /// plus the walks of the other tokens.
-    fn from_slice(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, except: Option<(&TokTrie, &crate::slice::Exceptions)>, l: &Lexer, mask_words: usize) -> CiEntry {
+    /// The plain tokens (of at most `partial.len` bytes), corrected where `except` says so
+    /// (one lexeme only), plus the walks of the other tokens.
+    fn from_slice(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, except: Option<(&TokTrie, &crate::slice::Exceptions)>, lexers: &[Lexer], mask_words: usize) -> CiEntry {
         let mut allowed = vec![0u32; mask_words];
         for (a, &b) in allowed.iter_mut().zip(partial.map_or(&slice.bits, |p| &p.bits)) {
             *a = b;
         }
         let mut groups: Vec<EndGroup> = Vec::new();
         let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
-        if let Some((trie, except)) = except {
+        if let (Some((trie, except)), [l]) = (except, lexers) {
             // First: it clears whole subtrees, the other tokens' walk sets theirs again.
             slice.walk_exceptions(trie, l.dfa, l.state, except, &mut allowed, |i| record_end(i, 1, &mut groups, &mut group_of));
         }
-        Self::walk_others(slice, partial, l, &mut allowed, &mut groups, &mut group_of);
+        Self::walk_others(slice, partial, lexers, &mut allowed, &mut groups, &mut group_of);
         dedup_groups(&mut groups);
         CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
 
     /// Walks the trie of the tokens the slice leaves out (and, with `partial`, of the longer
-    /// plain ones), adding the allowed ones to `allowed` and the lexeme ends, mapped to the
-    /// full trie's nodes (the next level walks below them there), to `groups`.
-    fn walk_others(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, l: &Lexer, allowed: &mut [u32], groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
-        let first = l.dfa.live_bytes(l.state);
+    /// plain ones) with `lexers` together, adding the allowed ones to `allowed` and the lexeme
+    /// ends, mapped to the full trie's nodes (the next level walks below them there), to
+    /// `groups`.
+    fn walk_others(slice: &crate::slice::PlainSlice, partial: Option<&crate::slice::Partial>, lexers: &[Lexer], allowed: &mut [u32], groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
+        let first = first_bytes(lexers);
         let mut tries = vec![(&slice.rest, &slice.rest_to_full)];
         if let Some(p) = partial {
             tries.push((&p.long, &p.long_to_full));
         }
         for (sub, to_full) in tries {
-            let sub_groups = walk_one(sub, l.state, l.dfa, &whole(sub, 1), &first, |ids| {
+            let sub_groups = walk(sub, lexers, &whole(sub, 1), &first, |ids| {
                 for &t in ids {
                     allowed[t as usize / 32] |= 1 << (t % 32);
                 }
@@ -886,12 +911,44 @@ impl CiCache {
         hit.unwrap_or_else(|| self.insert_built(trie, key, lexers, mask_words, nested))
     }
 
+    /// The plain slice a key of several lexemes takes jointly ([`CiEntry::joint_slice_for`])
+    /// instead of the union of each one's entry: when it has at most
+    /// [`MAX_JOINT_SLICE_LEXEMES`], two of them or more would each walk a large part of the
+    /// trie (at least [`SLICE_MIN_NODES`] nodes under their first bytes), and one of those has
+    /// no entry cached and no slice of its own. A key name that must match
+    /// `after_[create|update|destroy]` anywhere, next to "any other key" (o45263): each is
+    /// killed by a few common letters, so neither takes a slice and each walked most of the
+    /// trie (0.65–1.1 ms for the two at `{"`), while together they take every plain token.
+    fn joint_slice<'t>(trie: &'t TokTrie, key: &[(u32, u32)], lexers: &[Lexer], map: &RwLock<FxHashMap<Key, Arc<CiEntry>>>) -> Option<Option<&'t crate::slice::Partial>> {
+        if lexers.len() > MAX_JOINT_SLICE_LEXEMES {
+            return None;
+        }
+        let large: Vec<usize> = (0..lexers.len()).filter(|&j| trie.nodes_under(&lexers[j].dfa.live_bytes(lexers[j].state)) >= SLICE_MIN_NODES).collect();
+        if large.len() < 2 {
+            return None;
+        }
+        let uncached: Vec<usize> = {
+            let map = map.read().unwrap_or_else(|p| p.into_inner());
+            large.into_iter().filter(|&j| !map.contains_key(std::slice::from_ref(&key[j]))).collect()
+        };
+        // Only when one of them would walk the trie: each that takes a slice of its own costs
+        // about what the joint walk does, and single entries are shared more widely (and
+        // derived from near states: two length-bounded strings side by side, o9892, o82149).
+        if !uncached.iter().any(|&j| CiEntry::slice_for(trie, &lexers[j]).is_none()) {
+            return None;
+        }
+        CiEntry::joint_slice_for(trie, lexers)
+    }
+
     /// Builds the entry for `key` (a miss) and caches it within budget.
     ///
     /// `nested`: building a near state's entry for a derivation; then only states split off
     /// earlier in the refinement serve as near states, so derivations cannot cycle.
     fn insert_built(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: &[Lexer], mask_words: usize, nested: bool) -> Arc<CiEntry> {
-        let e = if key.len() > 1 {
+        let joint = if key.len() > 1 { Self::joint_slice(trie, key, lexers, &self.map) } else { None };
+        let e = if let Some(partial) = joint {
+            Arc::new(CiEntry::build_joint_sliced(trie.plain_slice(), partial, lexers, mask_words))
+        } else if key.len() > 1 {
             // Several lexemes: the union of each one's entry (each cached on its own, so a
             // key-set state that differs from a known one only in its literal keys reuses the
             // expensive whole-trie walk of, say, "any other key string").

@@ -237,7 +237,7 @@ impl Drop for Settle {
             while !part.ended.load(Ordering::Acquire) {
                 std::hint::spin_loop();
                 k = k.wrapping_add(1);
-                if k % 64 == 0 && t.elapsed() >= END_SPIN {
+                if k.is_multiple_of(64) && t.elapsed() >= END_SPIN {
                     break;
                 }
             }

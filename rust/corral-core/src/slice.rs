@@ -254,6 +254,98 @@ impl PlainSlice {
     }
 }
 
+/// Most joint states (the lexemes' states and the plain-prefix state) [`PlainSlice::joint_safe_depth`]
+/// explores: a key pattern and "any other key" have a few dozen.
+const MAX_JOINT_STATES: usize = 4_096;
+
+impl PlainSlice {
+    /// [`PlainSlice::safe_depth`] for several lexemes walked together: the greatest `m` (at
+    /// most [`PlainSlice::max_len`]) such that from their states every byte string of at most
+    /// `m` bytes that starts a plain string keeps at least one of them alive and none
+    /// accepting. Then every plain token of at most `m` bytes is allowed by one of them and no
+    /// lexeme end lies on its path, though no single one may take them all: the keys matching a
+    /// `patternProperties` pattern that may occur anywhere in the name (`after_[a-z]`) and
+    /// "any other key" (the names that do not match) are each killed by a few common letters,
+    /// while together they take any string.
+    ///
+    /// Breadth first over joint states, as [`PlainSlice::safe_depth`] over pairs; stops (at
+    /// the depth fully explored) past [`MAX_JOINT_STATES`].
+    pub fn joint_safe_depth(&self, lexemes: &[(&Dfa, u32)]) -> usize {
+        let live: Vec<(&Dfa, u32)> = lexemes.iter().copied().filter(|&(_, s)| s != DEAD).collect();
+        if live.is_empty() || live.iter().any(|&(d, s)| d.is_accepting(s)) {
+            return 0;
+        }
+        let k = live.len();
+        // Bytes alike for every automaton (the meet of their byte classes)...
+        let mut joint = [0u16; 256];
+        let mut n_joint = 1usize;
+        for (d, _) in &live {
+            let mut ids: rustc_hash::FxHashMap<(u16, u8), u16> = Default::default();
+            for b in 0..=255u8 {
+                let next = ids.len() as u16;
+                joint[b as usize] = *ids.entry((joint[b as usize], d.class_of(b))).or_insert(next);
+            }
+            n_joint = ids.len();
+        }
+        // ...and, per plain-prefix state, one byte per (joint class, next plain-prefix state).
+        let mut moves: [Vec<(u8, u8)>; STATES] = Default::default();
+        let mut taken = vec![false; n_joint * STATES];
+        for (p, m) in moves.iter_mut().enumerate() {
+            taken.iter_mut().for_each(|t| *t = false);
+            for b in 0..=255u8 {
+                if let Some(q) = step(p as u8, b) {
+                    let i = joint[b as usize] as usize * STATES + q as usize;
+                    if !taken[i] {
+                        taken[i] = true;
+                        m.push((b, q));
+                    }
+                }
+            }
+        }
+        // A joint state: the lexemes' states, then the plain-prefix state.
+        let mut seen: rustc_hash::FxHashSet<Box<[u32]>> = Default::default();
+        let start: Box<[u32]> = live.iter().map(|&(_, s)| s).chain([BOUNDARY as u32]).collect();
+        seen.insert(start.clone());
+        let mut frontier = vec![start];
+        let mut next: Vec<Box<[u32]>> = Vec::new();
+        let mut t = vec![0u32; k + 1];
+        for depth in 0..self.max_len {
+            next.clear();
+            for f in &frontier {
+                for &(b, q) in &moves[f[k] as usize] {
+                    let mut alive = false;
+                    for (j, &(d, _)) in live.iter().enumerate() {
+                        let s = if f[j] == DEAD { DEAD } else { d.next(f[j], b) };
+                        if s != DEAD {
+                            if d.is_accepting(s) {
+                                return depth;
+                            }
+                            alive = true;
+                        }
+                        t[j] = s;
+                    }
+                    if !alive {
+                        return depth;
+                    }
+                    t[k] = q as u32;
+                    if !seen.contains(&t[..]) {
+                        if seen.len() >= MAX_JOINT_STATES {
+                            return depth;
+                        }
+                        seen.insert(t[..].into());
+                        next.push(t[..].into());
+                    }
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            std::mem::swap(&mut frontier, &mut next);
+        }
+        self.max_len
+    }
+}
+
 /// Automata with at most this many states mark [`PlainSlice::safe_depth`]'s visited pairs
 /// in a bitmap (a bit per pair: 8 KB at the bound); larger ones in a hash set.
 const BITMAP_PAIR_STATES: usize = 8_192;

@@ -187,3 +187,72 @@ fn excepted_slices_and_subtree_skips_equal_plain_walks_on_llama3() {
     }
     assert!(excepted >= 10, "the slice with exceptions was exercised: {excepted}");
 }
+
+/// Any JSON string body containing `ion`, then the closing quote: with [`NOT_ION`], the
+/// names a `patternProperties` pattern `ion` matches and "any other key".
+const HAS_ION: &str = r#"[^"\\\x00-\x1f]*ion[^"\\\x00-\x1f]*""#;
+
+/// The same pair for the pattern `io[a-m]` (as o45263's `after_[create|update|destroy]`).
+const HAS_IOAM: &str = r#"[^"\\\x00-\x1f]*io[a-m][^"\\\x00-\x1f]*""#;
+const NOT_IOAM: &str = r#"([^i"\\\x00-\x1f]|i(i|oi)*([^io"\\\x00-\x1f]|o[^a-mi"\\\x00-\x1f]))*(i(i|oi)*o?)?""#;
+
+#[test]
+fn joint_slices_equal_joint_walks_on_llama3() {
+    // Lexemes walked together that each leave plain tokens out but together take them all
+    // (a pattern key and "any other key"; a declared name and "any other key"), or all up to
+    // a length; and lexemes that do not (declared names only), or that end inside plain text.
+    let c = r#"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})"#;
+    let not_id = format!(r#"(([^"\\\x00-\x1fi]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{{4}}){c}*|i(([^"\\\x00-\x1fd]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{{4}}){c}*)?|id{c}+)?""#);
+    let cases: Vec<(Vec<String>, Vec<&str>, bool)> = vec![
+        (vec![HAS_ION.into(), NOT_ION.into()], vec!["", "i", "io", "xio", "ion"], true),
+        (vec![HAS_IOAM.into(), NOT_IOAM.into()], vec!["", "io", "iob", "xioi"], true),
+        (vec![r#"id""#.into(), not_id], vec!["", "i"], true),
+        (vec![format!("{c}{{0,30}}\""), format!("{c}{{0,12}}\",?")], vec!["", "ab"], true),
+        (vec![r#"name""#.into(), r#"id""#.into()], vec![""], false),
+        // Together they take every plain token, but one ends inside plain text.
+        (vec![format!("{c}*\""), "[a-z]{1,3}".into()], vec![""], false),
+    ];
+    let vocab = llama3();
+    let trie = vocab.trie();
+    let words = vocab.mask_words();
+    let slice = trie.plain_slice();
+    let (mut whole, mut partial_used) = (0, 0);
+    for (patterns, prefixes, covers) in &cases {
+        let dfas: Vec<Dfa> = patterns.iter().map(|p| dfa(p)).collect();
+        for prefix in prefixes {
+            let lexers: Vec<Lexer> = dfas.iter().enumerate().map(|(j, d)| Lexer { dfa: d, state: prefix.bytes().fold(d.start(), |q, b| d.next(q, b)), gid: j as u32 }).collect();
+            let live: Vec<Lexer> = lexers.iter().copied().filter(|l| l.state != corral_core::dfa::DEAD).collect();
+            let joint = CiEntry::joint_slice_for(trie, &live);
+            if !covers {
+                assert!(joint.is_none(), "{patterns:?} after {prefix:?}: no joint slice");
+                continue;
+            }
+            let Some(partial) = joint else { panic!("{patterns:?} after {prefix:?}: together they take the plain tokens") };
+            match partial {
+                None => whole += 1,
+                Some(_) => partial_used += 1,
+            }
+            let a = CiEntry::build_joint_sliced(slice, partial, &live, words);
+            let b = CiEntry::build_walk(trie, &live, words);
+            assert!(a.allowed.to_bits(words) == b.allowed.to_bits(words), "{patterns:?} after {prefix:?}: token sets differ");
+            assert_eq!(groups(&a), groups(&b), "{patterns:?} after {prefix:?}: lexeme ends differ");
+        }
+    }
+    // "Any other key" next to a pattern takes no slice alone (its walk visits every subtree
+    // holding the pattern's first letter): together with the pattern's keys it does.
+    let not = dfa(NOT_IOAM);
+    assert!(slice.safe_depth(&not, not.start()) < 8);
+    // Through the cache, which takes the joint slice for such a pair: the same entry.
+    let has = dfa(HAS_IOAM);
+    let cache = corral_core::ci_cache::CiCache::new(1 << 30);
+    let depth = trie.max_depth();
+    for prefix in ["", "io", "ab"] {
+        let lexers: Vec<Lexer> = [&has, &not].iter().enumerate().map(|(j, d)| Lexer { dfa: d, state: prefix.bytes().fold(d.start(), |q, b| d.next(q, b)), gid: 40 + j as u32 }).collect();
+        let key: Vec<(u32, u32)> = lexers.iter().map(|l| l.key(depth)).collect();
+        let e = cache.get(trie, &key, || lexers.clone(), words);
+        let w = CiEntry::build_walk(trie, &lexers, words);
+        assert!(e.allowed.to_bits(words) == w.allowed.to_bits(words), "cached, after {prefix:?}: token sets differ");
+        assert_eq!(groups(&e), groups(&w), "cached, after {prefix:?}: lexeme ends differ");
+    }
+    assert!(whole >= 7 && partial_used >= 2, "whole and partial joint slices were exercised: {whole}, {partial_used}");
+}
