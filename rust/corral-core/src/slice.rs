@@ -263,10 +263,10 @@ impl PlainSlice {
     /// most [`PlainSlice::max_len`]) such that from their states every byte string of at most
     /// `m` bytes that starts a plain string keeps at least one of them alive and none
     /// accepting. Then every plain token of at most `m` bytes is allowed by one of them and no
-    /// lexeme end lies on its path, though no single one may take them all: the keys matching a
-    /// `patternProperties` pattern that may occur anywhere in the name (`after_[a-z]`) and
-    /// "any other key" (the names that do not match) are each killed by a few common letters,
-    /// while together they take any string.
+    /// lexeme end lies on its path, though some of them alone may not take them all: "any other
+    /// key" next to a `patternProperties` pattern that may occur anywhere in the name
+    /// (`after_[a-z]`) dies wherever the pattern matches, while together with the keys that
+    /// match it, it takes any string.
     ///
     /// Breadth first over joint states, as [`PlainSlice::safe_depth`] over pairs; stops (at
     /// the depth fully explored) past [`MAX_JOINT_STATES`].

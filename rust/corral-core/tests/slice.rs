@@ -198,7 +198,7 @@ const NOT_IOAM: &str = r#"([^i"\\\x00-\x1f]|i(i|oi)*([^io"\\\x00-\x1f]|o[^a-mi"\
 
 #[test]
 fn joint_slices_equal_joint_walks_on_llama3() {
-    // Lexemes walked together that each leave plain tokens out but together take them all
+    // Lexemes walked together that take every plain token together, though one alone may not
     // (a pattern key and "any other key"; a declared name and "any other key"), or all up to
     // a length; and lexemes that do not (declared names only), or that end inside plain text.
     let c = r#"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})"#;
