@@ -935,7 +935,11 @@ impl CiCache {
         // Only when one of them would walk the trie: each that takes a slice of its own costs
         // about what the joint walk does, and single entries are shared more widely (and
         // derived from near states: two length-bounded strings side by side, o9892, o82149).
-        if !uncached.iter().any(|&j| CiEntry::slice_for(trie, &lexers[j]).is_none()) {
+        // It has one iff it is safe to the shortest slice's depth ([`CiEntry::slice_for`]),
+        // searched only that deep (the entry's own build searches again, in full).
+        let slice = trie.plain_slice();
+        let shortest = slice.by_length.first().map_or(slice.max_len, |p| p.len);
+        if !uncached.iter().any(|&j| slice.safe_depth_upto(lexers[j].dfa, lexers[j].state, shortest) < shortest) {
             return None;
         }
         CiEntry::joint_slice_for(trie, lexers)

@@ -219,6 +219,12 @@ impl PlainSlice {
     /// accepting: then every plain token of at most `m` bytes is allowed and no lexeme end
     /// lies on its path.
     pub fn safe_depth(&self, dfa: &Dfa, state: u32) -> usize {
+        self.safe_depth_upto(dfa, state, self.max_len)
+    }
+
+    /// [`PlainSlice::safe_depth`] explored only to `limit` bytes: the smaller of the two.
+    pub fn safe_depth_upto(&self, dfa: &Dfa, state: u32, limit: usize) -> usize {
+        let limit = limit.min(self.max_len);
         if state == DEAD || dfa.is_accepting(state) {
             return 0;
         }
@@ -226,13 +232,13 @@ impl PlainSlice {
             return 0;
         }
         let moves = plain_moves(dfa);
-        // Breadth first over (DFA state, plain state) up to max_len bytes; a pair seen at a
+        // Breadth first over (DFA state, plain state) up to `limit` bytes; a pair seen at a
         // smaller depth covers every later visit.
         let mut seen = PairSet::new(dfa.num_states());
         let mut frontier = vec![(state, BOUNDARY)];
         let mut next = Vec::new();
         seen.insert(state, BOUNDARY);
-        for depth in 0..self.max_len {
+        for depth in 0..limit {
             next.clear();
             for &(q, p) in &frontier {
                 for &(b, p2, _) in &moves[p as usize] {
@@ -250,7 +256,7 @@ impl PlainSlice {
             }
             std::mem::swap(&mut frontier, &mut next);
         }
-        self.max_len
+        limit
     }
 }
 
