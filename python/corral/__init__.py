@@ -32,6 +32,8 @@ from .errors import (
     TokenizerError,
     UnsupportedSchemaError,
     InvalidSchemaError,
+    InvalidStructuralTagError,
+    UnsupportedGrammarError,
     UsageError,
 )
 from .forced import forced_tokens
@@ -59,6 +61,8 @@ __all__ = [
     "GrammarSyntaxError",
     "UnsupportedSchemaError",
     "InvalidSchemaError",
+    "InvalidStructuralTagError",
+    "UnsupportedGrammarError",
     "LimitExceededError",
     "CompileTimeoutError",
     "FillTimeoutError",

@@ -39,6 +39,10 @@ class Grammar:
     @staticmethod
     def from_regex(pattern: str | bytes, *, limits: dict[str, int] | None = None) -> Grammar: ...
     @staticmethod
+    def from_lark(text: str | bytes, *, limits: dict[str, int] | None = None) -> Grammar: ...
+    @staticmethod
+    def from_structural_tag(tag: Any, *, limits: dict[str, int] | None = None) -> Grammar: ...
+    @staticmethod
     def from_json_schema(
         schema: Any,
         *,

@@ -44,6 +44,20 @@ class InvalidSchemaError(GrammarError):
     pointer: str | None = None
 
 
+class UnsupportedGrammarError(GrammarError):
+    """A construct of the grammar's format that corral does not support (``construct`` names
+    it, ``location`` says where: line:col in a grammar text, a JSON pointer in a structural tag)."""
+
+    construct: str | None = None
+    location: str | None = None
+
+
+class InvalidStructuralTagError(GrammarError):
+    """The structural tag does not follow xgrammar's format (``pointer`` says where)."""
+
+    pointer: str | None = None
+
+
 class LimitExceededError(CorralError, ValueError):
     """A resource limit was exceeded; ``limit_name`` names the limit to raise."""
 
@@ -88,6 +102,8 @@ __all__ = [
     "GrammarSyntaxError",
     "UnsupportedSchemaError",
     "InvalidSchemaError",
+    "UnsupportedGrammarError",
+    "InvalidStructuralTagError",
     "LimitExceededError",
     "CompileTimeoutError",
     "FillTimeoutError",

@@ -112,3 +112,31 @@ pub fn schema_to_py(py: Python<'_>, e: corral_schema::SchemaError) -> PyErr {
         corral_schema::SchemaError::Grammar(e) => to_py(py, e),
     }
 }
+
+/// Converts an error of a Lark grammar or a structural tag.
+pub fn format_to_py(py: Python<'_>, e: corral_formats::FormatError) -> PyErr {
+    use corral_formats::FormatError as F;
+    let msg = e.to_string();
+    match e {
+        F::Grammar(e) => to_py(py, e),
+        F::Schema { at, source } => {
+            let err = schema_to_py(py, source);
+            // The schema's own pointer is relative to the schema: say where the schema sits.
+            let value = err.value(py);
+            let _ = value.setattr("location", at.clone());
+            let inner = value.str().map(|s| s.to_string()).unwrap_or_default();
+            let _ = value.setattr("args", (format!("{at}: {inner}"),));
+            err
+        }
+        F::InvalidTag { pointer, .. } => raise(py, "InvalidStructuralTagError", msg, &[("pointer", pointer.into_pyobject(py).unwrap().into_any().unbind())]),
+        F::Unsupported { construct, at, .. } => raise(
+            py,
+            "UnsupportedGrammarError",
+            msg,
+            &[
+                ("construct", construct.into_pyobject(py).unwrap().into_any().unbind()),
+                ("location", at.into_pyobject(py).unwrap().into_any().unbind()),
+            ],
+        ),
+    }
+}

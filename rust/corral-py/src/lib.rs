@@ -282,6 +282,43 @@ impl PyGrammar {
             Ok(PyGrammar { inner: compiled.grammar, schema: Some((keywords, warnings)) })
         })
     }
+    /// Parses a Lark grammar (llguidance's dialect; root rule `start`). See docs/lark.md.
+    #[staticmethod]
+    #[pyo3(signature = (text, *, limits=None))]
+    fn from_lark(py: Python<'_>, text: &Bound<'_, PyAny>, limits: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<Self> {
+        guard(py, || {
+            let text = text_arg(py, text, "grammar")?;
+            let limits = limits_arg(py, limits)?;
+            let g = py
+                .detach(|| corral_schema::big_stack::on_big_stack(|| corral_formats::lark::compile(&text, &limits)))
+                .map_err(|e| errors::format_to_py(py, e))?;
+            Ok(PyGrammar { inner: g, schema: None })
+        })
+    }
+    /// Compiles an xgrammar structural tag (a dict, or its JSON text; the current form with
+    /// `"type": "structural_tag"` or the legacy `structures`/`triggers` form). See
+    /// docs/structural-tags.md.
+    #[staticmethod]
+    #[pyo3(signature = (tag, *, limits=None))]
+    fn from_structural_tag(py: Python<'_>, tag: &Bound<'_, PyAny>, limits: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<Self> {
+        guard(py, || {
+            let text: String = if let Ok(s) = tag.cast::<PyString>() {
+                s.extract()?
+            } else if let Ok(b) = tag.cast::<PyBytes>() {
+                String::from_utf8(b.as_bytes().to_vec()).map_err(|e| usage(py, format!("structural tag bytes are not UTF-8: {e}")))?
+            } else {
+                let obj = if tag.hasattr("model_dump")? { tag.call_method0("model_dump")? } else { tag.clone() };
+                py.import("json")?.call_method1("dumps", (obj,)).map_err(|e| usage(py, format!("a structural tag must be a dict or a JSON string: {e}")))?.extract()?
+            };
+            let value: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| errors::format_to_py(py, corral_formats::FormatError::InvalidTag { pointer: String::new(), message: format!("not valid JSON: {e}") }))?;
+            let limits = limits_arg(py, limits)?;
+            let g = py
+                .detach(|| corral_schema::big_stack::on_big_stack(|| corral_formats::structural_tag::compile(&value, &limits)))
+                .map_err(|e| errors::format_to_py(py, e))?;
+            Ok(PyGrammar { inner: g, schema: None })
+        })
+    }
     /// For a JSON Schema grammar: every keyword seen in a schema position (else None).
     #[getter]
     fn schema_keywords(&self) -> Option<Vec<String>> {

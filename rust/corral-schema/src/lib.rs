@@ -215,6 +215,14 @@ pub fn compile_schema(schema: &serde_json::Value, opts: &Options) -> Result<Comp
     compile::compile(schema, opts)
 }
 
+/// The rules of `schema`'s grammar, for embedding it in a larger grammar (structural tags,
+/// Lark's `%json`): the root rule is named `root`; every rule name is the compiler's own, so
+/// the caller renames them apart from its own rules. Warnings as in [`compile_schema`].
+pub fn compile_schema_rules(schema: &serde_json::Value, opts: &Options) -> Result<(corral_core::ebnf::GrammarAst, Vec<SchemaWarning>), SchemaError> {
+    formats_in_background();
+    compile::compile_rules(schema, opts)
+}
+
 /// Formats whose automata take milliseconds to build the first time in a process (measured
 /// with `fill_profile`, a one-property schema: `date-time` and `time` about 24 ms each, leap
 /// seconds included; `uri-reference` 8; `uri` 4; `email` 3; `ipv6` 2.6; the rest under 1):

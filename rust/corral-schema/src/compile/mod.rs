@@ -554,6 +554,34 @@ pub(crate) struct Compiler<'a> {
 const ANY_CHAR: &[(u32, u32)] = &[(0, 0xD7FF), (0xE000, 0x10FFFF)];
 
 pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
+    // One budget for the whole compile: the schema phase and `Grammar::from_ast` below (their
+    // own scopes nest inside this one and keep this deadline).
+    let _budget = corral_core::budget::Scope::new(opts.limits.max_compile_ms);
+    let (ast, key, memo, c) = compile_ast(schema, opts)?;
+    let grammar = Grammar::from_ast(&ast, "root", &key, &opts.limits).map_err(|e| match e {
+        corral_core::Error::GrammarInvalid { message, .. } if message.contains("matches no finite string") => {
+            SchemaError::Invalid { pointer: String::new(), message: "the schema accepts no value".into() }
+        }
+        e => SchemaError::Grammar(e),
+    })?;
+    // The expressions, the reference memo and the literal encodings are freed off the
+    // caller's path (the `oneOf` type memo, one entry per branch, holds shared strings and is
+    // freed here).
+    corral_core::warmup::drop_in_background((ast, memo, c.2));
+    Ok(Compiled { grammar, warnings: c.0, keywords_used: c.1 })
+}
+
+/// The rules of a schema's grammar (root rule `root`) for embedding in a larger grammar,
+/// with the schema's warnings.
+pub(crate) fn compile_rules(schema: &Value, opts: &Options) -> Res<(GrammarAst, Vec<SchemaWarning>)> {
+    let (ast, _key, _memo, c) = compile_ast(schema, opts)?;
+    Ok((ast, c.0))
+}
+
+type Leftovers = (Vec<SchemaWarning>, BTreeSet<String>, Encoder);
+
+#[allow(clippy::type_complexity)]
+fn compile_ast(schema: &Value, opts: &Options) -> Res<(GrammarAst, String, FxHashMap<String, String>, Leftovers)> {
     // One budget for the whole compile: the schema phase here and `Grammar::from_ast` below
     // (its own scope nests inside this one and keeps this deadline).
     let _budget = corral_core::budget::Scope::new(opts.limits.max_compile_ms);
@@ -634,17 +662,8 @@ pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
         }
     }
     c.warnings = warnings;
-    let grammar = Grammar::from_ast(&ast, "root", &key, &opts.limits).map_err(|e| match e {
-        corral_core::Error::GrammarInvalid { message, .. } if message.contains("matches no finite string") => {
-            SchemaError::Invalid { pointer: String::new(), message: "the schema accepts no value".into() }
-        }
-        e => SchemaError::Grammar(e),
-    })?;
-    // The expressions, the reference memo and the literal encodings are freed off the
-    // caller's path (the `oneOf` type memo, one entry per branch, holds shared strings and is
-    // freed here).
-    corral_core::warmup::drop_in_background((ast, std::mem::take(&mut c.memo), std::mem::take(&mut c.enc)));
-    Ok(Compiled { grammar, warnings: c.warnings, keywords_used: c.kw })
+    let memo = std::mem::take(&mut c.memo);
+    Ok((ast, key, memo, (c.warnings, c.kw, std::mem::take(&mut c.enc))))
 }
 
 /// Where keyword `k` holds subschemas: (one subschema, a map of them, an array of them).
