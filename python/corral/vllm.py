@@ -1,28 +1,26 @@
-"""vLLM integration: a V1 structured-output backend, and a V0-style logits processor.
+"""vLLM integration: corral as vLLM V1's structured-output backend, and a logits processor.
 
-Written against ``vllm-project/vllm`` ``vllm/v1/structured_output/backend_types.py`` (commit
-``d26c81b6``), ``backend_xgrammar.py`` (commit ``0b940c49``) and ``__init__.py``
-(``StructuredOutputManager``, commit ``8ae7ba4d``); see ``docs/vllm.md``.
+Supported: **vLLM 0.33.0** (tested against the installed package by ``make test-engines``;
+see ``docs/vllm.md``). On any other version :func:`patch_vllm` raises one
+:class:`corral.UsageError` naming the supported versions, before anything is patched.
 
 * :class:`CorralBackend` / :class:`CorralGrammar` -- a ``StructuredOutputBackend`` /
-  ``StructuredOutputGrammar`` pair with xgrammar's semantics: ``accept_tokens`` returns False
-  (and does nothing) once the grammar is terminated, and stops at the token that terminates
-  it; ``validate_tokens`` returns the accepted
-  prefix without advancing; ``rollback`` also undoes termination; ``fill_bitmask`` on a
-  terminated grammar writes an all-ones row (vLLM's manager never fills those itself).
-* :func:`patch_vllm` -- vLLM V1 picks its backend from a fixed list of names
-  (``xgrammar``, ``guidance``, ``outlines``, ``lm-format-enforcer``) and has no registry, so
-  corral is enabled by a monkeypatch: requests vLLM routes to its xgrammar backend are served
-  by corral instead; :func:`vllm_plugin` does it from a ``vllm.general_plugins`` entry point
-  (every vLLM process, including the engine core).
-* :class:`LogitsProcessor` -- ``(token_ids, logits) -> logits`` for ``SamplingParams(
-  logits_processors=[...])`` (vLLM V0 and other engines with per-request processors).
+  ``StructuredOutputGrammar`` pair with the semantics of vLLM 0.33's xgrammar backend:
+  ``compile_grammar(kind, spec, stop_token_ids=...)`` for every request kind vLLM sends
+  (JSON, JSON_OBJECT, REGEX, CHOICE, GRAMMAR as GBNF or Lark, STRUCTURAL_TAG); the request's
+  stop ids (EOS and user stop tokens) stay masked until the grammar can end, and end it;
+  ``accept_tokens`` ignores tokens once terminated; ``validate_tokens`` returns the accepted
+  prefix without advancing; ``rollback`` also undoes termination.
+* :func:`patch_vllm` -- vLLM has no backend registry, so corral takes the place of the
+  ``xgrammar`` backend: the engine's ``XgrammarBackend``, the front end's request validation
+  (corral's acceptance decides, and a refused request fails with corral's message), and the
+  manager's batch fill (``_fill_bitmasks``: one parallel corral call).
+  :func:`vllm_plugin` is the ``vllm.general_plugins`` entry point: it patches every vLLM
+  process when ``CORRAL_VLLM=1``.
+* :class:`LogitsProcessor` -- ``(token_ids, logits) -> logits`` for engines with
+  per-request processors.
 
-Every mask is filled through :func:`corral.fill_next_token_bitmask_batch`;
-:meth:`CorralBackend.fill_bitmasks` fills a whole batch of rows in one parallel call.
-
-This module imports without vLLM (local stand-ins with the same names); :func:`patch_vllm`
-raises :class:`corral.UsageError` naming vLLM when it is missing.
+This module imports without vLLM (local stand-ins with the same names).
 
 Example (no vLLM needed)::
 
@@ -35,8 +33,8 @@ Example (no vLLM needed)::
     >>> ids = corral.builtin_vocabulary().encode(b"123")
     >>> g.validate_tokens(ids + [ids[0]]) == ids, g.accept_tokens("r1", ids)
     (True, True)
-    >>> g.accept_tokens("r1", [50256]), g.is_terminated(), g.accept_tokens("r1", [50256])
-    (True, True, False)
+    >>> g.accept_tokens("r1", [50256]), g.is_terminated()
+    (True, True)
 """
 
 from __future__ import annotations
@@ -44,19 +42,20 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import os
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Iterable, List, Optional, Sequence
 
 import numpy as np
 
 from . import _native
 from .bitmask import allocate_token_bitmask
 from .compiler import compile as _compile
-from .errors import UsageError
+from .errors import CorralError, UsageError
 from .fill_guard import fill_or_end
-from .grammars import builtin_grammar_text
 from .logits import apply_token_bitmask_inplace
 from .vocab import Vocabulary
 
@@ -65,10 +64,15 @@ __all__ = [
     "CorralGrammar",
     "LogitsProcessor",
     "StructuredOutputOptions",
+    "SUPPORTED_VLLM_VERSIONS",
+    "build_grammar",
     "patch_vllm",
     "vllm_plugin",
     "VLLM_AVAILABLE",
 ]
+
+#: The vLLM releases this adapter is tested against (``make test-engines``).
+SUPPORTED_VLLM_VERSIONS = ("0.33.0",)
 
 logger = logging.getLogger(__name__)
 
@@ -103,95 +107,223 @@ except Exception:  # noqa: BLE001 - vLLM missing or broken: stand-ins with the s
         pass
 
 
-def _require_vllm(what: str) -> None:
-    if _vbt is None:
-        raise UsageError(
-            f"{what} needs vLLM (the `vllm` package, V1 engine), which is not importable here: pip install vllm "
-            "(corral's vLLM classes work without it for tests and replays)"
-        )
-
-
-def _fill_full(bitmask: Any, idx: int) -> None:
-    """Sets row ``idx`` to all ones (every token allowed): torch tensor or numpy array."""
+def _fill_full(bitmask: Any, idx: int, masked_ids: Sequence[int] = ()) -> None:
+    """Sets row ``idx`` to all ones (torch tensor or numpy array), then clears ``masked_ids``."""
     row = bitmask[idx]
     if hasattr(row, "fill_"):
         row.fill_(-1)
+        if masked_ids and row.device.type != "cpu":
+            words = np.full(row.shape[-1], 0xFFFFFFFF, dtype=np.uint32)
+            for t in masked_ids:
+                words[t >> 5] &= ~np.uint32(1 << (t & 31))
+            import torch
+
+            row.copy_(torch.from_numpy(words.view(np.int32)))
+            return
     else:
         row.fill(np.int32(-1))
+    if masked_ids:
+        words = _row_words(bitmask, idx)
+        for t in masked_ids:
+            words[t >> 5] &= ~np.uint32(1 << (t & 31))
+
+
+def _row_words(bitmask: Any, idx: int) -> np.ndarray:
+    """Row ``idx`` of an int32 CPU bitmask (torch or numpy) as writable uint32 words."""
+    row = bitmask[idx]
+    return (row.numpy() if hasattr(row, "numpy") else row).view(np.uint32)
+
+
+def _likely_lark(text: str) -> bool:
+    """vLLM's rule (``grammar_is_likely_lark``): a grammar with no ``::=`` outside comments is Lark."""
+    for line in text.split("\n"):
+        if "::=" in re.sub(r"(#|//).*$", "", line):
+            return False
+    return True
+
+
+def _choice_grammar(choices: Sequence[Any]) -> "_native.Grammar":
+    return _native.Grammar.from_regex("|".join(re.escape(str(c)) for c in choices))
+
+
+def build_grammar(kind: str, spec: Any, *, any_whitespace: bool = True) -> "_native.Grammar":
+    """The corral grammar for one vLLM request: ``kind`` is a ``StructuredOutputOptions``
+    name (``"JSON"``, ``"JSON_OBJECT"``, ``"REGEX"``, ``"GRAMMAR"``, ``"CHOICE"``,
+    ``"STRUCTURAL_TAG"``), ``spec`` its text (a JSON Schema, a regex, GBNF or Lark -- told
+    apart as vLLM does -- a JSON list of choices, a structural tag).
+
+    Raises a :class:`corral.CorralError` naming the problem (a JSON pointer or line:col).
+
+    Example::
+
+        >>> from corral.vllm import build_grammar
+        >>> build_grammar("GRAMMAR", 'start: "a" | "b"').num_rules > 0
+        True
+    """
+    if kind == "JSON":
+        return _native.Grammar.from_json_schema(spec, whitespace="flexible" if any_whitespace else "compact")
+    if kind == "JSON_OBJECT":
+        return _native.Grammar.from_json_schema('{"type": "object"}', whitespace="flexible" if any_whitespace else "compact")
+    if kind == "REGEX":
+        return _native.Grammar.from_regex(spec)
+    if kind == "GRAMMAR":
+        return _native.Grammar.from_lark(spec) if _likely_lark(spec) else _native.Grammar.from_ebnf(spec, "root")
+    if kind == "CHOICE":
+        return _choice_grammar(json.loads(spec) if isinstance(spec, str) else list(spec))
+    if kind == "STRUCTURAL_TAG":
+        return _native.Grammar.from_structural_tag(spec)
+    raise UsageError(f"corral's vLLM backend does not know the request kind {kind}")
+
+
+class _GrammarCache:
+    """A small LRU of built grammars by (kind, spec, whitespace): the front end's validation
+    and the engine's compile build the same grammar when they run in one process."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._d: "OrderedDict[Any, Any]" = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, kind: str, spec: str, any_whitespace: bool) -> Any:
+        key = (kind, spec, any_whitespace)
+        with self._lock:
+            g = self._d.get(key)
+            if g is not None:
+                self._d.move_to_end(key)
+                return g
+        g = build_grammar(kind, spec, any_whitespace=any_whitespace)
+        with self._lock:
+            self._d[key] = g
+            while len(self._d) > self._size:
+                self._d.popitem(last=False)
+        return g
+
+
+_GRAMMARS = _GrammarCache()
 
 
 @dataclass(eq=False)
 class CorralGrammar(_BaseGrammar):  # type: ignore[misc,valid-type]
     """One request's grammar (a :class:`corral.Matcher`) as vLLM V1's scheduler drives it.
 
+    ``stop_ids``: the request's stop tokens (vLLM's ``all_stop_token_ids``: EOS and user
+    stop ids), when they differ from the vocabulary's EOS set. They are allowed exactly
+    where the grammar may end, and accepting one terminates the grammar; the vocabulary's
+    other EOS ids are never allowed. ``None`` uses the vocabulary's EOS ids as they are.
+
     The speculative-decoding lifecycle (``StructuredOutputManager.grammar_bitmask``): for a
     request with drafts ``d1..dk`` it fills row ``i``, accepts ``d(i+1)``, fills the next row,
     ..., fills the bonus row, then ``rollback(k)``; after a draft EOS the grammar is
-    terminated and the remaining rows are all ones. Rolling back un-terminates it.
+    terminated and the manager fills the remaining rows itself. Rolling back un-terminates it.
     """
 
     matcher: Any = field(repr=False)
     vocab_size: int = 0
+    stop_ids: Optional[frozenset] = field(default=None, repr=False)
     num_processed_tokens: int = field(default=0, repr=False)
     _is_terminated: bool = field(default=False, repr=False)
+    #: A stop id ended the grammar (``stop_ids`` only): it was not fed to the matcher.
+    _stopped: bool = field(default=False, repr=False)
     #: A fill ran past the grammar's ``max_fill_ms``: its row allowed only EOS and the grammar
     #: stays terminated (rollbacks included) until :meth:`reset` (see :mod:`corral.fill_guard`).
     _ended: bool = field(default=False, repr=False)
 
+    def __post_init__(self) -> None:
+        eos = frozenset(int(t) for t in self.matcher.compiled.vocab.eos_token_ids)
+        if self.stop_ids is not None and frozenset(self.stop_ids) == eos:
+            self.stop_ids = None
+        #: The ids whose bits a fill must fix: the stop ids and the vocabulary's EOS ids.
+        self._fix_ids = None if self.stop_ids is None else sorted(self.stop_ids | eos)
+
     def _end(self) -> None:
         self._ended = self._is_terminated = True
 
-    def accept_tokens(self, request_id: str, tokens: List[int]) -> bool:
-        """Accepts ``tokens`` in order.
+    def _update(self) -> None:
+        self._is_terminated = self._ended or self._stopped or self.matcher.is_terminated()
 
-        * Already terminated: False, nothing changes (xgrammar backend at the pinned commit).
-        * A token that terminates the grammar (EOS) ends the call: later tokens of the same
-          chunk (speculative decoding commits several at once) are ignored and the result is
-          True. (At the pinned commit the xgrammar backend pushed them into the matcher, got
-          False and logged "Failed to advance FSM"; later upstream versions stop at
-          termination as here.)
-        * A rejected token: False (request logged); the tokens before it stay accepted.
+    def _accept_one(self, token: int) -> bool:
+        if self.stop_ids is not None and token in self._fix_ids:  # type: ignore[operator]
+            if token in self.stop_ids and self.matcher.is_accepting():
+                self._stopped = True
+                return True
+            return False
+        return bool(self.matcher.accept_token(token))
+
+    def accept_tokens(self, request_id: str, tokens: List[int]) -> bool:
+        """Accepts ``tokens`` in order (vLLM 0.33's xgrammar semantics).
+
+        * Already terminated: True, and the tokens are ignored.
+        * A token that terminates the grammar ends the call: later tokens of the same
+          chunk are ignored and the result is True.
+        * A rejected token: False (logged); the tokens before it stay accepted.
         """
         if self._is_terminated:
-            return False
-        ok = True
+            return True
         for token in tokens:
-            if not self.matcher.accept_token(int(token)):
+            if not self._accept_one(int(token)):
                 logger.error("corral: failed to advance the grammar of request %s at token %s", request_id, token)
-                ok = False
-                break
+                self._update()
+                return False
             self.num_processed_tokens += 1
-            if self.matcher.is_terminated():
+            self._update()
+            if self._is_terminated:
                 break
-        self._is_terminated = self.matcher.is_terminated()
-        return ok
+        return True
 
     def validate_tokens(self, tokens: List[int]) -> List[int]:
-        """The longest prefix of ``tokens`` the grammar accepts; the state is unchanged."""
+        """The longest prefix of ``tokens`` the grammar accepts (stopping at a token that
+        terminates it); the state is unchanged."""
         if self._is_terminated or not tokens:
             return []
-        n = self.matcher.validate_tokens([int(t) for t in tokens])
-        return list(tokens[:n])
+        ids = [int(t) for t in tokens]
+        if self.stop_ids is None:
+            return list(tokens[: self.matcher.validate_tokens(ids)])
+        cut = next((i for i, t in enumerate(ids) if t in self._fix_ids), len(ids))  # type: ignore[operator]
+        n = self.matcher.validate_tokens(ids[:cut])
+        if n < cut or cut == len(ids) or ids[cut] not in self.stop_ids:
+            return list(tokens[:n])
+        for t in ids[:cut]:
+            self.matcher.accept_token(t)
+        ends = self.matcher.is_accepting()
+        if cut:
+            self.matcher.rollback(cut)
+        return list(tokens[: cut + 1 if ends else cut])
 
     def rollback(self, num_tokens: int) -> None:
         if num_tokens <= 0:
             return
-        self.matcher.rollback(num_tokens)
         self.num_processed_tokens -= num_tokens
-        self._is_terminated = self._ended or self.matcher.is_terminated()
+        if self._stopped:
+            self._stopped = False
+            num_tokens -= 1
+        if num_tokens:
+            self.matcher.rollback(num_tokens)
+        self._update()
+
+    def _fix_row(self, bitmask: Any, idx: int) -> None:
+        """Stop ids allowed exactly where the grammar may end; other EOS ids never."""
+        words = _row_words(bitmask, idx)
+        ends = self.matcher.is_accepting()
+        for t in self._fix_ids:  # type: ignore[union-attr]
+            if ends and t in self.stop_ids:  # type: ignore[operator]
+                words[t >> 5] |= np.uint32(1 << (t & 31))
+            else:
+                words[t >> 5] &= ~np.uint32(1 << (t & 31))
 
     def fill_bitmask(self, bitmask: Any, idx: int) -> None:
         if self._is_terminated:
             _fill_full(bitmask, idx)
             return
         fill_or_end([self.matcher], bitmask, [int(idx)], lambda _: self._end())
+        if self.stop_ids is not None and not self._is_terminated:
+            self._fix_row(bitmask, int(idx))
 
     def is_terminated(self) -> bool:
         return self._is_terminated
 
     def reset(self) -> None:
         self.num_processed_tokens = 0
-        self._is_terminated = self._ended = False
+        self._is_terminated = self._ended = self._stopped = False
         self.matcher.reset()
 
 
@@ -201,62 +333,28 @@ class CorralGrammar(_BaseGrammar):  # type: ignore[misc,valid-type]
 class CorralBackend(_BaseBackend):  # type: ignore[misc,valid-type]
     """vLLM V1 ``StructuredOutputBackend``: ``CorralBackend(vllm_config, tokenizer, vocab_size)``.
 
-    ``tokenizer`` is vLLM's Hugging Face tokenizer (or a :class:`corral.Vocabulary`).
-    Handles JSON (needs :meth:`corral.Grammar.from_json_schema`; ``whitespace="compact"``
-    when vLLM's ``disable_any_whitespace`` is set, else ``"flexible"``), JSON_OBJECT, REGEX, GRAMMAR
-    (GBNF/EBNF), CHOICE; STRUCTURAL_TAG raises ``ValueError``. Compiled grammars are cached
-    per (type, spec) here and per (grammar, vocabulary) in :func:`corral.compile`.
+    ``tokenizer`` is vLLM's Hugging Face tokenizer (or a :class:`corral.Vocabulary`). JSON
+    requests use flexible whitespace, or none when vLLM's ``disable_any_whitespace`` is set.
+    Grammars are cached per (kind, spec) in a small LRU and per (grammar, vocabulary) in
+    :func:`corral.compile`.
     """
 
     def __post_init__(self) -> None:
-        # vLLM's structured_outputs_config.disable_any_whitespace -> compact JSON
         so_cfg = getattr(self.vllm_config, "structured_outputs_config", None)
         self.any_whitespace = not bool(getattr(so_cfg, "disable_any_whitespace", False))
         if isinstance(self.tokenizer, Vocabulary):
             self.vocab = self.tokenizer
         else:
             self.vocab = Vocabulary.from_huggingface(self.tokenizer, vocab_size=self.vocab_size)
-        self._compiled: dict = {}
-        self._lock = threading.Lock()
 
-    @property
-    def _whitespace(self) -> str:
-        return "flexible" if self.any_whitespace else "compact"
-
-    def _build(self, request_type: Any, spec: str) -> Any:
+    def compile_grammar(self, request_type: Any, grammar_spec: str, stop_token_ids: Optional[Iterable[int]] = None) -> CorralGrammar:
+        """Compiles one request's grammar; ``stop_token_ids`` are the request's stop ids
+        (vLLM passes ``SamplingParams.all_stop_token_ids``). Raises a
+        :class:`corral.CorralError`, which vLLM turns into that request's failure."""
         kind = getattr(request_type, "name", str(request_type))
-        if kind == "JSON":
-            from_schema = getattr(_native.Grammar, "from_json_schema", None)
-            if from_schema is None:
-                raise ValueError(
-                    "corral's vLLM backend cannot serve JSON Schema requests: this corral build has no "
-                    "corral.Grammar.from_json_schema (JSON Schema support)"
-                )
-            return from_schema(spec, whitespace=self._whitespace)
-        if kind == "JSON_OBJECT":
-            from_schema = getattr(_native.Grammar, "from_json_schema", None)
-            if from_schema is not None:
-                return from_schema('{"type": "object"}', whitespace=self._whitespace)
-            # corral's JSON grammar with an object at top level (rule `object`).
-            return _native.Grammar.from_ebnf(builtin_grammar_text("json"), "object")
-        if kind == "REGEX":
-            return _native.Grammar.from_regex(spec)
-        if kind == "GRAMMAR":
-            return _native.Grammar.from_ebnf(spec, "root")
-        if kind == "CHOICE":
-            choices = json.loads(spec) if isinstance(spec, str) else list(spec)
-            return _native.Grammar.from_regex("|".join(re.escape(str(c)) for c in choices))
-        raise ValueError(f"corral's vLLM backend does not support {kind} requests")
-
-    def compile_grammar(self, request_type: Any, grammar_spec: str) -> CorralGrammar:
-        key = (getattr(request_type, "name", str(request_type)), grammar_spec)
-        with self._lock:
-            compiled = self._compiled.get(key)
-        if compiled is None:
-            compiled = _compile(self._build(request_type, grammar_spec), self.vocab)
-            with self._lock:
-                self._compiled[key] = compiled
-        return CorralGrammar(matcher=_native.Matcher(compiled), vocab_size=self.vocab_size)
+        compiled = _compile(_GRAMMARS.get(kind, grammar_spec, self.any_whitespace), self.vocab)
+        stops = frozenset(int(t) for t in stop_token_ids) if stop_token_ids else None
+        return CorralGrammar(matcher=_native.Matcher(compiled), vocab_size=self.vocab_size, stop_ids=stops)
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> Any:
         """All-ones int32 ``(max_num_seqs, ceil(vocab_size / 32))`` CPU tensor (vLLM sends it
@@ -264,30 +362,36 @@ class CorralBackend(_BaseBackend):  # type: ignore[misc,valid-type]
         return allocate_token_bitmask(max_num_seqs, self.vocab_size)
 
     @staticmethod
-    def fill_bitmasks(batch: Iterable[Tuple[Any, int, bool]], bitmask: Any) -> None:
-        """Fills ``(grammar, row, apply_bitmask)`` triples -- the argument of vLLM's
-        ``StructuredOutputManager._fill_bitmasks`` -- in one parallel call: rows of corral
-        grammars that apply and are not terminated are filled, all other rows set to all ones
-        (other grammars fill their own rows). A fill past its grammar's ``max_fill_ms`` ends
-        that request (an EOS-only row, the grammar terminated; :mod:`corral.fill_guard`)
-        instead of raising in the engine's step."""
+    def fill_bitmasks(batch: Iterable[Sequence[Any]], bitmask: Any) -> None:
+        """Fills the ``(grammar, row, apply_bitmask, masked_ids)`` entries of vLLM's
+        ``StructuredOutputManager._fill_bitmasks`` in one parallel call.
+
+        Rows of corral grammars that apply and are not terminated are filled; other grammars
+        fill their own rows; every other row allows all tokens except ``masked_ids`` (the
+        reasoning-end tokens the grammar cannot start with, while the request reasons). A fill
+        past its grammar's ``max_fill_ms`` ends that request (an EOS-only row, the grammar
+        terminated; :mod:`corral.fill_guard`) instead of raising in the engine's step."""
         gs, ms, rows = [], [], []
-        for grammar, index, apply in batch:
+        for entry in batch:
+            grammar, index, apply = entry[0], int(entry[1]), entry[2]
+            masked = entry[3] if len(entry) > 3 else ()
             if apply and not grammar.is_terminated():
                 if isinstance(grammar, CorralGrammar):
                     gs.append(grammar)
                     ms.append(grammar.matcher)
-                    rows.append(int(index))
+                    rows.append(index)
                 else:
                     grammar.fill_bitmask(bitmask, index)
             else:
-                _fill_full(bitmask, index)
+                _fill_full(bitmask, index, masked)
         if ms:
             fill_or_end(ms, bitmask, rows, lambda i: gs[i]._end())
+            for g, r in zip(gs, rows):
+                if g.stop_ids is not None and not g._is_terminated:
+                    g._fix_row(bitmask, r)
 
     def destroy(self) -> None:
-        with self._lock:
-            self._compiled.clear()
+        pass
 
 
 # ------------------------------------------------------------------------------ enabling
@@ -295,41 +399,105 @@ class CorralBackend(_BaseBackend):  # type: ignore[misc,valid-type]
 _PATCHED = {"done": False}
 
 
-def patch_vllm(*, replace: str = "xgrammar") -> None:
-    """Makes vLLM V1 serve structured-output requests with corral (in this process).
+def _check_version() -> Any:
+    try:
+        import vllm  # type: ignore
+    except Exception as e:  # noqa: BLE001
+        raise UsageError(
+            f"corral.vllm.patch_vllm() needs vLLM {' or '.join(SUPPORTED_VLLM_VERSIONS)}, which is not importable here: {e}"
+        ) from e
+    version = getattr(vllm, "__version__", "unknown")
+    if version not in SUPPORTED_VLLM_VERSIONS:
+        raise UsageError(
+            f"corral supports vLLM {', '.join(SUPPORTED_VLLM_VERSIONS)}; this is vLLM {version}. "
+            "Install a supported version (pip install vllm==" + SUPPORTED_VLLM_VERSIONS[-1] + ")."
+        )
+    return vllm
 
-    vLLM builds its backend in ``StructuredOutputManager.grammar_init`` from a fixed set of
-    names and validates requests against it in the front end, so there is no way to add the
-    name ``"corral"``. This replaces the ``XgrammarBackend`` that
-    ``vllm.v1.structured_output`` uses with :class:`CorralBackend`; requests vLLM routes to
-    ``xgrammar`` (``structured_outputs_config.backend="xgrammar"``, or ``"auto"`` when
-    xgrammar supports the request) are then compiled by corral. vLLM still validates requests
-    with xgrammar in the front end. It also makes the manager's batch fill
-    (``_fill_bitmasks``) one parallel corral call.
 
-    The scheduler runs in the engine-core process: call this there (a
-    ``vllm.general_plugins`` entry point naming :func:`vllm_plugin`), or run with
-    ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` and call it before creating the ``LLM``.
+def _validate_request(sampling_params: Any) -> None:
+    """Replaces vLLM's ``validate_xgrammar_grammar``: corral decides which requests it can
+    serve, and a refused request fails with corral's message (a JSON pointer, a line:col)."""
+    from vllm.exceptions import VLLMValidationError  # type: ignore
+    from vllm.sampling_params import check_json_nesting  # type: ignore
+    from vllm.v1.structured_output.utils import choice_as_grammar  # type: ignore
+
+    so = sampling_params.structured_outputs
+    if so is None:
+        return
+
+    def build(kind: str, spec: Any, what: str) -> None:
+        # corral's own error goes up (a ValueError: the API server answers 400), not a
+        # VLLMValidationError, which "auto" would catch to fall back to another backend --
+        # one the engine, already on corral, then refuses with a less useful message.
+        try:
+            _GRAMMARS.get(kind, spec, True)
+        except CorralError as e:
+            e.args = (f"corral cannot serve this {what}: {e}",)
+            raise
+
+    if so.regex is not None:
+        if "\x00" in so.regex:
+            raise ValueError("structured_outputs.regex must not contain a NUL character ('\\x00')")
+        build("REGEX", so.regex, "regex")
+        return
+    if so.choice:
+        grammar = choice_as_grammar(so.choice)
+        build("GRAMMAR", grammar, "choice")
+        so.choice = None
+        so.grammar = grammar
+        return
+    if so.json is not None:
+        check_json_nesting(so.json)
+        spec = so.json if isinstance(so.json, str) else json.dumps(so.json)
+        build("JSON", spec, "JSON schema")
+        return
+    if so.json_object:
+        return
+    if so.grammar:
+        build("GRAMMAR", so.grammar, "grammar")
+        return
+    if so.structural_tag:
+        check_json_nesting(so.structural_tag, structural_tag=True)
+        build("STRUCTURAL_TAG", so.structural_tag, "structural tag")
+        return
+    raise VLLMValidationError("corral's structured outputs backend does not support this structured outputs specification")
+
+
+def patch_vllm() -> None:
+    """Makes vLLM serve structured-output requests with corral (in this process).
+
+    vLLM builds its backend from a fixed set of names and has no registry, so corral takes
+    the ``xgrammar`` backend's place: with ``structured_outputs_config.backend`` ``"auto"``
+    (the default) or ``"xgrammar"``, every structured request is validated and served by
+    corral. Patched:
+
+    * ``vllm.v1.structured_output.XgrammarBackend`` -> :class:`CorralBackend`;
+    * ``backend_xgrammar.validate_xgrammar_grammar`` (the front end's check, which also
+      decides ``auto``) -> corral's own: a request corral refuses fails with corral's message;
+    * ``StructuredOutputManager._fill_bitmasks`` -> one parallel corral call per batch.
+
+    The scheduler runs in the engine-core process and validation in the API server: patch
+    both (``CORRAL_VLLM=1`` with corral's ``vllm.general_plugins`` entry point does), or run
+    with ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` and call this before creating the ``LLM``.
 
     Raises:
-        UsageError: vLLM (V1 structured output) is not importable, or its layout differs.
+        UsageError: vLLM is missing, or not a supported version (:data:`SUPPORTED_VLLM_VERSIONS`).
     """
-    _require_vllm("corral.vllm.patch_vllm()")
-    if replace != "xgrammar":
-        raise UsageError("patch_vllm(replace=...) supports only 'xgrammar'")
-    import vllm.v1.structured_output as so  # type: ignore
-
-    if not hasattr(so, "XgrammarBackend") or not hasattr(so, "StructuredOutputManager"):
-        raise UsageError("this vLLM version's vllm.v1.structured_output has no XgrammarBackend/StructuredOutputManager")
+    _check_version()
     if _PATCHED["done"]:
         return
+    import vllm.v1.structured_output as so  # type: ignore
+    import vllm.v1.structured_output.backend_xgrammar as bx  # type: ignore
+
     so.XgrammarBackend = CorralBackend
+    bx.validate_xgrammar_grammar = _validate_request
     mgr = so.StructuredOutputManager
     original = mgr._fill_bitmasks
 
     def _fill_bitmasks(self: Any, batch: Any) -> None:
         batch = list(batch)
-        if any(isinstance(g, CorralGrammar) for g, _, _ in batch):
+        if any(isinstance(entry[0], CorralGrammar) for entry in batch):
             CorralBackend.fill_bitmasks(batch, self._grammar_bitmask)
         else:
             original(self, batch)
@@ -339,8 +507,12 @@ def patch_vllm(*, replace: str = "xgrammar") -> None:
 
 
 def vllm_plugin() -> None:
-    """``vllm.general_plugins`` entry point: ``corral = "corral.vllm:vllm_plugin"``."""
-    patch_vllm()
+    """The ``vllm.general_plugins`` entry point corral installs (``corral``). vLLM runs it in
+    every process it starts; it enables corral (:func:`patch_vllm`) when the environment
+    variable ``CORRAL_VLLM`` is ``1``, and does nothing otherwise, so installing corral beside
+    vLLM changes nothing until asked."""
+    if os.environ.get("CORRAL_VLLM", "0").strip().lower() in ("1", "true", "yes", "on"):
+        patch_vllm()
 
 
 # ------------------------------------------------------------------------------ V0 path
