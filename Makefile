@@ -2,7 +2,7 @@
 PY ?= python3
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup deps build test test-rust test-py fuzz-smoke demo bench clean
+.PHONY: setup deps build test test-rust test-py test-engines fuzz-smoke demo bench clean
 
 ## Install Python dependencies (torch included; a no-op once installed) and build the extension.
 setup: deps build
@@ -37,6 +37,11 @@ fuzz-smoke:
 
 test-py:
 	$(PY) -m pytest
+
+## corral inside vLLM 0.33.0 and SGLang 0.5.23 installed from PyPI, one venv per engine under
+## ~/.cache/corral/engines (about 10 GB and 10 minutes each the first time; reused after).
+test-engines: setup
+	PY=$(PY) tests/engines/run.sh
 
 ## The main job on the built-in default.
 demo: setup

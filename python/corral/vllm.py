@@ -515,6 +515,91 @@ def vllm_plugin() -> None:
         patch_vllm()
 
 
+# ------------------------------------------------------------------------------ logits-processor route
+
+#: The key of ``SamplingParams.extra_args`` that carries a request's grammar on the
+#: logits-processor route: ``{"corral": {"json": schema}}`` (or ``regex``, ``grammar``,
+#: ``choice``, ``json_object``, ``structural_tag``).
+EXTRA_ARGS_KEY = "corral"
+_ROUTE_KINDS = {"json": "JSON", "json_object": "JSON_OBJECT", "regex": "REGEX", "grammar": "GRAMMAR", "choice": "CHOICE", "structural_tag": "STRUCTURAL_TAG"}
+
+
+def _route_spec(params: Any) -> Optional[tuple]:
+    """(kind, spec) of a request on the logits-processor route, or None when it has none."""
+    extra = getattr(params, "extra_args", None) or {}
+    spec = extra.get(EXTRA_ARGS_KEY)
+    if spec is None:
+        return None
+    if isinstance(spec, str):  # the OpenAI server's vllm_xargs holds strings, not dicts
+        try:
+            spec = json.loads(spec)
+        except ValueError as e:
+            raise UsageError(f"extra_args['{EXTRA_ARGS_KEY}'] is not valid JSON: {e}") from e
+    if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in _ROUTE_KINDS:
+        raise UsageError(
+            f"extra_args['{EXTRA_ARGS_KEY}'] must be a dict with one key of {sorted(_ROUTE_KINDS)}, got {spec!r}"
+        )
+    key, value = next(iter(spec.items()))
+    kind = _ROUTE_KINDS[key]
+    if kind == "JSON_OBJECT":
+        value = ""
+    elif kind in ("JSON", "CHOICE", "STRUCTURAL_TAG") and not isinstance(value, str):
+        value = json.dumps(value)
+    return kind, value
+
+
+if VLLM_AVAILABLE:
+    try:
+        from vllm.v1.sample.logits_processor import AdapterLogitsProcessor as _Adapter  # type: ignore
+    except Exception:  # noqa: BLE001 - another vLLM layout: the route is missing, the backend is not
+        _Adapter = None
+else:
+    _Adapter = None
+
+if _Adapter is not None:
+
+    class CorralLogitsProcessor(_Adapter):  # type: ignore[misc,valid-type]
+        """vLLM's supported per-request logits-processor interface, carrying a corral grammar
+        in ``SamplingParams.extra_args``: no monkeypatching.
+
+        Enable it with ``LLM(..., logits_processors=["corral.vllm:CorralLogitsProcessor"])``
+        or ``vllm serve ... --logits-processors corral.vllm:CorralLogitsProcessor``; send
+        ``SamplingParams(extra_args={"corral": {"json": schema}})``; through the OpenAI
+        server, ``"vllm_xargs": {"corral": "{\\"json\\": {...}}"}`` (its values are strings,
+        so the spec is JSON text there). vLLM applies it before penalties and temperature. It does not combine with speculative decoding (vLLM refuses
+        custom logits processors there): use :func:`patch_vllm` for that.
+        """
+
+        def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool) -> None:
+            super().__init__(vllm_config, device, is_pin_memory)
+            from vllm.tokenizers import cached_tokenizer_from_config  # type: ignore
+
+            model_config = vllm_config.model_config
+            tokenizer = cached_tokenizer_from_config(model_config=model_config)
+            self.vocab = Vocabulary.from_huggingface(tokenizer, vocab_size=model_config.get_vocab_size())
+            so_cfg = getattr(vllm_config, "structured_outputs_config", None)
+            self.any_whitespace = not bool(getattr(so_cfg, "disable_any_whitespace", False))
+
+        @classmethod
+        def validate_params(cls, sampling_params: Any) -> None:
+            """Refuses a request whose grammar corral cannot compile (HTTP 400 with corral's message)."""
+            spec = _route_spec(sampling_params)
+            if spec is not None:
+                _GRAMMARS.get(spec[0], spec[1], True)
+
+        def is_argmax_invariant(self) -> bool:
+            return False
+
+        def new_req_logits_processor(self, params: Any) -> Any:
+            spec = _route_spec(params)
+            if spec is None:
+                return None
+            compiled = _compile(_GRAMMARS.get(spec[0], spec[1], self.any_whitespace), self.vocab)
+            return LogitsProcessor(compiled, vocab=self.vocab)
+
+    __all__.append("CorralLogitsProcessor")
+
+
 # ------------------------------------------------------------------------------ V0 path
 
 

@@ -414,3 +414,47 @@ def test_other_versions_are_refused(monkeypatch):
     monkeypatch.setitem(cv._PATCHED, "done", False)
     with pytest.raises(corral.UsageError, match="0.33.0"):
         cv.patch_vllm()
+
+
+# ----------------------------------------------------------------------------- the logits-processor route
+
+
+def test_logits_processor_route(engine, vocab):
+    """corral.vllm:CorralLogitsProcessor loaded by vLLM's own loader (FQCN), fed vLLM's
+    BatchUpdate: rows with a grammar in extra_args are masked exactly, others untouched;
+    validate_params refuses a bad grammar with corral's message."""
+    import torch
+    from vllm import SamplingParams
+    from vllm.v1.sample.logits_processor import BatchUpdate, build_logitsprocs
+
+    procs = build_logitsprocs(engine.config, torch.device("cpu"), False, False, ["corral.vllm:CorralLogitsProcessor"])
+    mine = [p for p in procs.non_argmax_invariant if isinstance(p, cv.CorralLogitsProcessor)]
+    assert len(mine) == 1
+    proc = mine[0]
+    spec = json.dumps({"regex": "(yes|no)!"})
+    p_json = SamplingParams(extra_args={"corral": {"json": PERSON}})
+    p_regex = SamplingParams(extra_args={"corral": spec})  # as vllm_xargs carries it
+    out0, out1, out2 = [], [], []
+    proc.update_state(BatchUpdate(batch_size=3, removed=[], added=[(0, p_json, [1, 2], out0), (1, SamplingParams(), [1], out1), (2, p_regex, [3], out2)], moved=[]))
+    d_json = Direct(corral.Grammar.from_json_schema(PERSON), vocab)
+    d_regex = Direct(corral.Grammar.from_regex("(yes|no)!"), vocab)
+    text = encode(engine, '{"name": "A", "age": 2}')
+    yes = encode(engine, "yes!")
+    for step in range(max(len(text), len(yes))):
+        logits = torch.zeros(3, MODEL_VOCAB)
+        proc.update_state(None)
+        logits = proc.apply(logits)
+        finite = [set(torch.isfinite(logits[i]).nonzero().flatten().tolist()) for i in range(3)]
+        assert finite[1] == set(range(MODEL_VOCAB))
+        if step < len(text):
+            assert finite[0] == d_json.row()
+            out0.append(text[step])
+            d_json.accept(text[step])
+        if step < len(yes):
+            assert finite[2] == d_regex.row()
+            out2.append(yes[step])
+            d_regex.accept(yes[step])
+    with pytest.raises(corral.CorralError, match="line 1|1:"):
+        cv.CorralLogitsProcessor.validate_params(SamplingParams(extra_args={"corral": {"grammar": "root ::= ("}}))
+    with pytest.raises(corral.UsageError):
+        cv.CorralLogitsProcessor.validate_params(SamplingParams(extra_args={"corral": {"xml": "x"}}))

@@ -74,6 +74,11 @@ def use_cpu_platform() -> None:
     from vllm.platforms.cpu import CpuPlatform
 
     vllm.platforms._current_platform = CpuPlatform()
+    # Computed at import time, when the platform was still unknown (CUDA assumed): no pinned
+    # memory on a machine without a GPU.
+    import vllm.utils.torch_utils as torch_utils
+
+    torch_utils.PIN_MEMORY = False
 
 
 @dataclass
