@@ -1,6 +1,6 @@
 """The tokenizers the benchmark runs on, loaded the same way in the parent and in every worker.
 
-Each tokenizer is loaded from the real files under ``/work/shared/data/tokenizers`` (see
+Each tokenizer is loaded from the real files under ``../shared/data/tokenizers`` (see
 ``SOURCES.md`` there) -- no downloads. Every engine builds its own token table from the same
 tokenizer object (``Tok.obj``) or from the same list of token bytes (``Tok.token_bytes``):
 
@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-DATA = os.environ.get("CORRAL_BENCH_DATA", "/work/shared/data")
+DATA = os.environ.get("CORRAL_BENCH_DATA", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.pardir, "shared", "data"))
 TOKDIR = os.path.join(DATA, "tokenizers")
 
 LLAMA3_PAT = (

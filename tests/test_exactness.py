@@ -37,7 +37,7 @@ import reference  # noqa: E402
 from reference import EmptyLanguageError, Reference  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = Path("/work/shared/data")
+SHARED = REPO.parent / "shared" / "data"
 JSON_EBNF = REPO / "grammars" / "json.ebnf"
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -738,7 +738,7 @@ def bench_texts(limit: int = 200, max_chars: int = 6000) -> List[Tuple[str, str]
     return texts
 
 
-@pytest.mark.skipif(not (GPT2.exists() and BENCH.exists()), reason="/work/shared/data is absent")
+@pytest.mark.skipif(not (GPT2.exists() and BENCH.exists()), reason="../shared/data is absent")
 def test_gpt2_jsonschemabench_instances_are_allowed():
     from tokenizers import Tokenizer
 
@@ -883,7 +883,7 @@ EXPONENTIAL_CASES = {
 def test_mask_fill_time_is_not_exponential_in_token_length(kind):
     """Run in a child process, so that a fill that never ends fails the test instead of hanging it."""
     if kind == "gpt2" and not GPT2.exists():
-        pytest.skip("/work/shared/data is absent")
+        pytest.skip("../shared/data is absent")
     cases = EXPONENTIAL_CASES[kind]
     code = _FILL_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
     timeout = 90

@@ -2,7 +2,7 @@
 
 Every loader is cached (one object per process) and skips the calling test, with the reason,
 when the data or the tokenizer library is missing. The directory is ``$CORRAL_TOKENIZER_DATA``,
-else ``<repo>/shared/data/tokenizers``, else ``/work/shared/data/tokenizers``.
+else ``../shared/data/tokenizers`` relative to the repository.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def tokenizer_data_dir() -> Path | None:
     candidates = []
     if os.environ.get("CORRAL_TOKENIZER_DATA"):
         candidates.append(Path(os.environ["CORRAL_TOKENIZER_DATA"]))
-    candidates += [_REPO / "shared" / "data" / "tokenizers", Path("/work/shared/data/tokenizers")]
+    candidates.append(_REPO.parent / "shared" / "data" / "tokenizers")
     for c in candidates:
         if (c / "SOURCES.md").is_file():
             return c
