@@ -30,6 +30,11 @@ struct Ac {
     next: Vec<u32>,
     /// What completes at a node: `None` when nothing does, else the decision.
     done: Vec<Option<Decision>>,
+    /// Trie edges (forward only): `(node, byte) -> child`.
+    children: Vec<HashMap<u8, u32>>,
+    /// Whether a longer trigger may still complete from this node going forward in the trie
+    /// (some proper descendant ends a trigger).
+    extends: Vec<bool>,
 }
 
 /// The decision at a node where at least one pattern ends.
@@ -121,7 +126,12 @@ impl Ac {
                 }
             })
             .collect();
-        Ac { next, done }
+        // Nodes are numbered parents first, so one reverse pass sees children before parents.
+        let mut extends = vec![false; count];
+        for n in (0..count).rev() {
+            extends[n] = children[n].values().any(|&c| own_trigger[c as usize].is_some() || extends[c as usize]);
+        }
+        Ac { next, done, children, extends }
     }
 }
 
@@ -171,28 +181,35 @@ pub enum Goal {
 
 /// Builds the automaton of `goal` over `patterns` (non-empty), with at most `max_chars` code
 /// points when given. Returns `None` when it would have more than `max_states` states.
+///
+/// A trigger that completes where a longer trigger may still complete (the text so far ends
+/// with a proper prefix of that longer trigger) is pending, as in xgrammar: the longer trigger
+/// is dispatched if the text goes on to complete it, the pending one as soon as it cannot.
+/// So the text up to trigger `t` is: no pattern completes before a point where `t` is the
+/// longest trigger completing, except triggers completing while a longer one stays possible
+/// and the text follows that longer one forward.
 pub fn automaton(patterns: &[(Vec<u8>, Role)], goal: Goal, max_chars: Option<u32>, max_states: usize) -> Option<ByteAutomaton> {
     let ac = Ac::new(patterns);
-    // Product states (ac node, utf8 state, chars so far), numbered in BFS order.
-    type Key = (u32, u8, u32);
+    // Product states (ac node, utf8 state, chars so far, pending), numbered in BFS order.
+    type Key = (u32, u8, u32, bool);
     let mut ids: HashMap<Key, u32> = HashMap::new();
     let mut keys: Vec<Key> = Vec::new();
     let mut trans: Vec<Vec<(u8, u8, u32)>> = Vec::new();
     let mut accept: Vec<bool> = Vec::new();
-    let start: Key = (0, 0, 0);
+    let start: Key = (0, 0, 0, false);
     ids.insert(start, 0);
     keys.push(start);
     let mut i = 0;
     while i < keys.len() {
-        let (node, u, c) = keys[i];
+        let (node, u, c, pending) = keys[i];
+        let n = node as usize;
         let mut row: Vec<(u8, u8, u32)> = Vec::new();
-        let is_final_trigger = matches!(ac.done[node as usize], Some(Decision::Dispatch(_)));
-        let acc = match goal {
-            Goal::Free => ac.done[node as usize].is_none() && u == 0,
-            Goal::UpToTrigger(t) => ac.done[node as usize] == Some(Decision::Dispatch(t)) && u == 0,
-        };
-        // A node where a pattern ended has no way on: the text ends there (trigger) or dies.
-        if !is_final_trigger && ac.done[node as usize].is_none() {
+        let acc = u == 0
+            && match goal {
+                Goal::Free => !pending && ac.done[n].is_none(),
+                Goal::UpToTrigger(t) => ac.done[n] == Some(Decision::Dispatch(t)),
+            };
+        if pending || ac.done[n].is_none() {
             for b in 0..=255u8 {
                 let Some(u2) = utf8_step(u, b) else { continue };
                 let c2 = if u2 == 0 { c + 1 } else { c };
@@ -201,18 +218,26 @@ pub fn automaton(patterns: &[(Vec<u8>, Role)], goal: Goal, max_chars: Option<u32
                         continue;
                     }
                 }
-                let n2 = ac.next[node as usize * 256 + b as usize];
-                let d = ac.done[n2 as usize];
-                let useful = match (goal, d) {
-                    (_, Some(Decision::Reject)) => false,
-                    (Goal::Free, Some(Decision::Dispatch(_))) => false,
-                    (Goal::UpToTrigger(t), Some(Decision::Dispatch(j))) => j == t,
-                    _ => true,
+                // While a trigger is pending, only the way on to a longer trigger is open.
+                let n2 = if pending {
+                    match ac.children[n].get(&b) {
+                        Some(&c) => c,
+                        None => continue,
+                    }
+                } else {
+                    ac.next[n * 256 + b as usize]
                 };
-                if !useful {
-                    continue;
-                }
-                let key = (n2, u2, if max_chars.is_some() { c2 } else { 0 });
+                let d = ac.done[n2 as usize];
+                let ext = ac.extends[n2 as usize];
+                let pending2 = match (goal, d) {
+                    (_, Some(Decision::Reject)) => continue,
+                    (Goal::Free, Some(Decision::Dispatch(_))) => continue,
+                    (Goal::UpToTrigger(t), Some(Decision::Dispatch(j))) if j == t || ext => true,
+                    (Goal::UpToTrigger(_), Some(Decision::Dispatch(_))) => continue,
+                    (_, None) if pending && !ext => continue,
+                    (_, None) => pending,
+                };
+                let key = (n2, u2, if max_chars.is_some() { c2 } else { 0 }, pending2);
                 let id = match ids.get(&key) {
                     Some(&id) => id,
                     None => {
@@ -242,7 +267,8 @@ pub fn automaton(patterns: &[(Vec<u8>, Role)], goal: Goal, max_chars: Option<u32
 mod tests {
     use super::*;
 
-    /// Reference: does `s` (bytes) satisfy `goal`? Scans prefixes in order.
+    /// Reference: does `s` (bytes) satisfy `goal`? Scans prefixes in order, by string
+    /// operations only (no automaton).
     fn reference(patterns: &[(Vec<u8>, Role)], goal: Goal, max_chars: Option<u32>, s: &[u8]) -> bool {
         let Ok(text) = std::str::from_utf8(s) else { return false };
         if let Some(m) = max_chars {
@@ -250,17 +276,52 @@ mod tests {
                 return false;
             }
         }
-        for end in 1..=s.len() {
-            let prefix = &s[..end];
-            let ending: Vec<&(Vec<u8>, Role)> = patterns.iter().filter(|(p, _)| prefix.ends_with(p)).collect();
+        let triggers: Vec<&Vec<u8>> = patterns.iter().filter(|(_, r)| matches!(r, Role::Trigger(_))).map(|(p, _)| p).collect();
+        // What completes on the string `w` (a text prefix, or the trie path while pending):
+        // None, Some(None) = rejected, Some(Some(role of the longest trigger)).
+        let completes = |w: &[u8]| -> Option<Option<Role>> {
+            let ending: Vec<&(Vec<u8>, Role)> = patterns.iter().filter(|(p, _)| w.ends_with(p)).collect();
             if ending.is_empty() {
-                continue;
+                return None;
             }
             if ending.iter().any(|(_, r)| *r == Role::Forbidden) {
+                return Some(None);
+            }
+            Some(ending.iter().max_by_key(|(p, _)| p.len()).map(|(_, r)| *r))
+        };
+        let is_goal = |r: Option<Role>| matches!((goal, r), (Goal::UpToTrigger(t), Some(Role::Trigger(j))) if t == j);
+        for end in 1..=s.len() {
+            let Some(first) = completes(&s[..end]) else { continue };
+            if first.is_none() || goal == Goal::Free {
                 return false;
             }
-            let best = ending.iter().max_by_key(|(p, _)| p.len()).map(|(_, r)| *r);
-            return end == s.len() && matches!((goal, best), (Goal::UpToTrigger(t), Some(Role::Trigger(j))) if t == j);
+            if is_goal(first) && end == s.len() {
+                return true;
+            }
+            // Pending: when the longest suffix of the text that is a prefix of some pattern is
+            // a proper prefix of a longer trigger.
+            let longer = |w: &[u8]| triggers.iter().any(|t| t.len() > w.len() && t.starts_with(w));
+            let k = (0..end).find(|&k| patterns.iter().any(|(p, _)| p.starts_with(&s[k..end]))).unwrap_or(end);
+            if !longer(&s[k..end]) {
+                return false;
+            }
+            let mut w = s[k..end].to_vec();
+            for &b in &s[end..] {
+                w.push(b);
+                if !triggers.iter().any(|t| t.starts_with(&w)) {
+                    return false;
+                }
+                match completes(&w) {
+                    Some(None) => return false,
+                    Some(r) if is_goal(r) && w.len() + k == s.len() => return true,
+                    Some(_) | None => {
+                        if !longer(&w) {
+                            return false;
+                        }
+                    }
+                }
+            }
+            return false;
         }
         goal == Goal::Free
     }
@@ -271,25 +332,38 @@ mod tests {
 
     #[test]
     fn matches_reference_on_all_short_strings() {
-        let pats = vec![(b"ab".to_vec(), Role::Trigger(0)), (b"b".to_vec(), Role::Trigger(1)), (b"ca".to_vec(), Role::Forbidden), (b"abc".to_vec(), Role::Trigger(2))];
+        let t = |s: &str, i| (s.as_bytes().to_vec(), Role::Trigger(i));
+        let f = |s: &str| (s.as_bytes().to_vec(), Role::Forbidden);
+        let sets = vec![
+            vec![t("ab", 0), t("b", 1), f("ca"), t("abc", 2)],
+            vec![t("b", 0), t("abcb", 1), f("bb")],
+            vec![t("aa", 0), t("aab", 1), f("c")],
+            vec![t("ab", 0), t("ba", 1), f("aba")],
+            vec![t("abc", 0), f("x"), t("c", 1)],
+        ];
         let alphabet = [b'a', b'b', b'c', b'x'];
-        for goal in [Goal::Free, Goal::UpToTrigger(0), Goal::UpToTrigger(1), Goal::UpToTrigger(2)] {
-            for max in [None, Some(3)] {
-                let a = automaton(&pats, goal, max, 10_000).unwrap();
-                let mut strs: Vec<Vec<u8>> = vec![vec![]];
-                for _ in 0..5 {
-                    let mut more = Vec::new();
-                    for s in &strs {
-                        for &c in &alphabet {
-                            let mut t = s.clone();
-                            t.push(c);
-                            more.push(t);
+        for pats in &sets {
+            let ntrig = pats.iter().filter(|(_, r)| *r != Role::Forbidden).count();
+            let goals: Vec<Goal> = std::iter::once(Goal::Free).chain((0..ntrig).map(Goal::UpToTrigger)).collect();
+            for &goal in &goals {
+                for max in [None, Some(4)] {
+                    let a = automaton(pats, goal, max, 10_000).unwrap();
+                    let mut strs: Vec<Vec<u8>> = vec![vec![]];
+                    assert_eq!(accepts(&a, b""), reference(pats, goal, max, b""));
+                    for _ in 0..6 {
+                        let mut more = Vec::new();
+                        for s in &strs {
+                            for &c in &alphabet {
+                                let mut t = s.clone();
+                                t.push(c);
+                                more.push(t);
+                            }
                         }
+                        for s in &more {
+                            assert_eq!(accepts(&a, s), reference(pats, goal, max, s), "{pats:?} {goal:?} {max:?} {:?}", String::from_utf8_lossy(s));
+                        }
+                        strs = more;
                     }
-                    for s in &more {
-                        assert_eq!(accepts(&a, s), reference(&pats, goal, max, s), "{goal:?} {max:?} {:?}", String::from_utf8_lossy(s));
-                    }
-                    strs = more;
                 }
             }
         }
