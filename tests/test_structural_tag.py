@@ -233,17 +233,16 @@ def test_deepseek(builder):
 
 
 def test_builtin_tags_from_xgrammar_compile():
-    """Every text-level builtin tag xgrammar builds for two tools compiles in corral, or is
-    refused with UnsupportedGrammarError naming what (XML styles, special tokens)."""
+    """The text-level builtin tags xgrammar builds for two tools compile in corral."""
     from xgrammar.builtin_structural_tag import get_model_structural_tag
 
     tools = [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in TOOLS.items()]
     compiled = 0
-    for model in ["llama", "deepseek_r1", "deepseek_v3_1", "qwen_3", "kimi", "harmony"]:
+    for model in ["llama", "deepseek_r1", "deepseek_v3_1", "qwen_3", "qwen_3_coder", "kimi", "harmony"]:
         tag = get_model_structural_tag(model, tools=tools, tool_choice="auto", reasoning=False).model_dump(mode="json", exclude_none=True)
         corral.Grammar.from_structural_tag(tag)
         compiled += 1
-    assert compiled == 6
+    assert compiled == 7
 
 
 # ---------------------------------------------------------------------------------------
@@ -460,6 +459,101 @@ def test_legacy_form():
 
 
 # ---------------------------------------------------------------------------------------
+# XML argument styles
+# ---------------------------------------------------------------------------------------
+
+XS = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}}, "required": ["a"]}
+
+
+def xml(schema: Any, style: str = "qwen_xml", **kw: Any) -> dict:
+    return wrap(dict({"type": "json_schema", "json_schema": schema, "style": style}, **kw))
+
+
+def test_qwen_xml_parameters():
+    tag = xml(XS)
+    pos = [
+        "<parameter=a>1</parameter>",
+        "<parameter=a>\n1\n</parameter>\n<parameter=b>\nx y\n</parameter>\n",
+        "\r<parameter=a>1</parameter>\t<parameter=c>true</parameter>",
+        "<parameter=a>1</parameter><parameter=b>a</parameter b \"q\" é</parameter>",
+        "<parameter=a> 1 </parameter><parameter=b></parameter><parameter=c>false</parameter>",
+    ]
+    neg = [
+        "",
+        "<parameter=b>x</parameter><parameter=a>1</parameter>",  # declared order
+        "<parameter=a>1</parameter><parameter=b></parameter></parameter>",
+        "<parameter=a>x</parameter>",
+        "<parameter=a>1</parameter><parameter=d>1</parameter>",  # closed (strict mode)
+        "<parameter=a>1",
+    ]
+    check(tag, pos, neg)
+    check(xml(XS, max_whitespace_cnt=1), ["<parameter=a> 1 </parameter>\n<parameter=c>true</parameter>", "<parameter=a>1</parameter><parameter=b>  x  </parameter>"],
+          ["<parameter=a>1</parameter>\n\n<parameter=c>true</parameter>", "<parameter=a>  1  </parameter>"])
+
+
+def test_qwen_xml_values():
+    schema = {"type": "object", "properties": {
+        "o": {"type": "object", "properties": {"k": {"type": "integer"}}},
+        "l": {"type": "array", "items": {"type": "string"}},
+        "e": {"enum": ["x y", 1, None]},
+        "k": {"const": "hi"},
+        "t": {"type": ["string", "null"]},
+        "u": {"anyOf": [{"type": "string", "pattern": "^[a-z]+$"}, {"type": "integer"}]},
+        "s": {"type": "string", "minLength": 2, "maxLength": 3},
+        "r": {"$ref": "#/$defs/n"},
+        "x": {},
+    }, "$defs": {"n": {"type": "number"}}}
+    tag = xml(schema)
+    pos = [
+        '<parameter=o>{"k": 1}</parameter>', '<parameter=o> {"k":1} </parameter>', '<parameter=l>["a"]</parameter>',
+        "<parameter=e>x y</parameter>", "<parameter=e> 1 </parameter>", "<parameter=e>null</parameter>", "<parameter=k> hi</parameter>",
+        "<parameter=t>null</parameter>", "<parameter=t>abc</parameter>", "<parameter=u>abc</parameter>", "<parameter=u> 12 </parameter>",
+        "<parameter=s></p</parameter>", "<parameter=r>1.5</parameter>", "<parameter=x>abc</parameter>", "<parameter=x> [1] </parameter>",
+    ]
+    neg = ['<parameter=o>{"z": 1}</parameter>', '<parameter=e>"x y"</parameter>', "<parameter=u>ab1</parameter>", "<parameter=s>a</parameter>",
+           "<parameter=s>abcd</parameter>", "<parameter=r>x</parameter>", '<parameter=l>"a"</parameter>']
+    check(tag, pos, neg)
+
+
+def test_xml_open_objects_and_other_styles():
+    check(xml({"type": "object"}), ["", "<parameter=x>1</parameter><parameter=y> [2] </parameter>"], ["<parameter=9>1</parameter>", "<parameter=a-b>1</parameter>"])
+    check(xml(True), ["", "<parameter=x>1</parameter>"], ["x"])
+    extra = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "integer"}}
+    check(xml(extra), ["<parameter=a>1</parameter><parameter=zz>2</parameter>", "<parameter=zz>2</parameter>"], ["<parameter=zz>x</parameter>"], mutate=False)
+    check(xml(XS, "minimax_xml"), ['<parameter name="a">1</parameter>\n<parameter name="b">x y</parameter>'], ["<parameter=a>1</parameter>"])
+    check(xml(XS, "glm_xml"), ["<arg_key>a</arg_key>\n<arg_value>1</arg_value><arg_key>b</arg_key><arg_value>x</arg_value>", "<arg_key>a</arg_key> <arg_value> 1 </arg_value>"],
+          ["<arg_key>b</arg_key><arg_value>x</arg_value>"])
+
+
+def test_xml_differences():
+    """Other keys may not repeat a declared name (xgrammar's XML key pattern takes any name, so
+    '<parameter=a>' may appear again, as an 'other' key, after the declared ones); any_order
+    keeps required keys required and forbids duplicates (xgrammar drops both)."""
+    extra = xml({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "integer"}})
+    s = "<parameter=a>1</parameter><parameter=a>2</parameter>"
+    assert xgr_accepts(extra, s) and not corral_accepts(extra, s)
+    s = "<parameter=zz>2</parameter><parameter=a>1</parameter>"
+    assert xgr_accepts(extra, s) and not corral_accepts(extra, s)
+    tag = xml(XS, any_order=True)
+    for s in ["<parameter=c>true</parameter><parameter=a>1</parameter>", "<parameter=b>x</parameter> <parameter=a>1</parameter>\n"]:
+        assert corral_accepts(tag, s) and xgr_accepts(tag, s), s
+    for s in ["<parameter=c>true</parameter>", "<parameter=a>1</parameter><parameter=a>1</parameter>"]:
+        assert xgr_accepts(tag, s) and not corral_accepts(tag, s), s
+
+
+def test_qwen_3_coder_builtin():
+    """xgrammar's builtin Qwen3-Coder tag (qwen_xml tool calls after a trigger)."""
+    from xgrammar.builtin_structural_tag import get_model_structural_tag
+
+    tools = [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in TOOLS.items()]
+    tag = get_model_structural_tag("qwen_3_coder", tools=tools, tool_choice="auto", reasoning=False).model_dump(mode="json", exclude_none=True)
+    call = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"
+    pos = ["", "Let me look.\n" + call, call + "\nDone."]
+    neg = [call.replace("days", "weeks"), call.replace("3", "x"), "<tool_call>\n<function=nope>\n</function>\n</tool_call>", "<think>"]
+    check(tag, pos, neg)
+
+
+# ---------------------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------------------
 
@@ -503,6 +597,10 @@ def test_invalid_json_text():
         ({"type": "tag", "begin": {"type": "token", "token": "<|a|>"}, "content": {"type": "const_string", "value": "x"}, "end": "b"}, "token", "/format/begin"),
         ({"type": "sequence", "elements": [{"type": "any_text", "max_tokens": 10}]}, "max_tokens", "/format/elements/0/max_tokens"),
         ({"type": "json_schema", "json_schema": WEATHER, "excludes": ["x"]}, "excludes", "/format/excludes"),
+        ({"type": "json_schema", "json_schema": WEATHER, "style": "deepseek_xml"}, "style 'deepseek_xml'", "/format/style"),
+        ({"type": "json_schema", "json_schema": WEATHER, "style": "kimi_k3_xml"}, "style 'kimi_k3_xml'", "/format/style"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "minProperties": 1}, "style": "qwen_xml"}, "minProperties", "/format/json_schema/minProperties"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}, "style": "qwen_xml"}, "format", "/format/json_schema/properties/d/format"),
     ],
 )
 def test_unsupported(fmt, construct, location):

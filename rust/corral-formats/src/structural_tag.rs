@@ -562,10 +562,231 @@ impl Compiler<'_> {
         Ok(Expr::Ref { name: root, offset: 0 })
     }
 
-    /// The XML styles of `json_schema`.
+    /// The XML styles of `json_schema` (tool arguments as XML parameters): `qwen_xml`
+    /// (`<parameter=k>v</parameter>`), `minimax_xml` (`<parameter name="k">v</parameter>`),
+    /// `glm_xml` (`<arg_key>k</arg_key><arg_value>v</arg_value>`). The root schema is an
+    /// object whose properties become parameters, separated by whitespace; a string value is
+    /// raw text without the closing delimiter, other values JSON (see [`Compiler::xml_value`]).
     fn xml_schema(&mut self, style: &str, schema: &Value, any_order: bool, max_ws: Option<u32>, at: &str) -> crate::Result<Expr> {
-        let _ = (schema, any_order, max_ws);
-        Err(unsupported(&format!("style '{style}'"), &child(at, "style"), "XML argument styles of json_schema are not supported yet; use style 'json'"))
+        let schema_at = child(at, "json_schema");
+        let w = match style {
+            "qwen_xml" => Xml { key_prefix: "<parameter=", key_suffix: ">", value_prefix: "", close: "</parameter>" },
+            "minimax_xml" => Xml { key_prefix: "<parameter name=\"", key_suffix: "\">", value_prefix: "", close: "</parameter>" },
+            "glm_xml" => Xml { key_prefix: "<arg_key>", key_suffix: "</arg_key>", value_prefix: "<arg_value>", close: "</arg_value>" },
+            _ => {
+                return Err(unsupported(
+                    &format!("style '{style}'"),
+                    &child(at, "style"),
+                    "this XML argument style of json_schema is not supported yet (supported: json, qwen_xml, minimax_xml, glm_xml)",
+                ))
+            }
+        };
+        if !matches!(schema, Value::Bool(_) | Value::Object(_)) {
+            return Err(invalid(&schema_at, format!("a JSON schema is an object or a boolean, found {}", kind(schema))));
+        }
+        if schema == &Value::Bool(false) {
+            return Err(unsupported("json_schema", &schema_at, "the schema 'false' admits no arguments at all"));
+        }
+        let schema = close_objects(schema);
+        let ws = Expr::Terminal(Rx::Repeat { inner: Arc::new(Rx::Bytes(vec![(b'\t', b'\n'), (b'\r', b'\r'), (b' ', b' ')])), min: 0, max: max_ws });
+        let x = XmlCtx { w, ws: ws.clone(), max_ws, root: &schema, at: &schema_at };
+        let empty = Map::new();
+        let o = schema.as_object().unwrap_or(&empty);
+        // The root must be an object: its properties are the parameters.
+        for (k, v) in o {
+            let ok = match k.as_str() {
+                "type" => v == "object" || v.as_array().is_some_and(|a| a.len() == 1 && a[0] == "object"),
+                "properties" | "required" | "additionalProperties" => true,
+                _ => IGNORED_KEYWORDS.contains(&k.as_str()),
+            };
+            if !ok {
+                return Err(unsupported(k, &child(&schema_at, k), format!("'{k}' at the root of a schema in an XML style is not supported")));
+            }
+        }
+        let props: Vec<(&String, &Value)> = match o.get("properties") {
+            None => Vec::new(),
+            Some(Value::Object(m)) => m.iter().collect(),
+            Some(_) => return Err(invalid(&child(&schema_at, "properties"), "'properties' must be an object")),
+        };
+        let required: Vec<&str> = o.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let mut members = Vec::new();
+        for (name, sub) in &props {
+            let sat = child(&child(&schema_at, "properties"), name);
+            let value = self.xml_value(&x, sub, &sat, 0)?;
+            let param = self.rule(x.param(Expr::Literal(name.as_bytes().to_vec()), value));
+            members.push((param, required.contains(&name.as_str())));
+        }
+        // Other keys: XML names other than the declared ones, with additionalProperties' schema
+        // (closed by default, as in xgrammar's strict mode).
+        // (`close_objects` has closed the root if it has `properties`: absent means any.)
+        let any = Value::Bool(true);
+        let extra = match o.get("additionalProperties").or(Some(&any)) {
+            None | Some(Value::Bool(false)) => None,
+            Some(sub) => {
+                let sat = child(&schema_at, "additionalProperties");
+                let value = self.xml_value(&x, sub, &sat, 0)?;
+                let names: Vec<&[u8]> = props.iter().map(|(n, _)| n.as_bytes()).collect();
+                let key = Expr::Terminal(Rx::Automaton(Arc::new(text::identifier_excluding(&names))));
+                Some(self.rule(x.param(key, value)))
+            }
+        };
+        let body = if any_order {
+            let any_required = members.iter().any(|(_, r)| *r);
+            let perm = |min| Expr::Perm(Box::new(corral_core::ebnf::PermSpec { members: members.clone(), extra: extra.clone(), sep: ws.clone(), min, max: None }));
+            if members.is_empty() && extra.is_none() {
+                ws.clone()
+            } else if any_required {
+                Expr::Seq(vec![ws.clone(), perm(0), ws.clone()])
+            } else {
+                Expr::Alt(vec![ws.clone(), Expr::Seq(vec![ws.clone(), perm(1), ws.clone()])])
+            }
+        } else {
+            let mut seq = vec![ws.clone()];
+            for (m, req) in members {
+                let item = Expr::Seq(vec![m, ws.clone()]);
+                seq.push(if req { item } else { Expr::Repeat { inner: Box::new(item), min: 0, max: Some(1) } });
+            }
+            if let Some(e) = extra {
+                seq.push(Expr::Repeat { inner: Box::new(Expr::Seq(vec![e, ws.clone()])), min: 0, max: None });
+            }
+            Expr::Seq(seq)
+        };
+        Ok(self.rule(body))
+    }
+
+    /// One parameter's value in an XML style, as xgrammar renders it: a plain string is raw
+    /// text without the closing delimiter; a string with `pattern` or length bounds, a `const`
+    /// or an `enum` is its raw text; an unconstrained value is raw text or a JSON array or
+    /// object; anything else is JSON. All but the plain string may have whitespace around.
+    fn xml_value(&mut self, x: &XmlCtx, sub: &Value, at: &str, depth: usize) -> crate::Result<Expr> {
+        if depth > 32 {
+            return Err(unsupported("$ref", at, "reference chain too deep"));
+        }
+        let padded = |e: Expr| Expr::Seq(vec![x.ws.clone(), e, x.ws.clone()]);
+        let plain_string = |c: &mut Self| c.free_text(&[x.w.close.as_bytes().to_vec()], &[], Goal::Free, None, at);
+        let o = match sub {
+            Value::Bool(true) => return self.xml_any(x, at),
+            Value::Bool(false) => return Err(unsupported("json_schema", at, "a property with the schema 'false' is not supported in XML styles")),
+            Value::Object(o) => o,
+            v => return Err(invalid(at, format!("a JSON schema is an object or a boolean, found {}", kind(v)))),
+        };
+        let keys: Vec<&str> = o.keys().map(String::as_str).filter(|k| !IGNORED_KEYWORDS.contains(k)).collect();
+        if keys.is_empty() {
+            return self.xml_any(x, at);
+        }
+        if keys == ["$ref"] {
+            let target = o["$ref"].as_str().and_then(|r| r.strip_prefix('#')).and_then(|p| x.root.pointer(p));
+            return match target {
+                Some(t) => self.xml_value(x, &t.clone(), at, depth + 1),
+                None => Err(unsupported("$ref", &child(at, "$ref"), "only local references ('#/...') are supported in XML styles")),
+            };
+        }
+        if keys.iter().all(|k| *k == "enum" || *k == "const" || *k == "type") && (o.contains_key("enum") || o.contains_key("const")) {
+            let values: Vec<&Value> = match (o.get("const"), o.get("enum")) {
+                (Some(c), None) => vec![c],
+                (None, Some(Value::Array(a))) if !a.is_empty() => a.iter().collect(),
+                _ => return Err(unsupported("enum", at, "this enum/const form is not supported in XML styles")),
+            };
+            let alts = values
+                .into_iter()
+                .map(|v| match v {
+                    Value::String(s) => Expr::Literal(s.as_bytes().to_vec()),
+                    v => Expr::Literal(serde_json::to_string(v).unwrap_or_default().into_bytes()),
+                })
+                .collect();
+            return Ok(padded(Expr::Alt(alts)));
+        }
+        if let Some(Value::Array(types)) = o.get("type") {
+            let mut alts = Vec::new();
+            for t in types {
+                let mut one = o.clone();
+                one.insert("type".into(), t.clone());
+                alts.push(self.xml_value(x, &Value::Object(one), at, depth + 1)?);
+            }
+            return Ok(Expr::Alt(alts));
+        }
+        if keys == ["anyOf"] {
+            let opts = array(&o["anyOf"], &child(at, "anyOf"))?;
+            let mut alts = Vec::new();
+            for (i, s) in opts.iter().enumerate() {
+                alts.push(self.xml_value(x, s, &format!("{at}/anyOf/{i}"), depth + 1)?);
+            }
+            return Ok(Expr::Alt(alts));
+        }
+        if o.get("type").and_then(Value::as_str) == Some("string") {
+            let has = |k: &str| o.contains_key(k);
+            if has("format") {
+                return Err(unsupported("format", &child(at, "format"), "string formats are not supported in XML styles"));
+            }
+            if let Some(other) = keys.iter().find(|k| !["type", "pattern", "minLength", "maxLength"].contains(k)) {
+                return Err(unsupported(other, &child(at, other), format!("'{other}' on a string is not supported in XML styles")));
+            }
+            if let Some(p) = o.get("pattern") {
+                let p = string(p, &child(at, "pattern"))?;
+                return Ok(padded(Expr::Terminal(corral_core::regex::parse_regex(p, self.limits)?)));
+            }
+            if has("minLength") || has("maxLength") {
+                let num = |k: &str| o.get(k).and_then(Value::as_u64).map(|n| n.min(u32::MAX as u64) as u32);
+                let min = num("minLength").unwrap_or(0);
+                let max = num("maxLength");
+                return Ok(padded(Expr::Terminal(Rx::Repeat { inner: Arc::new(Rx::any_char()), min, max })));
+            }
+            return plain_string(self);
+        }
+        // Any other value: JSON, with the root's definitions at hand for its references.
+        let mut with_defs = o.clone();
+        for k in ["$defs", "definitions"] {
+            if let (Some(d), false) = (x.root.get(k), o.contains_key(k)) {
+                with_defs.insert(k.into(), d.clone());
+            }
+        }
+        let json = self.json_rules(&Value::Object(with_defs), false, x.max_ws, at)?;
+        Ok(padded(json))
+    }
+
+    /// An unconstrained parameter value: raw text, or a JSON array or object.
+    fn xml_any(&mut self, x: &XmlCtx, at: &str) -> crate::Result<Expr> {
+        let raw = self.free_text(&[x.w.close.as_bytes().to_vec()], &[], Goal::Free, None, at)?;
+        let arr = self.json_rules(&serde_json::json!({"type": "array"}), false, x.max_ws, at)?;
+        let obj = self.json_rules(&serde_json::json!({"type": "object"}), false, x.max_ws, at)?;
+        Ok(Expr::Alt(vec![raw, Expr::Seq(vec![x.ws.clone(), Expr::Alt(vec![arr, obj]), x.ws.clone()])]))
+    }
+}
+
+/// Keywords that do not constrain a value (annotations), skipped when a schema is read for an
+/// XML style.
+const IGNORED_KEYWORDS: &[&str] = &["title", "description", "default", "examples", "$schema", "$id", "$comment", "$defs", "definitions", "deprecated", "readOnly", "writeOnly"];
+
+/// The delimiters of an XML argument style.
+struct Xml {
+    key_prefix: &'static str,
+    key_suffix: &'static str,
+    value_prefix: &'static str,
+    close: &'static str,
+}
+
+/// What the values of one XML-style schema are compiled with.
+struct XmlCtx<'a> {
+    w: Xml,
+    ws: Expr,
+    max_ws: Option<u32>,
+    root: &'a Value,
+    #[allow(dead_code)]
+    at: &'a str,
+}
+
+impl XmlCtx<'_> {
+    /// One parameter: key delimiters around `key`, then (after whitespace and the value
+    /// delimiter, where the style has one) `value` and the closing delimiter.
+    fn param(&self, key: Expr, value: Expr) -> Expr {
+        let mut v = vec![Expr::Literal(self.w.key_prefix.as_bytes().to_vec()), key, Expr::Literal(self.w.key_suffix.as_bytes().to_vec())];
+        if !self.w.value_prefix.is_empty() {
+            v.push(self.ws.clone());
+            v.push(Expr::Literal(self.w.value_prefix.as_bytes().to_vec()));
+        }
+        v.push(value);
+        v.push(Expr::Literal(self.w.close.as_bytes().to_vec()));
+        Expr::Seq(v)
     }
 }
 

@@ -263,6 +263,52 @@ pub fn automaton(patterns: &[(Vec<u8>, Role)], goal: Goal, max_chars: Option<u32
     Some(ByteAutomaton::new(trans, accept, 0))
 }
 
+/// XML names as xgrammar's XML styles read them, `[A-Za-z_][A-Za-z0-9_]*`, other than the
+/// strings of `names` (the declared properties, so that other keys cannot repeat them).
+pub fn identifier_excluding(names: &[&[u8]]) -> ByteAutomaton {
+    let ident = |b: u8, first: bool| b.is_ascii_alphabetic() || b == b'_' || (!first && b.is_ascii_digit());
+    // Trie of the names (state 1 is "any other identifier", state 0 the start).
+    let mut children: Vec<HashMap<u8, u32>> = vec![HashMap::new(), HashMap::new()];
+    let mut is_name: Vec<bool> = vec![false, false];
+    for name in names {
+        if name.is_empty() || !name.iter().enumerate().all(|(i, &b)| ident(b, i == 0)) {
+            continue;
+        }
+        let mut n = 0usize;
+        for &b in name.iter() {
+            n = match children[n].get(&b) {
+                Some(&c) => c as usize,
+                None => {
+                    let c = children.len();
+                    children.push(HashMap::new());
+                    is_name.push(false);
+                    children[n].insert(b, c as u32);
+                    c
+                }
+            };
+        }
+        is_name[n] = true;
+    }
+    let mut trans = Vec::with_capacity(children.len());
+    let mut accept = Vec::with_capacity(children.len());
+    for n in 0..children.len() {
+        let mut row: Vec<(u8, u8, u32)> = Vec::new();
+        for b in 0..=255u8 {
+            if !ident(b, n == 0) {
+                continue;
+            }
+            let to = if n == 1 { 1 } else { children[n].get(&b).copied().unwrap_or(1) };
+            match row.last_mut() {
+                Some(last) if last.2 == to && last.1 as u16 + 1 == b as u16 => last.1 = b,
+                _ => row.push((b, b, to)),
+            }
+        }
+        trans.push(row);
+        accept.push(n == 1 || (n > 1 && !is_name[n]));
+    }
+    ByteAutomaton::new(trans, accept, 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,6 +430,14 @@ mod tests {
         let m = automaton(&pats, Goal::Free, Some(2), 10_000).unwrap();
         assert!(accepts(&m, "éé".as_bytes()));
         assert!(!accepts(&m, "ééé".as_bytes()));
+    }
+
+    #[test]
+    fn identifiers_other_than_names() {
+        let a = identifier_excluding(&[b"city", b"ci", b"not-ident"]);
+        for (s, ok) in [("city", false), ("ci", false), ("c", true), ("cit", true), ("citys", true), ("_x9", true), ("9x", false), ("", false), ("a-b", false), ("not", true)] {
+            assert_eq!(a.matches(s.as_bytes()), ok, "{s}");
+        }
     }
 
     #[test]
