@@ -45,7 +45,7 @@ const UNBOUNDED_WS: u32 = u32::MAX - 7;
 
 /// Compiles a structural tag (the JSON object, new or legacy form).
 pub fn compile(tag: &Value, limits: &Limits) -> crate::Result<Grammar> {
-    let mut c = Compiler { limits, rules: Vec::new(), next_id: 0 };
+    let mut c = Compiler { limits, rules: Vec::new(), next_id: 0, depth: 0 };
     let root = c.top(tag)?;
     c.rules.insert(0, RuleDef { name: "root".into(), expr: root, offset: 0 });
     let ast = GrammarAst { rules: std::mem::take(&mut c.rules), source: String::new() };
@@ -58,6 +58,8 @@ struct Compiler<'a> {
     limits: &'a Limits,
     rules: Vec<RuleDef>,
     next_id: usize,
+    /// Nesting of format objects being compiled (bounded by `limits.max_nesting`).
+    depth: usize,
 }
 
 /// The end strings of the nearest enclosing `tag` (what unlimited formats inside it may not
@@ -206,6 +208,21 @@ impl Compiler<'_> {
 
     /// One format object at JSON pointer `at`.
     fn format(&mut self, v: &Value, at: &str, ends: Ends) -> crate::Result<Expr> {
+        if self.depth >= self.limits.max_nesting {
+            return Err(FormatError::Grammar(corral_core::Error::Limit {
+                name: "max_nesting",
+                limit: self.limits.max_nesting,
+                what: format!("format objects nested deeper than {} at {at}", self.limits.max_nesting),
+                hint: corral_core::limits::LIMIT_HINT,
+            }));
+        }
+        self.depth += 1;
+        let r = self.format_inner(v, at, ends);
+        self.depth -= 1;
+        r
+    }
+
+    fn format_inner(&mut self, v: &Value, at: &str, ends: Ends) -> crate::Result<Expr> {
         let o = obj(v, at)?;
         let ty = req_str(o, "type", at)?;
         match ty {
@@ -589,7 +606,7 @@ impl Compiler<'_> {
         }
         let schema = close_objects(schema);
         let ws = Expr::Terminal(Rx::Repeat { inner: Arc::new(Rx::Bytes(vec![(b'\t', b'\n'), (b'\r', b'\r'), (b' ', b' ')])), min: 0, max: max_ws });
-        let x = XmlCtx { w, ws: ws.clone(), max_ws, root: &schema, at: &schema_at };
+        let x = XmlCtx { w, ws: ws.clone(), max_ws, root: &schema };
         let empty = Map::new();
         let o = schema.as_object().unwrap_or(&empty);
         // The root must be an object: its properties are the parameters.
@@ -771,8 +788,6 @@ struct XmlCtx<'a> {
     ws: Expr,
     max_ws: Option<u32>,
     root: &'a Value,
-    #[allow(dead_code)]
-    at: &'a str,
 }
 
 impl XmlCtx<'_> {
@@ -885,6 +900,24 @@ mod tests {
         for bad in [json!(1), json!({}), json!({"type": 3}), json!({"type": "structural_tag"}), json!({"type": "nope"})] {
             assert!(matches!(compile(&bad, &Limits::default()), Err(FormatError::InvalidTag { .. })), "{bad}");
         }
+    }
+
+    #[test]
+    fn deep_nesting_is_a_limit_not_a_crash() {
+        // On a large stack, as the Python binding runs compiles (debug frames are big).
+        std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn(|| {
+                let mut f = json!({"type": "const_string", "value": "x"});
+                for _ in 0..1000 {
+                    f = json!({"type": "optional", "content": f});
+                }
+                let e = compile(&json!({"type": "structural_tag", "format": f}), &Limits::default()).unwrap_err();
+                assert!(matches!(e, FormatError::Grammar(corral_core::Error::Limit { name: "max_nesting", .. })), "{e:?}");
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     #[test]

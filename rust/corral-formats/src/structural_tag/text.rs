@@ -48,6 +48,7 @@ enum Decision {
 
 impl Ac {
     /// Builds the automaton; `patterns` are non-empty byte strings with their roles.
+    #[allow(clippy::needless_range_loop)]
     fn new(patterns: &[(Vec<u8>, Role)]) -> Ac {
         // Trie.
         let mut children: Vec<HashMap<u8, u32>> = vec![HashMap::new()];
