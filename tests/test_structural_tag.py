@@ -305,6 +305,18 @@ def test_json_escaped_property_names():
         assert corral_accepts(tag, s) and not xgr_accepts(tag, s)
 
 
+def test_json_schema_value_differences():
+    """A lone surrogate escape is not a Unicode string (corral refuses, xgrammar takes it); a
+    schema without "type" is not assumed to be an object (xgrammar assumes it when it has
+    properties)."""
+    t = wrap({"type": "json_schema", "json_schema": {"type": "string"}})
+    assert not corral_accepts(t, '"\\ude00"') and xgr_accepts(t, '"\\ude00"')
+    assert corral_accepts(t, '"\\ud83d\\ude00"') and xgr_accepts(t, '"\\ud83d\\ude00"')
+    t = wrap({"type": "json_schema", "json_schema": {"properties": {"a": {"type": "integer"}}}})
+    assert corral_accepts(t, "1") and not xgr_accepts(t, "1")
+    assert not corral_accepts(t, '{"b": 1}') and not xgr_accepts(t, '{"b": 1}')
+
+
 def test_json_schema_any_order_is_exact():
     """any_order: keys in any order. corral keeps JSON Schema's meaning (required keys present,
     no duplicates); xgrammar's any_order drops both checks (documented there): a difference."""
