@@ -232,6 +232,54 @@ def test_deepseek(builder):
     check(tag, pos, neg)
 
 
+def minimax(choice: str = "auto") -> dict:
+    """vLLM's minimax builder: minimax_xml arguments inside <invoke> tags in a calls block."""
+    tags = [
+        {"type": "tag", "begin": f'<invoke name="{n}">\n', "content": {"type": "json_schema", "json_schema": p, "style": "minimax_xml"}, "end": "</invoke>\n"}
+        for n, p in TOOLS.items()
+    ]
+    calls = {"type": "tags_with_separator", "tags": tags, "separator": "", "at_least_one": True}
+    if choice == "auto":
+        return wrap({"type": "triggered_tags", "triggers": ["<minimax:tool_call>"], "excludes": ["<think>", "</think>"],
+                     "tags": [{"type": "tag", "begin": "<minimax:tool_call>\n", "content": calls, "end": "</minimax:tool_call>"}]})
+    return wrap({"type": "sequence", "elements": [{"type": "const_string", "value": "\n<minimax:tool_call>\n"}, calls, {"type": "const_string", "value": "</minimax:tool_call>"}]})
+
+
+def test_minimax():
+    inv = '<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n<parameter name="days">2</parameter>\n</invoke>\n'
+    inv2 = '<invoke name="search">\n<parameter name="query">q</parameter><parameter name="filters">["x"]</parameter></invoke>\n'
+    block = "<minimax:tool_call>\n" + inv + inv2 + "</minimax:tool_call>"
+    check(minimax("auto"), ["", "Sure. " + block, block + " ok"],
+          ["<minimax:tool_call>\n</minimax:tool_call>", block.replace("days", "hours"), block.replace('["x"]', '"x"'), "<think>"])
+    check(minimax("required"), ["\n" + block], [block, "\n<minimax:tool_call>\n</minimax:tool_call>"])
+
+
+GLM_EXCLUDES = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"]
+
+
+def glm_4_7() -> dict:
+    """vLLM's glm_4_7 builder for non-strict tools: keys and basic value types pinned, any
+    order (a star over the pairs), string values as any_text with excludes."""
+    def value(prop):
+        if prop.get("type") in (None, "string"):
+            return {"type": "any_text", "excludes": GLM_EXCLUDES}
+        return {"type": "json_schema", "json_schema": {"type": prop["type"]}}
+
+    tags = []
+    for n, p in TOOLS.items():
+        pairs = [{"type": "sequence", "elements": [
+            {"type": "const_string", "value": f"<arg_key>{k}</arg_key><arg_value>"}, value(prop), {"type": "const_string", "value": "</arg_value>"}]}
+            for k, prop in p["properties"].items()]
+        tags.append({"type": "tag", "begin": f"<tool_call>{n}", "content": {"type": "star", "content": {"type": "or", "elements": pairs}}, "end": "</tool_call>"})
+    return wrap({"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": tags, "excludes": [e for e in GLM_EXCLUDES if e != "<tool_call>"]})
+
+
+def test_glm_4_7():
+    call = "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Par is</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>"
+    check(glm_4_7(), ["", "hi " + call, call + call, "<tool_call>search</tool_call>"],
+          [call.replace("3", "x"), call.replace("Par is", "a</tool_call>"), "x</think>", "<tool_call>get_weather<arg_key>town</arg_key><arg_value>P</arg_value></tool_call>"])
+
+
 def test_builtin_tags_from_xgrammar_compile():
     """The text-level builtin tags xgrammar builds for two tools compile in corral."""
     from xgrammar.builtin_structural_tag import get_model_structural_tag
@@ -711,6 +759,8 @@ def test_free_text_is_utf8():
         (llama(), 'Answer: {"name": "search", "parameters": ' + json.dumps(S1) + "}"),
         (deepseek_v3_1(), "ok" + DS_CALLS_BEGIN + DS_CALL_BEGIN + "get_weather" + DS_SEP + json.dumps(W1) + DS_CALL_END + DS_CALLS_END),
         (wrap({"type": "tag", "begin": "<think>", "content": {"type": "any_text"}, "end": "</think>"}), "<think>a </thin k> b</think>"),
+        (minimax("auto"), 'Ok.<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Tōkyō</parameter>\n</invoke>\n</minimax:tool_call>'),
+        (glm_4_7(), "Hm <tool_call>get_weather<arg_key>city</arg_key><arg_value>Par is</arg_value></tool_call> ok"),
     ],
 )
 def test_masks_match_xgrammar_llama3(tag, text):
