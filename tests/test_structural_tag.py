@@ -585,6 +585,26 @@ def test_xml_open_objects_and_other_styles():
           ["<arg_key>b</arg_key><arg_value>x</arg_value>"])
 
 
+@pytest.mark.parametrize("style, dsml", [("deepseek_xml", "<｜DSML｜parameter"), ("deepseek_v4_1_xml", "<｜DSML｜ parameter")])
+def test_deepseek_xml(style, dsml):
+    """DeepSeek XML: string="true" before a raw string value, "false" before a JSON one."""
+    close = "</" + dsml[1:] + ">"
+
+    def p(name, kind, value):
+        return f'{dsml} name="{name}" string="{kind}">{value}{close}'
+
+    schema = {"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "string"}, "t": {"type": ["string", "integer"]},
+        "e": {"enum": ["x", 1]}, "x": {},
+    }, "required": ["a"]}
+    tag = xml(schema, style)
+    pos = [p("a", "false", "1"), p("a", "false", " 1 ") + "\n" + p("b", "true", "x y"), p("a", "false", "1") + p("t", "true", "1") + p("e", "false", "1"),
+           p("a", "false", "2") + p("t", "false", "3") + p("e", "true", "x") + p("x", "false", "[1]"), p("a", "false", "2") + p("x", "true", "[1]")]
+    neg = [p("a", "true", "1"), p("a", "false", "1") + p("b", "false", "x"), p("a", "false", "1") + p("t", "false", "abc"), p("a", "false", "1") + p("e", "true", "1"),
+           p("b", "true", "x")]
+    check(tag, pos, neg)
+
+
 def test_xml_differences():
     """Other keys may not repeat a declared name (xgrammar's XML key pattern takes any name, so
     '<parameter=a>' may appear again, as an 'other' key, after the declared ones); any_order
@@ -657,7 +677,8 @@ def test_invalid_json_text():
         ({"type": "tag", "begin": {"type": "token", "token": "<|a|>"}, "content": {"type": "const_string", "value": "x"}, "end": "b"}, "token", "/format/begin"),
         ({"type": "sequence", "elements": [{"type": "any_text", "max_tokens": 10}]}, "max_tokens", "/format/elements/0/max_tokens"),
         ({"type": "json_schema", "json_schema": WEATHER, "excludes": ["x"]}, "excludes", "/format/excludes"),
-        ({"type": "json_schema", "json_schema": WEATHER, "style": "deepseek_xml"}, "style 'deepseek_xml'", "/format/style"),
+        ({"type": "json_schema", "json_schema": WEATHER, "style": "cohere_xml"}, "style 'cohere_xml'", "/format/style"),
+        ({"type": "json_schema", "json_schema": WEATHER, "style": "minimax_m3_xml"}, "style 'minimax_m3_xml'", "/format/style"),
         ({"type": "json_schema", "json_schema": WEATHER, "style": "kimi_k3_xml"}, "style 'kimi_k3_xml'", "/format/style"),
         ({"type": "json_schema", "json_schema": {"type": "object", "minProperties": 1}, "style": "qwen_xml"}, "minProperties", "/format/json_schema/minProperties"),
         ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}, "style": "qwen_xml"}, "format", "/format/json_schema/properties/d/format"),

@@ -583,18 +583,25 @@ impl Compiler<'_> {
     /// (`<parameter=k>v</parameter>`), `minimax_xml` (`<parameter name="k">v</parameter>`),
     /// `glm_xml` (`<arg_key>k</arg_key><arg_value>v</arg_value>`). The root schema is an
     /// object whose properties become parameters, separated by whitespace; a string value is
-    /// raw text without the closing delimiter, other values JSON (see [`Compiler::xml_value`]).
+    /// raw text without the closing delimiter, other values JSON (see [`Compiler::xml_value`]);
+    /// `deepseek_xml` / `deepseek_v4_1_xml`
+    /// (`<｜DSML｜parameter name="k" string="true|false">v</｜DSML｜parameter>`, the attribute
+    /// saying whether the value is a raw string).
     fn xml_schema(&mut self, style: &str, schema: &Value, any_order: bool, max_ws: Option<u32>, at: &str) -> crate::Result<Expr> {
         let schema_at = child(at, "json_schema");
         let w = match style {
             "qwen_xml" => Xml { key_prefix: "<parameter=", key_suffix: ">", value_prefix: "", close: "</parameter>" },
             "minimax_xml" => Xml { key_prefix: "<parameter name=\"", key_suffix: "\">", value_prefix: "", close: "</parameter>" },
             "glm_xml" => Xml { key_prefix: "<arg_key>", key_suffix: "</arg_key>", value_prefix: "<arg_value>", close: "</arg_value>" },
+            // The key suffix is `" string="true">` before a raw string value, `" string="false">`
+            // before a JSON one (see `XmlCtx::param`).
+            "deepseek_xml" => Xml { key_prefix: "<｜DSML｜parameter name=\"", key_suffix: STRING_ATTR, value_prefix: "", close: "</｜DSML｜parameter>" },
+            "deepseek_v4_1_xml" => Xml { key_prefix: "<｜DSML｜ parameter name=\"", key_suffix: STRING_ATTR, value_prefix: "", close: "</｜DSML｜ parameter>" },
             _ => {
                 return Err(unsupported(
                     &format!("style '{style}'"),
                     &child(at, "style"),
-                    "this XML argument style of json_schema is not supported yet (supported: json, qwen_xml, minimax_xml, glm_xml)",
+                    "this XML argument style of json_schema is not supported yet (supported: json, qwen_xml, minimax_xml, glm_xml, deepseek_xml, deepseek_v4_1_xml)",
                 ))
             }
         };
@@ -675,12 +682,12 @@ impl Compiler<'_> {
     /// text without the closing delimiter; a string with `pattern` or length bounds, a `const`
     /// or an `enum` is its raw text; an unconstrained value is raw text or a JSON array or
     /// object; anything else is JSON. All but the plain string may have whitespace around.
-    fn xml_value(&mut self, x: &XmlCtx, sub: &Value, at: &str, depth: usize) -> crate::Result<Expr> {
+    fn xml_value(&mut self, x: &XmlCtx, sub: &Value, at: &str, depth: usize) -> crate::Result<Vec<(bool, Expr)>> {
         if depth > 32 {
             return Err(unsupported("$ref", at, "reference chain too deep"));
         }
         let padded = |e: Expr| Expr::Seq(vec![x.ws.clone(), e, x.ws.clone()]);
-        let plain_string = |c: &mut Self| c.free_text(&[x.w.close.as_bytes().to_vec()], &[], Goal::Free, None, at);
+        let plain_string = |c: &mut Self| c.free_text(&[x.w.close.as_bytes().to_vec()], &[], Goal::Free, None, at).map(|e| vec![(true, e)]);
         let o = match sub {
             Value::Bool(true) => return self.xml_any(x, at),
             Value::Bool(false) => return Err(unsupported("json_schema", at, "a property with the schema 'false' is not supported in XML styles")),
@@ -704,31 +711,38 @@ impl Compiler<'_> {
                 (None, Some(Value::Array(a))) if !a.is_empty() => a.iter().collect(),
                 _ => return Err(unsupported("enum", at, "this enum/const form is not supported in XML styles")),
             };
-            let alts = values
-                .into_iter()
-                .map(|v| match v {
-                    Value::String(s) => Expr::Literal(s.as_bytes().to_vec()),
-                    v => Expr::Literal(serde_json::to_string(v).unwrap_or_default().into_bytes()),
-                })
-                .collect();
-            return Ok(padded(Expr::Alt(alts)));
+            let (mut strings, mut others) = (Vec::new(), Vec::new());
+            for v in values {
+                match v {
+                    Value::String(s) => strings.push(Expr::Literal(s.as_bytes().to_vec())),
+                    v => others.push(Expr::Literal(serde_json::to_string(v).unwrap_or_default().into_bytes())),
+                }
+            }
+            let mut out = Vec::new();
+            if !strings.is_empty() {
+                out.push((true, padded(Expr::Alt(strings))));
+            }
+            if !others.is_empty() {
+                out.push((false, padded(Expr::Alt(others))));
+            }
+            return Ok(out);
         }
         if let Some(Value::Array(types)) = o.get("type") {
             let mut alts = Vec::new();
             for t in types {
                 let mut one = o.clone();
                 one.insert("type".into(), t.clone());
-                alts.push(self.xml_value(x, &Value::Object(one), at, depth + 1)?);
+                alts.extend(self.xml_value(x, &Value::Object(one), at, depth + 1)?);
             }
-            return Ok(Expr::Alt(alts));
+            return Ok(alts);
         }
         if keys == ["anyOf"] {
             let opts = array(&o["anyOf"], &child(at, "anyOf"))?;
             let mut alts = Vec::new();
             for (i, s) in opts.iter().enumerate() {
-                alts.push(self.xml_value(x, s, &format!("{at}/anyOf/{i}"), depth + 1)?);
+                alts.extend(self.xml_value(x, s, &format!("{at}/anyOf/{i}"), depth + 1)?);
             }
-            return Ok(Expr::Alt(alts));
+            return Ok(alts);
         }
         if o.get("type").and_then(Value::as_str) == Some("string") {
             let has = |k: &str| o.contains_key(k);
@@ -740,13 +754,13 @@ impl Compiler<'_> {
             }
             if let Some(p) = o.get("pattern") {
                 let p = string(p, &child(at, "pattern"))?;
-                return Ok(padded(Expr::Terminal(corral_core::regex::parse_regex(p, self.limits)?)));
+                return Ok(vec![(true, padded(Expr::Terminal(corral_core::regex::parse_regex(p, self.limits)?)))]);
             }
             if has("minLength") || has("maxLength") {
                 let num = |k: &str| o.get(k).and_then(Value::as_u64).map(|n| n.min(u32::MAX as u64) as u32);
                 let min = num("minLength").unwrap_or(0);
                 let max = num("maxLength");
-                return Ok(padded(Expr::Terminal(Rx::Repeat { inner: Arc::new(Rx::any_char()), min, max })));
+                return Ok(vec![(true, padded(Expr::Terminal(Rx::Repeat { inner: Arc::new(Rx::any_char()), min, max })))]);
             }
             return plain_string(self);
         }
@@ -758,21 +772,24 @@ impl Compiler<'_> {
             }
         }
         let json = self.json_rules(&Value::Object(with_defs), false, x.max_ws, at)?;
-        Ok(padded(json))
+        Ok(vec![(false, padded(json))])
     }
 
     /// An unconstrained parameter value: raw text, or a JSON array or object.
-    fn xml_any(&mut self, x: &XmlCtx, at: &str) -> crate::Result<Expr> {
+    fn xml_any(&mut self, x: &XmlCtx, at: &str) -> crate::Result<Vec<(bool, Expr)>> {
         let raw = self.free_text(&[x.w.close.as_bytes().to_vec()], &[], Goal::Free, None, at)?;
         let arr = self.json_rules(&serde_json::json!({"type": "array"}), false, x.max_ws, at)?;
         let obj = self.json_rules(&serde_json::json!({"type": "object"}), false, x.max_ws, at)?;
-        Ok(Expr::Alt(vec![raw, Expr::Seq(vec![x.ws.clone(), Expr::Alt(vec![arr, obj]), x.ws.clone()])]))
+        Ok(vec![(true, raw), (false, Expr::Seq(vec![x.ws.clone(), Expr::Alt(vec![arr, obj]), x.ws.clone()]))])
     }
 }
 
 /// Keywords that do not constrain a value (annotations), skipped when a schema is read for an
 /// XML style.
 const IGNORED_KEYWORDS: &[&str] = &["title", "description", "default", "examples", "$schema", "$id", "$comment", "$defs", "definitions", "deprecated", "readOnly", "writeOnly"];
+
+/// The key suffix standing for the DeepSeek styles' `string="true|false"` attribute.
+const STRING_ATTR: &str = "\0string-attr";
 
 /// The delimiters of an XML argument style.
 struct Xml {
@@ -792,8 +809,22 @@ struct XmlCtx<'a> {
 
 impl XmlCtx<'_> {
     /// One parameter: key delimiters around `key`, then (after whitespace and the value
-    /// delimiter, where the style has one) `value` and the closing delimiter.
-    fn param(&self, key: Expr, value: Expr) -> Expr {
+    /// delimiter, where the style has one) one of the `values` and the closing delimiter.
+    /// `values` are (raw string?, expression) alternatives; with the DeepSeek styles the key's
+    /// suffix says which kind follows.
+    fn param(&self, key: Expr, values: Vec<(bool, Expr)>) -> Expr {
+        if self.w.key_suffix == STRING_ATTR {
+            let group = |kind: bool| -> Vec<Expr> { values.iter().filter(|(k, _)| *k == kind).map(|(_, e)| e.clone()).collect() };
+            let mut alts = Vec::new();
+            for (kind, attr) in [(true, "\" string=\"true\">"), (false, "\" string=\"false\">")] {
+                let g = group(kind);
+                if !g.is_empty() {
+                    alts.push(Expr::Seq(vec![Expr::Literal(attr.as_bytes().to_vec()), Expr::Alt(g)]));
+                }
+            }
+            return Expr::Seq(vec![Expr::Literal(self.w.key_prefix.as_bytes().to_vec()), key, Expr::Alt(alts), Expr::Literal(self.w.close.as_bytes().to_vec())]);
+        }
+        let value = Expr::Alt(values.into_iter().map(|(_, e)| e).collect());
         let mut v = vec![Expr::Literal(self.w.key_prefix.as_bytes().to_vec()), key, Expr::Literal(self.w.key_suffix.as_bytes().to_vec())];
         if !self.w.value_prefix.is_empty() {
             v.push(self.ws.clone());
