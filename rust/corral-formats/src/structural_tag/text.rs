@@ -32,8 +32,8 @@ struct Ac {
     done: Vec<Option<Decision>>,
     /// Trie edges (forward only): `(node, byte) -> child`.
     children: Vec<HashMap<u8, u32>>,
-    /// Whether a longer trigger may still complete from this node going forward in the trie
-    /// (some proper descendant ends a trigger).
+    /// Whether a longer pattern (trigger or forbidden) may still complete from this node going
+    /// forward in the trie (some proper descendant ends a pattern).
     extends: Vec<bool>,
 }
 
@@ -130,7 +130,7 @@ impl Ac {
         // Nodes are numbered parents first, so one reverse pass sees children before parents.
         let mut extends = vec![false; count];
         for n in (0..count).rev() {
-            extends[n] = children[n].values().any(|&c| own_trigger[c as usize].is_some() || extends[c as usize]);
+            extends[n] = children[n].values().any(|&c| own_trigger[c as usize].is_some() || own_forbidden[c as usize] || extends[c as usize]);
         }
         Ac { next, done, children, extends }
     }
@@ -183,12 +183,13 @@ pub enum Goal {
 /// Builds the automaton of `goal` over `patterns` (non-empty), with at most `max_chars` code
 /// points when given. Returns `None` when it would have more than `max_states` states.
 ///
-/// A trigger that completes where a longer trigger may still complete (the text so far ends
-/// with a proper prefix of that longer trigger) is pending, as in xgrammar: the longer trigger
-/// is dispatched if the text goes on to complete it, the pending one as soon as it cannot.
-/// So the text up to trigger `t` is: no pattern completes before a point where `t` is the
-/// longest trigger completing, except triggers completing while a longer one stays possible
-/// and the text follows that longer one forward.
+/// A trigger that completes where a longer pattern may still complete (the text so far ends
+/// with a proper prefix of a longer trigger or excluded string) is pending, as in xgrammar:
+/// if the text goes on to complete the longer pattern, that one decides (a longer trigger is
+/// dispatched, an excluded string rejects the text); as soon as it cannot, the pending
+/// trigger is dispatched. So the text up to trigger `t` is: no pattern completes before a
+/// point where `t` is the longest trigger completing, except triggers completing while a
+/// longer pattern stays possible and the text follows that pattern forward.
 pub fn automaton(patterns: &[(Vec<u8>, Role)], goal: Goal, max_chars: Option<u32>, max_states: usize) -> Option<ByteAutomaton> {
     let ac = Ac::new(patterns);
     // Product states (ac node, utf8 state, chars so far, pending), numbered in BFS order.
@@ -323,7 +324,6 @@ mod tests {
                 return false;
             }
         }
-        let triggers: Vec<&Vec<u8>> = patterns.iter().filter(|(_, r)| matches!(r, Role::Trigger(_))).map(|(p, _)| p).collect();
         // What completes on the string `w` (a text prefix, or the trie path while pending):
         // None, Some(None) = rejected, Some(Some(role of the longest trigger)).
         let completes = |w: &[u8]| -> Option<Option<Role>> {
@@ -346,8 +346,8 @@ mod tests {
                 return true;
             }
             // Pending: when the longest suffix of the text that is a prefix of some pattern is
-            // a proper prefix of a longer trigger.
-            let longer = |w: &[u8]| triggers.iter().any(|t| t.len() > w.len() && t.starts_with(w));
+            // a proper prefix of a longer pattern.
+            let longer = |w: &[u8]| patterns.iter().any(|(t, _)| t.len() > w.len() && t.starts_with(w));
             let k = (0..end).find(|&k| patterns.iter().any(|(p, _)| p.starts_with(&s[k..end]))).unwrap_or(end);
             if !longer(&s[k..end]) {
                 return false;
@@ -355,7 +355,7 @@ mod tests {
             let mut w = s[k..end].to_vec();
             for &b in &s[end..] {
                 w.push(b);
-                if !triggers.iter().any(|t| t.starts_with(&w)) {
+                if !patterns.iter().any(|(t, _)| t.starts_with(&w)) {
                     return false;
                 }
                 match completes(&w) {
