@@ -405,8 +405,7 @@ impl Compiler<'_> {
 
     /// The free-text automaton for `goal` over `forbidden` strings and `triggers`.
     fn free_text(&mut self, forbidden: &[Vec<u8>], triggers: &[Vec<u8>], goal: Goal, max_chars: Option<u32>, at: &str) -> crate::Result<Expr> {
-        let mut pats: Vec<(Vec<u8>, Role)> = forbidden.iter().map(|f| (f.clone(), Role::Forbidden)).collect();
-        pats.extend(triggers.iter().enumerate().map(|(i, t)| (t.clone(), Role::Trigger(i))));
+        let pats = patterns(forbidden, triggers);
         if pats.is_empty() && goal == Goal::Free {
             return Ok(Expr::Terminal(Rx::Repeat { inner: Arc::new(Rx::any_char()), min: 0, max: max_chars }));
         }
@@ -450,7 +449,8 @@ impl Compiler<'_> {
             forbidden.extend(ends.iter().cloned());
         }
         // Each tag belongs to the one trigger its begin starts with.
-        let mut by_trigger: Vec<Vec<Expr>> = vec![Vec::new(); triggers.len()];
+        // Per trigger: (the rest of the begin after the trigger, content and end).
+        let mut by_trigger: Vec<Vec<(Vec<u8>, Expr)>> = vec![Vec::new(); triggers.len()];
         let mut whole: Vec<Expr> = Vec::new();
         for (v, tat) in tags {
             let (begin, content, tag_ends) = self.tag_parts(v, tat)?;
@@ -462,17 +462,28 @@ impl Compiler<'_> {
             };
             let content = self.rule(content);
             let end = end_alt(&tag_ends);
-            by_trigger[t].push(Expr::Seq(vec![Expr::Literal(begin[triggers[t].len()..].to_vec()), content.clone(), end.clone()]));
+            by_trigger[t].push((begin[triggers[t].len()..].to_vec(), Expr::Seq(vec![content.clone(), end.clone()])));
             whole.push(Expr::Seq(vec![Expr::Literal(begin), content, end]));
         }
         let free = self.free_text(&forbidden, triggers, Goal::Free, None, at)?;
+        let pats = patterns(&forbidden, triggers);
         let mut calls = Vec::new();
         for (t, rests) in by_trigger.into_iter().enumerate() {
             if rests.is_empty() {
                 continue;
             }
-            let lead = self.free_text(&forbidden, triggers, Goal::UpToTrigger(t), None, at)?;
-            calls.push(Expr::Seq(vec![lead, Expr::Alt(rests)]));
+            if text::may_pend(&pats, t) {
+                // The trigger may wait for a longer pattern: each tag's begin is read by the
+                // automaton, which checks that it does not complete that pattern.
+                for (rest, tail) in rests {
+                    let a = text::lead_then(&pats, t, &rest, MAX_TEXT_STATES).ok_or_else(|| unsupported("triggers", at, "the triggers' automaton is too large"))?;
+                    calls.push(Expr::Seq(vec![Expr::Token(Arc::new(Expr::Terminal(Rx::Automaton(Arc::new(a))))), tail]));
+                }
+            } else {
+                let lead = self.free_text(&forbidden, triggers, Goal::UpToTrigger(t), None, at)?;
+                let alts = rests.into_iter().map(|(rest, tail)| Expr::Seq(vec![Expr::Literal(rest), tail])).collect();
+                calls.push(Expr::Seq(vec![lead, Expr::Alt(alts)]));
+            }
         }
         let call = self.rule(Expr::Alt(calls));
         let whole = self.rule(Expr::Alt(whole));
@@ -834,6 +845,13 @@ impl XmlCtx<'_> {
         v.push(Expr::Literal(self.w.close.as_bytes().to_vec()));
         Expr::Seq(v)
     }
+}
+
+/// The patterns of a free-text automaton: forbidden strings, then triggers (numbered).
+fn patterns(forbidden: &[Vec<u8>], triggers: &[Vec<u8>]) -> Vec<(Vec<u8>, Role)> {
+    let mut pats: Vec<(Vec<u8>, Role)> = forbidden.iter().map(|f| (f.clone(), Role::Forbidden)).collect();
+    pats.extend(triggers.iter().enumerate().map(|(i, t)| (t.clone(), Role::Trigger(i))));
+    pats
 }
 
 /// The end alternatives of a tag as one expression.

@@ -191,21 +191,83 @@ pub enum Goal {
 /// point where `t` is the longest trigger completing, except triggers completing while a
 /// longer pattern stays possible and the text follows that pattern forward.
 pub fn automaton(patterns: &[(Vec<u8>, Role)], goal: Goal, max_chars: Option<u32>, max_states: usize) -> Option<ByteAutomaton> {
+    build(patterns, goal, None, max_chars, max_states)
+}
+
+/// The text up to trigger `t` (as [`Goal::UpToTrigger`]) followed by `rest`, the remainder of
+/// a tag's begin after the trigger: where `t` was pending (a longer pattern could still
+/// complete), `rest` must not complete that longer pattern — had the text gone on to complete
+/// it, that pattern would have decided instead of `t`. (Only `rest` is looked at: a tag whose
+/// whole begin stays on the way to a longer pattern is accepted whatever its content does.)
+pub fn lead_then(patterns: &[(Vec<u8>, Role)], t: usize, rest: &[u8], max_states: usize) -> Option<ByteAutomaton> {
+    build(patterns, Goal::UpToTrigger(t), Some(rest), None, max_states)
+}
+
+/// Whether trigger `t` can be pending anywhere (complete where a longer pattern may still
+/// complete); when it cannot, [`lead_then`] is [`automaton`] followed by the literal `rest`.
+pub fn may_pend(patterns: &[(Vec<u8>, Role)], t: usize) -> bool {
     let ac = Ac::new(patterns);
-    // Product states (ac node, utf8 state, chars so far, pending), numbered in BFS order.
-    type Key = (u32, u8, u32, bool);
+    (0..ac.done.len()).any(|n| ac.done[n] == Some(Decision::Dispatch(t)) && ac.extends[n])
+}
+
+/// No trie node: the pending path has been left.
+const OFF_PATH: u32 = u32::MAX;
+
+fn build(patterns: &[(Vec<u8>, Role)], goal: Goal, then: Option<&[u8]>, max_chars: Option<u32>, max_states: usize) -> Option<ByteAutomaton> {
+    let ac = Ac::new(patterns);
+    // Product states (ac node, utf8 state, chars so far, pending, tail), numbered in BFS
+    // order. `tail` is 0 while the text before the trigger is read, k + 1 once k bytes of
+    // `then` have been (then `node` is the trie node on the pending path, or OFF_PATH).
+    type Key = (u32, u8, u32, bool, u32);
     let mut ids: HashMap<Key, u32> = HashMap::new();
     let mut keys: Vec<Key> = Vec::new();
     let mut trans: Vec<Vec<(u8, u8, u32)>> = Vec::new();
     let mut accept: Vec<bool> = Vec::new();
-    let start: Key = (0, 0, 0, false);
+    let start: Key = (0, 0, 0, false, 0);
     ids.insert(start, 0);
     keys.push(start);
+    let mut intern = |key: Key, keys: &mut Vec<Key>| -> Option<u32> {
+        if let Some(&id) = ids.get(&key) {
+            return Some(id);
+        }
+        if keys.len() >= max_states {
+            return None;
+        }
+        let id = keys.len() as u32;
+        ids.insert(key, id);
+        keys.push(key);
+        Some(id)
+    };
     let mut i = 0;
     while i < keys.len() {
-        let (node, u, c, pending) = keys[i];
-        let n = node as usize;
+        let (node, u, c, pending, tail) = keys[i];
         let mut row: Vec<(u8, u8, u32)> = Vec::new();
+        if tail > 0 {
+            // Reading `then` (a literal), checking the pending path.
+            let rest = then.unwrap_or_default();
+            let k = (tail - 1) as usize;
+            if let Some(&b) = rest.get(k) {
+                let next = if node == OFF_PATH {
+                    Some(OFF_PATH)
+                } else {
+                    match ac.children[node as usize].get(&b) {
+                        None => Some(OFF_PATH),
+                        // The longer pattern completes: it, not the trigger, decides.
+                        Some(&ch) if ac.done[ch as usize].is_some() => None,
+                        Some(&ch) => Some(if ac.extends[ch as usize] { ch } else { OFF_PATH }),
+                    }
+                };
+                if let Some(n2) = next {
+                    let id = intern((n2, 0, 0, false, tail + 1), &mut keys)?;
+                    row.push((b, b, id));
+                }
+            }
+            trans.push(row);
+            accept.push(k == rest.len());
+            i += 1;
+            continue;
+        }
+        let n = node as usize;
         let acc = u == 0
             && match goal {
                 Goal::Free => !pending && ac.done[n].is_none(),
@@ -220,10 +282,10 @@ pub fn automaton(patterns: &[(Vec<u8>, Role)], goal: Goal, max_chars: Option<u32
                         continue;
                     }
                 }
-                // While a trigger is pending, only the way on to a longer trigger is open.
+                // While a trigger is pending, only the way on to a longer pattern is open.
                 let n2 = if pending {
                     match ac.children[n].get(&b) {
-                        Some(&c) => c,
+                        Some(&ch) => ch,
                         None => continue,
                     }
                 } else {
@@ -239,19 +301,12 @@ pub fn automaton(patterns: &[(Vec<u8>, Role)], goal: Goal, max_chars: Option<u32
                     (_, None) if pending && !ext => continue,
                     (_, None) => pending,
                 };
-                let key = (n2, u2, if max_chars.is_some() { c2 } else { 0 }, pending2);
-                let id = match ids.get(&key) {
-                    Some(&id) => id,
-                    None => {
-                        let id = keys.len() as u32;
-                        if keys.len() >= max_states {
-                            return None;
-                        }
-                        ids.insert(key, id);
-                        keys.push(key);
-                        id
-                    }
+                let key = match (goal, d, then) {
+                    // The trigger is found: `then` follows, from this node's pending path.
+                    (Goal::UpToTrigger(t), Some(Decision::Dispatch(j)), Some(_)) if j == t => (if ext { n2 } else { OFF_PATH }, 0, 0, false, 1),
+                    _ => (n2, u2, if max_chars.is_some() { c2 } else { 0 }, pending2, 0),
                 };
+                let id = intern(key, &mut keys)?;
                 match row.last_mut() {
                     Some(last) if last.2 == id && last.1 as u16 + 1 == b as u16 => last.1 = b,
                     _ => row.push((b, b, id)),
@@ -259,7 +314,7 @@ pub fn automaton(patterns: &[(Vec<u8>, Role)], goal: Goal, max_chars: Option<u32
             }
         }
         trans.push(row);
-        accept.push(acc);
+        accept.push(acc && then.is_none());
         i += 1;
     }
     Some(ByteAutomaton::new(trans, accept, 0))
@@ -431,6 +486,29 @@ mod tests {
         let m = automaton(&pats, Goal::Free, Some(2), 10_000).unwrap();
         assert!(accepts(&m, "éé".as_bytes()));
         assert!(!accepts(&m, "ééé".as_bytes()));
+    }
+
+    #[test]
+    fn lead_then_checks_the_pending_path() {
+        let t = |s: &str, i| (s.as_bytes().to_vec(), Role::Trigger(i));
+        let f = |s: &str| (s.as_bytes().to_vec(), Role::Forbidden);
+        let pats = vec![t("b", 0), f("<b<")];
+        let run = |pats: &[(Vec<u8>, Role)], tr, rest: &str, s: &str| accepts(&lead_then(pats, tr, rest.as_bytes(), 10_000).unwrap(), s.as_bytes());
+        assert!(may_pend(&pats, 0));
+        assert!(run(&pats, 0, "", "<b"));
+        assert!(!run(&pats, 0, "<", "<b<"));
+        assert!(!run(&pats, 0, "<x", "<b<x"));
+        assert!(run(&pats, 0, "x", "<bx"));
+        assert!(run(&pats, 0, "<", "ab<"));
+        let pats = vec![t("b", 0), t("abc", 1)];
+        assert!(!run(&pats, 0, "c1", "abc1"));
+        assert!(run(&pats, 0, "1", "ab1"));
+        assert!(run(&pats, 0, "c1", "bc1"));
+        assert!(run(&pats, 1, "2", "xabc2"));
+        assert!(!run(&pats, 1, "2", "xabc"));
+        let pats = vec![t("<tool_call>", 0)];
+        assert!(!may_pend(&pats, 0));
+        assert!(run(&pats, 0, "\n{", "hi <tool_call>\n{"));
     }
 
     #[test]
