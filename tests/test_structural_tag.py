@@ -458,6 +458,84 @@ def test_triggered_tags_first_occurrence():
     check(tag, ["<f1.", "<fa2.", "z<f1.<fa2."], ["<fa1.", "<f2."])
 
 
+def _no_pending(triggers: List[str], others: List[str]) -> bool:
+    """No trigger occurs inside another pattern except at its very end (so no trigger ever
+    waits for a longer pattern: the configurations where xgrammar's matcher is consistent)."""
+    pats = triggers + others
+    return all(t not in q[:-1] for t in triggers for q in pats if q != t)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_triggered_tags_match_xgrammar(seed):
+    """Random triggered_tags over a three-letter alphabet (random triggers, begins, ends,
+    contents, excludes, flags, an enclosing tag), random strings: corral and xgrammar agree."""
+    rng = random.Random(seed)
+    alphabet = "ab<"
+
+    def rs(lo: int, hi: int) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(lo, hi)))
+
+    compared = 0
+    while compared < 8:
+        triggers = sorted({rs(1, 3) for _ in range(rng.randint(1, 2))})
+        tags = []
+        for t in triggers:
+            for _ in range(rng.randint(1, 2)):
+                begin = t + rs(0, 2)
+                if sum(begin.startswith(u) for u in triggers) == 1:
+                    tags.append({"type": "tag", "begin": begin, "content": {"type": "const_string", "value": rs(0, 1)}, "end": rs(1, 2)})
+        if not all(any(tg["begin"].startswith(t) for tg in tags) for t in triggers):
+            continue
+        fmt: dict = {"type": "triggered_tags", "triggers": triggers, "tags": tags, "at_least_one": rng.random() < 0.3, "stop_after_first": rng.random() < 0.3}
+        others = []
+        if rng.random() < 0.4:
+            fmt["excludes"] = [rs(1, 3)]
+            others += fmt["excludes"]
+        prefix = ""
+        if rng.random() < 0.3:
+            end = rs(1, 2)
+            others.append(end)
+            fmt = {"type": "tag", "begin": "[", "content": fmt, "end": end}
+            prefix = "["
+        if not _no_pending(triggers, others):
+            continue
+        tag = wrap(fmt)
+        compared += 1
+        for n in range(7):
+            for _ in range(25 if n > 3 else 8):
+                s = prefix + rs(n, n)
+                assert corral_accepts(tag, s) == xgr_accepts(tag, s), f"{json.dumps(fmt)} on {s!r}: corral {corral_accepts(tag, s)}"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_any_text_in_tags_match_xgrammar(seed):
+    """Random any_text (excludes, max_chars) inside tags with one or two random ends, and
+    dispatch with random patterns: corral and xgrammar agree on random strings."""
+    rng = random.Random(100 + seed)
+    alphabet = "ab<"
+
+    def rs(lo: int, hi: int) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(lo, hi)))
+
+    for _ in range(6):
+        text: dict = {"type": "any_text"}
+        if rng.random() < 0.5:
+            text["excludes"] = [rs(1, 3)]
+        if rng.random() < 0.3:
+            text["max_chars"] = rng.randint(0, 4)
+        ends = [rs(1, 3) for _ in range(rng.randint(1, 2))]
+        tag = wrap({"type": "tag", "begin": "[", "content": text, "end": ends if len(ends) > 1 else ends[0]})
+        pats = sorted({rs(1, 2) for _ in range(rng.randint(1, 2))})
+        if not _no_pending(pats, []):
+            pats = pats[:1]
+        disp = wrap({"type": "dispatch", "rules": [[p, {"type": "const_string", "value": rs(0, 2)}] for p in pats], "loop": rng.random() < 0.6})
+        for t, prefix in [(tag, "["), (disp, "")]:
+            for n in range(8):
+                for _ in range(20 if n > 3 else 6):
+                    s = prefix + rs(n, n)
+                    assert corral_accepts(t, s) == xgr_accepts(t, s), f"{json.dumps(t)} on {s!r}: corral {corral_accepts(t, s)}"
+
+
 def test_triggered_tags_pending_trigger_difference():
     """xgrammar defers a trigger that is a suffix of a longer trigger's prefix ('b' inside
     'ab' while 'abc' may follow) and, at the end of the text, accepts the free text 'ab' that
