@@ -582,6 +582,8 @@ def test_legacy_form():
     }
     g = corral.Grammar.from_structural_tag(tag)
     assert g.num_rules > 0
+    # SGLang sends it with "type": "structural_tag"; the JSON text is read too.
+    assert corral.Grammar.from_structural_tag(json.dumps(dict(tag, type="structural_tag"))).source_key == corral.Grammar.from_structural_tag(json.dumps(dict(tag, type="structural_tag"))).source_key
     items = [xgr.StructuralTagItem(begin=s["begin"], schema=s["schema"] if isinstance(s["schema"], dict) else json.loads(s["schema"]), end=s["end"]) for s in tag["structures"]]
     ref = xgr.Grammar.from_structural_tag(items, tag["triggers"])
     cg = corral.CompiledGrammar(g, BYTES)
@@ -760,6 +762,8 @@ def test_invalid_json_text():
         ({"type": "json_schema", "json_schema": WEATHER, "style": "kimi_k3_xml"}, "style 'kimi_k3_xml'", "/format/style"),
         ({"type": "json_schema", "json_schema": {"type": "object", "minProperties": 1}, "style": "qwen_xml"}, "minProperties", "/format/json_schema/minProperties"),
         ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}, "style": "qwen_xml"}, "format", "/format/json_schema/properties/d/format"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"d": {"anyOf": []}}}, "style": "qwen_xml"}, "anyOf", "/format/json_schema/properties/d/anyOf"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"d": {"oneOf": [{"type": "integer"}]}}}, "style": "qwen_xml"}, "oneOf", "/format/json_schema/properties/d/oneOf"),
     ],
 )
 def test_unsupported(fmt, construct, location):

@@ -709,6 +709,9 @@ impl Compiler<'_> {
         if keys.is_empty() {
             return self.xml_any(x, at);
         }
+        if let Some(k) = keys.iter().find(|k| ["oneOf", "allOf", "not", "if"].contains(k)) {
+            return Err(unsupported(k, &child(at, k), format!("'{k}' in a parameter's schema is not supported in XML styles (whether the value is raw text or JSON depends on the branch)")));
+        }
         if keys == ["$ref"] {
             let target = o["$ref"].as_str().and_then(|r| r.strip_prefix('#')).and_then(|p| x.root.pointer(p));
             return match target {
@@ -745,6 +748,9 @@ impl Compiler<'_> {
                 one.insert("type".into(), t.clone());
                 alts.extend(self.xml_value(x, &Value::Object(one), at, depth + 1)?);
             }
+            if alts.is_empty() {
+                return Err(unsupported("type", &child(at, "type"), "an empty type list admits no value"));
+            }
             return Ok(alts);
         }
         if keys == ["anyOf"] {
@@ -752,6 +758,9 @@ impl Compiler<'_> {
             let mut alts = Vec::new();
             for (i, s) in opts.iter().enumerate() {
                 alts.extend(self.xml_value(x, s, &format!("{at}/anyOf/{i}"), depth + 1)?);
+            }
+            if alts.is_empty() {
+                return Err(unsupported("anyOf", &child(at, "anyOf"), "an empty anyOf admits no value"));
             }
             return Ok(alts);
         }
