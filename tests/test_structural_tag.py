@@ -386,6 +386,18 @@ def test_any_text():
     check(wrap({"type": "any_text", "excludes": [""]}), [""], ["a"])
 
 
+def test_bounded_text_in_tag_limits():
+    """max_chars inside a tag: exact, and a clean limit error when the automaton is large."""
+    small = wrap({"type": "tag", "begin": "<think>", "content": {"type": "any_text", "max_chars": 5}, "end": "</think>"})
+    check(small, ["<think></think>", "<think>a</ c</think>", "<think>ééééé</think>"], ["<think>abcdef</think>", "<think></think></think>"])
+    big = wrap({"type": "tag", "begin": "<think>", "content": {"type": "any_text", "max_chars": 4096}, "end": "</think>"})
+    with pytest.raises(corral.LimitExceededError):
+        corral.Grammar.from_structural_tag(big)
+    g = corral.Grammar.from_structural_tag(big, limits={"max_dfa_states": 100_000})
+    m = corral.Matcher(corral.CompiledGrammar(g, BYTES))
+    assert m.accept_bytes(b"<think>" + b"a" * 4096 + b"</think>") and m.is_accepting()
+
+
 def test_tag_end_detection():
     """An unlimited format inside a tag stops at the tag's end: the text may not contain it."""
     think = wrap({"type": "tag", "begin": "<think>", "content": {"type": "any_text"}, "end": "</think>"})
