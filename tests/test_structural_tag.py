@@ -713,6 +713,26 @@ def test_xml_differences():
         assert xgr_accepts(tag, s) and not corral_accepts(tag, s), s
 
 
+def _builtin(model: str, choice: str = "auto") -> dict:
+    from xgrammar.builtin_structural_tag import get_model_structural_tag
+
+    tools = [{"type": "function", "function": {"name": n, "parameters": p}} for n, p in TOOLS.items()]
+    return get_model_structural_tag(model, tools=tools, tool_choice=choice, reasoning=False).model_dump(mode="json", exclude_none=True)
+
+
+def test_kimi_and_harmony_builtins():
+    """xgrammar's builtin kimi (regex call index, excludes) and harmony (channels, any_text
+    with an end list, a separator) tags."""
+    kimi = _builtin("kimi")
+    call = "<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>" + json.dumps(W1) + "<|tool_call_end|>"
+    block = "<|tool_calls_section_begin|>" + call + call.replace(":0", ":12") + "<|tool_calls_section_end|>"
+    check(kimi, ["", "ok " + block], [block.replace(":0", ":x"), "<|tool_calls_section_begin|><|tool_calls_section_end|>", "a<|tool_call_begin|>"])
+    harmony = _builtin("harmony")
+    final = "<|channel|>final<|message|>Hello there<|return|>"
+    fcall = "<|channel|>commentary to=functions.get_weather<|constrain|>json<|message|>" + json.dumps(W1) + "<|call|>"
+    check(harmony, ["", final, fcall + "<|start|>assistant" + final], [final + final, "<|channel|>final<|message|>a<|end|>b<|return|>", fcall.replace("Paris", "1")[:-7]])
+
+
 def test_qwen_3_coder_builtin():
     """xgrammar's builtin Qwen3-Coder tag (qwen_xml tool calls after a trigger)."""
     from xgrammar.builtin_structural_tag import get_model_structural_tag
