@@ -773,6 +773,48 @@ def test_invalid_tags(tag, pointer):
     assert ei.value.pointer == pointer
 
 
+def _mutate_json(v: Any, rng: random.Random) -> Any:
+    """One random structural change somewhere in ``v`` (drop a key, swap a value's type...)."""
+    junk = [None, 0, -1, 2**40, "", "x", [], {}, [1], {"type": "nope"}, True, 1.5]
+    if isinstance(v, dict) and v and rng.random() < 0.7:
+        k = rng.choice(sorted(v))
+        w = dict(v)
+        r = rng.random()
+        if r < 0.25:
+            del w[k]
+        elif r < 0.5:
+            w[k] = rng.choice(junk)
+        else:
+            w[k] = _mutate_json(v[k], rng)
+        return w
+    if isinstance(v, list) and v and rng.random() < 0.7:
+        i = rng.randrange(len(v))
+        w = list(v)
+        if rng.random() < 0.3:
+            del w[i]
+        else:
+            w[i] = _mutate_json(v[i], rng)
+        return w
+    return rng.choice(junk)
+
+
+def test_mutated_tags_never_crash():
+    """Randomly broken tags compile or raise one of corral's grammar errors (never a panic or
+    an internal error)."""
+    rng = random.Random(7)
+    seeds = [hermes("auto"), hermes("forced"), llama(), deepseek_r1(), minimax("auto"), glm_4_7(), xml(XS), wrap(TT),
+             wrap({"type": "dispatch", "rules": [["<f>", {"type": "any_text", "max_chars": 3}]], "excludes": ["x"]})]
+    outcomes = {"ok": 0, "error": 0}
+    for _ in range(400):
+        tag = _mutate_json(rng.choice(seeds), rng)
+        try:
+            corral.Grammar.from_structural_tag(tag)
+            outcomes["ok"] += 1
+        except (corral.GrammarError, corral.LimitExceededError):
+            outcomes["error"] += 1
+    assert outcomes["ok"] > 0 and outcomes["error"] > 100, outcomes
+
+
 def test_invalid_json_text():
     with pytest.raises(corral.InvalidStructuralTagError):
         corral.Grammar.from_structural_tag("{not json")
