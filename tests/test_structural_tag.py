@@ -440,6 +440,17 @@ def test_triggered_tags_flags(flags):
     check(tag, pos, neg)
 
 
+def test_unlimited_formats_in_compositions():
+    """Unlimited formats followed by more text, outside and inside tags."""
+    check(wrap({"type": "sequence", "elements": [TT, {"type": "const_string", "value": "END"}]}),
+          ["END", "hiEND", "hi<f=a>X</f>ENDEND", "hi<f=a>X</f>END"], ["<f=a>X</f>", "hi"])
+    check(wrap({"type": "tag", "begin": "[", "content": {"type": "or", "elements": [{"type": "any_text"}, {"type": "const_string", "value": "]]"}]}, "end": "]"}),
+          ["[a]", "[]]]"], ["[a]a]"])
+    check(wrap({"type": "tag", "begin": "[", "content": {"type": "sequence", "elements": [dict(TT, stop_after_first=True), {"type": "const_string", "value": "!"}]}, "end": "]"}),
+          ["[!]", "[a!]", "[a<f=a>X</f>!]"], ["[a]!]", "[<f=a>X</f>b!]"])
+    check(wrap({"type": "sequence", "elements": [{"type": "any_text"}, {"type": "const_string", "value": "x"}]}), ["x", "axbx", "ax"], [""])
+
+
 def test_triggered_tags_excludes_and_end():
     tag = wrap(dict(TT, excludes=["bad"]))
     check(tag, ["ba d", "<f=a>X</f>ok"], ["bad", "<f=a>X</f>bad"])
