@@ -16,7 +16,10 @@
 //! text up to the first trigger occurrence. Token-level formats (`token`, `exclude_token`,
 //! `any_tokens`, `token_triggered_tags`, `token_dispatch`, token `begin`/`end`) and
 //! `any_text.max_tokens` are refused with [`FormatError::Unsupported`]: corral's grammars are
-//! over text, and a token budget is not a property of the text.
+//! over text, and a token budget is not a property of the text. `json_schema` styles: `json`,
+//! and the XML argument styles `qwen_xml`, `minimax_xml`, `glm_xml`, `deepseek_xml`,
+//! `deepseek_v4_1_xml`; the others (`minimax_m3_xml`, `cohere_xml`, `kimi_k3_xml`) and
+//! `json_schema.excludes` are refused.
 //!
 //! Semantics follow xgrammar's matcher (checked against it by `tests/test_structural_tag.py`):
 //! an unlimited format (`any_text`, `triggered_tags`) inside a `tag` may not contain that
