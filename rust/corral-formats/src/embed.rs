@@ -58,3 +58,67 @@ pub fn schema_rules(schema: &serde_json::Value, opts: &corral_schema::Options, p
         .map_err(|source| crate::FormatError::Schema { at: at.to_string(), source })?;
     Ok((prefixed(ast, prefix), format!("{prefix}root")))
 }
+
+/// Removes the whitespace a flexible JSON layout puts before and after the root value of the
+/// schema rules `rules` (root rule `root`), when the root rule is exactly
+/// `ws value ws`: embedded JSON sits directly between the surrounding delimiters.
+pub fn strip_root_whitespace(rules: &mut [RuleDef], root: &str) {
+    for r in rules.iter_mut().filter(|r| r.name == root) {
+        if let Expr::Seq(v) = &r.expr {
+            if v.len() == 3 && v[0] == v[2] && is_whitespace_run(&v[0]) {
+                r.expr = v[1].clone();
+            }
+        }
+    }
+}
+
+/// Whether `e` is a JSON layout's whitespace run `[ \t\n\r]{0,n}`.
+fn is_whitespace_run(e: &Expr) -> bool {
+    let Expr::Terminal(corral_core::rx::Rx::Repeat { inner, min: 0, max: Some(_) }) = e else { return false };
+    matches!(&**inner, corral_core::rx::Rx::Bytes(b) if b.iter().all(|&(lo, hi)| b" \t\n\r".contains(&lo) && b" \t\n\r".contains(&hi) || (lo, hi) == (b'\t', b'\n')))
+}
+
+/// Makes every whitespace run `[ \t\n\r]{0,bound}` in `e` unbounded (a layout compiled with
+/// `bound` standing for "no bound").
+pub fn unbound_whitespace(e: &mut Expr, bound: u32) {
+    use corral_core::rx::Rx;
+    fn rx(r: &Rx, bound: u32) -> Option<Rx> {
+        match r {
+            Rx::Repeat { inner, min, max: Some(m) } if *m == bound => Some(Rx::Repeat { inner: inner.clone(), min: *min, max: None }),
+            Rx::Repeat { inner, min, max } => rx(inner, bound).map(|i| Rx::Repeat { inner: Arc::new(i), min: *min, max: *max }),
+            Rx::Concat(l) | Rx::Alt(l) => {
+                let changed: Vec<Option<Rx>> = l.iter().map(|x| rx(x, bound)).collect();
+                if changed.iter().all(Option::is_none) {
+                    return None;
+                }
+                let items: Vec<Rx> = changed.into_iter().zip(l.iter()).map(|(c, x)| c.unwrap_or_else(|| x.clone())).collect();
+                Some(if matches!(r, Rx::Concat(_)) { Rx::Concat(items.into()) } else { Rx::Alt(items.into()) })
+            }
+            _ => None,
+        }
+    }
+    match e {
+        Expr::Terminal(r) => {
+            if let Some(n) = rx(r, bound) {
+                *r = n;
+            }
+        }
+        Expr::Seq(v) | Expr::Alt(v) => v.iter_mut().for_each(|x| unbound_whitespace(x, bound)),
+        Expr::Repeat { inner, .. } => unbound_whitespace(inner, bound),
+        Expr::Token(inner) => {
+            let mut x = (**inner).clone();
+            unbound_whitespace(&mut x, bound);
+            if x != **inner {
+                *inner = Arc::new(x);
+            }
+        }
+        Expr::Perm(p) => {
+            p.members.iter_mut().for_each(|(m, _)| unbound_whitespace(m, bound));
+            if let Some(x) = p.extra.as_mut() {
+                unbound_whitespace(x, bound);
+            }
+            unbound_whitespace(&mut p.sep, bound);
+        }
+        Expr::Literal(_) | Expr::Ref { .. } => {}
+    }
+}

@@ -1,9 +1,996 @@
-//! xgrammar structural tags. Not implemented yet.
+//! xgrammar structural tags (the tool-calling format of vLLM and SGLang), compiled to a
+//! [`Grammar`] whose language is exactly the set of outputs xgrammar's semantics allow.
+//!
+//! Two input forms are read:
+//!
+//! * the current one, `{"type": "structural_tag", "format": {...}}` (a bare format object is
+//!   read too), with the format types of xgrammar 0.2.8: `const_string`, `json_schema`,
+//!   `grammar`, `regex`, `any_text`, `sequence`, `or`, `optional`, `plus`, `star`, `repeat`,
+//!   `tag`, `triggered_tags`, `tags_with_separator`, `dispatch`, and the deprecated
+//!   `qwen_xml_parameter`;
+//! * the legacy one, `{"structures": [{"begin", "schema", "end"}], "triggers": [...]}`
+//!   (what `Grammar.from_structural_tag(tags, triggers)` took), read as a `triggered_tags`.
+//!
+//! Free text (in `any_text`, `triggered_tags` and `dispatch`) is built as exact byte automata
+//! (see [`text`]): text in which no trigger, excluded string or enclosing end occurs, and the
+//! text up to the first trigger occurrence. Token-level formats (`token`, `exclude_token`,
+//! `any_tokens`, `token_triggered_tags`, `token_dispatch`, token `begin`/`end`) and
+//! `any_text.max_tokens` are refused with [`FormatError::Unsupported`]: corral's grammars are
+//! over text, and a token budget is not a property of the text. `json_schema` styles: `json`,
+//! and the XML argument styles `qwen_xml`, `minimax_xml`, `glm_xml`, `deepseek_xml`,
+//! `deepseek_v4_1_xml`; the others (`minimax_m3_xml`, `cohere_xml`, `kimi_k3_xml`) and
+//! `json_schema.excludes` are refused.
+//!
+//! Semantics follow xgrammar's matcher (checked against it by `tests/test_structural_tag.py`):
+//! an unlimited format (`any_text`, `triggered_tags`) inside a `tag` may not contain that
+//! tag's end strings; a trigger starts a tag at its first occurrence; excluded strings win over
+//! triggers ending at the same byte; `json_schema` objects with `properties` and no
+//! `additionalProperties` allow no other keys (xgrammar's strict mode) and no whitespace
+//! before or after the value. Differences are listed in docs/structural-tags.md.
 
+mod text;
+
+use crate::embed;
+use crate::FormatError;
+use corral_core::ebnf::{Expr, GrammarAst, RuleDef};
+use corral_core::rx::Rx;
 use corral_core::{Grammar, Limits};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use text::{Goal, Role};
+
+/// Most states of one free-text automaton (a `max_chars` bound times the excluded strings'
+/// automaton); larger ones are refused.
+const MAX_TEXT_STATES: usize = 1 << 20;
+
+/// Whitespace bound standing for "no bound" while a schema is compiled (replaced afterwards).
+const UNBOUNDED_WS: u32 = u32::MAX - 7;
 
 /// Compiles a structural tag (the JSON object, new or legacy form).
-pub fn compile(tag: &serde_json::Value, limits: &Limits) -> crate::Result<Grammar> {
-    let _ = (tag, limits);
-    Err(crate::FormatError::Unsupported { construct: "structural tag".into(), at: "/".into(), message: "structural tags are not implemented yet".into() })
+pub fn compile(tag: &Value, limits: &Limits) -> crate::Result<Grammar> {
+    let mut c = Compiler { limits, rules: Vec::new(), next_id: 0, depth: 0 };
+    let root = c.top(tag)?;
+    c.rules.insert(0, RuleDef { name: "root".into(), expr: root, offset: 0 });
+    let ast = GrammarAst { rules: std::mem::take(&mut c.rules), source: String::new() };
+    let key = format!("structural-tag:{}", serde_json::to_string(tag).unwrap_or_default());
+    Ok(Grammar::from_ast(&ast, "root", &key, limits)?)
+}
+
+/// Builds the grammar's rules while walking the tag.
+struct Compiler<'a> {
+    limits: &'a Limits,
+    rules: Vec<RuleDef>,
+    next_id: usize,
+    /// Nesting of format objects being compiled (bounded by `limits.max_nesting`).
+    depth: usize,
+}
+
+/// The end strings of the nearest enclosing `tag` (what unlimited formats inside it may not
+/// contain), or `None` outside any tag.
+type Ends<'e> = Option<&'e [Vec<u8>]>;
+
+fn invalid(pointer: &str, message: impl Into<String>) -> FormatError {
+    FormatError::InvalidTag { pointer: pointer.to_string(), message: message.into() }
+}
+
+fn unsupported(construct: &str, at: &str, message: impl Into<String>) -> FormatError {
+    FormatError::Unsupported { construct: construct.to_string(), at: at.to_string(), message: message.into() }
+}
+
+/// `base/key` as a JSON pointer (with `~` and `/` escaped).
+fn child(base: &str, key: &str) -> String {
+    format!("{base}/{}", key.replace('~', "~0").replace('/', "~1"))
+}
+
+fn obj<'v>(v: &'v Value, at: &str) -> crate::Result<&'v Map<String, Value>> {
+    v.as_object().ok_or_else(|| invalid(at, format!("expected an object, found {}", kind(v))))
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn req<'v>(o: &'v Map<String, Value>, key: &str, at: &str) -> crate::Result<&'v Value> {
+    o.get(key).ok_or_else(|| invalid(at, format!("missing required field '{key}'")))
+}
+
+fn string<'v>(v: &'v Value, at: &str) -> crate::Result<&'v str> {
+    v.as_str().ok_or_else(|| invalid(at, format!("expected a string, found {}", kind(v))))
+}
+
+fn req_str<'v>(o: &'v Map<String, Value>, key: &str, at: &str) -> crate::Result<&'v str> {
+    string(req(o, key, at)?, &child(at, key))
+}
+
+fn opt_bool(o: &Map<String, Value>, key: &str, at: &str, default: bool) -> crate::Result<bool> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(invalid(&child(at, key), format!("expected a boolean, found {}", kind(v)))),
+    }
+}
+
+fn array<'v>(v: &'v Value, at: &str) -> crate::Result<&'v Vec<Value>> {
+    v.as_array().ok_or_else(|| invalid(at, format!("expected an array, found {}", kind(v))))
+}
+
+/// An optional list of strings (`excludes`); absent or null is empty.
+fn opt_strings(o: &Map<String, Value>, key: &str, at: &str) -> crate::Result<Vec<Vec<u8>>> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(v) => {
+            let at = child(at, key);
+            array(v, &at)?.iter().enumerate().map(|(i, s)| Ok(string(s, &format!("{at}/{i}"))?.as_bytes().to_vec())).collect()
+        }
+    }
+}
+
+/// An optional non-negative integer of at most 2^31 - 1 (xgrammar's bound); null is absent.
+fn opt_count(o: &Map<String, Value>, key: &str, at: &str) -> crate::Result<Option<u32>> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if n <= i32::MAX as u64 => Ok(Some(n as u32)),
+            _ => Err(invalid(&child(at, key), "expected an integer between 0 and 2147483647")),
+        },
+    }
+}
+
+/// Token-level formats: they name tokenizer tokens, which a text grammar cannot express.
+const TOKEN_FORMATS: &[&str] = &["token", "exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch"];
+
+/// The JSON schema styles xgrammar 0.2.8 defines.
+const STYLES: &[&str] = &["json", "qwen_xml", "minimax_xml", "minimax_m3_xml", "deepseek_xml", "glm_xml", "cohere_xml", "kimi_k3_xml", "deepseek_v4_1_xml"];
+
+impl Compiler<'_> {
+    /// A fresh rule-name prefix for embedded grammars (`st{n}_`; own rules are `st_{n}`, so
+    /// the two never collide).
+    fn fresh_prefix(&mut self) -> String {
+        self.next_id += 1;
+        format!("st{}_", self.next_id)
+    }
+
+    /// Adds a rule of our own and returns a reference to it.
+    fn rule(&mut self, expr: Expr) -> Expr {
+        self.next_id += 1;
+        let name = format!("st_{}", self.next_id);
+        self.rules.push(RuleDef { name: name.clone(), expr, offset: 0 });
+        Expr::Ref { name, offset: 0 }
+    }
+
+    /// The top level: either form.
+    fn top(&mut self, tag: &Value) -> crate::Result<Expr> {
+        let o = obj(tag, "")?;
+        if o.contains_key("structures") {
+            return self.legacy(o);
+        }
+        match o.get("type") {
+            Some(Value::String(t)) if t == "structural_tag" => {
+                let f = req(o, "format", "")?;
+                self.format(f, "/format", None)
+            }
+            Some(Value::String(_)) => self.format(tag, "", None),
+            Some(v) => Err(invalid("/type", format!("expected a string, found {}", kind(v)))),
+            None => Err(invalid("", "missing required field 'type' (or 'structures' for the legacy form)")),
+        }
+    }
+
+    /// The legacy form: free text where each trigger starts one of the structures whose
+    /// `begin` starts with it, each holding JSON of its `schema` (an object or its JSON text).
+    fn legacy(&mut self, o: &Map<String, Value>) -> crate::Result<Expr> {
+        let structures = array(req(o, "structures", "")?, "/structures")?;
+        let triggers = array(req(o, "triggers", "")?, "/triggers")?;
+        let mut tags = Vec::new();
+        for (i, s) in structures.iter().enumerate() {
+            let at = format!("/structures/{i}");
+            let so = obj(s, &at)?;
+            let begin = req_str(so, "begin", &at)?;
+            let end = req_str(so, "end", &at)?;
+            let schema = req(so, "schema", &at)?;
+            let schema = match schema {
+                Value::String(text) => serde_json::from_str(text).map_err(|e| invalid(&child(&at, "schema"), format!("the schema text is not JSON: {e}")))?,
+                v => v.clone(),
+            };
+            let tag = serde_json::json!({"type": "tag", "begin": begin, "content": {"type": "json_schema", "json_schema": schema}, "end": end});
+            tags.push((tag, at));
+        }
+        let mut trig = Vec::new();
+        for (i, t) in triggers.iter().enumerate() {
+            trig.push(string(t, &format!("/triggers/{i}"))?.as_bytes().to_vec());
+        }
+        let tag_refs: Vec<(&Value, String)> = tags.iter().map(|(t, a)| (t, a.clone())).collect();
+        self.triggered(&trig, "/triggers", &tag_refs, &[], false, false, None, "")
+    }
+
+    /// One format object at JSON pointer `at`.
+    fn format(&mut self, v: &Value, at: &str, ends: Ends) -> crate::Result<Expr> {
+        if self.depth >= self.limits.max_nesting {
+            return Err(FormatError::Grammar(corral_core::Error::Limit {
+                name: "max_nesting",
+                limit: self.limits.max_nesting,
+                what: format!("format objects nested deeper than {} at {at}", self.limits.max_nesting),
+                hint: corral_core::limits::LIMIT_HINT,
+            }));
+        }
+        self.depth += 1;
+        let r = self.format_inner(v, at, ends);
+        self.depth -= 1;
+        r
+    }
+
+    fn format_inner(&mut self, v: &Value, at: &str, ends: Ends) -> crate::Result<Expr> {
+        let o = obj(v, at)?;
+        let ty = req_str(o, "type", at)?;
+        match ty {
+            "const_string" => Ok(Expr::Literal(req_str(o, "value", at)?.as_bytes().to_vec())),
+            "json_schema" => self.json_schema(o, at),
+            "qwen_xml_parameter" => {
+                let schema = req(o, "json_schema", at)?;
+                self.xml_schema("qwen_xml", schema, false, None, at)
+            }
+            "grammar" => {
+                let text = req_str(o, "grammar", at)?;
+                let ast = corral_core::ebnf::parse(text, self.limits)?;
+                if !ast.rules.iter().any(|r| r.name == "root") {
+                    return Err(invalid(&child(at, "grammar"), "the grammar has no 'root' rule"));
+                }
+                let prefix = self.fresh_prefix();
+                self.rules.extend(embed::prefixed(ast, &prefix));
+                Ok(Expr::Ref { name: format!("{prefix}root"), offset: 0 })
+            }
+            "regex" => {
+                let pattern = req_str(o, "pattern", at)?;
+                Ok(Expr::Terminal(corral_core::regex::parse_regex(pattern, self.limits)?))
+            }
+            "any_text" => self.any_text(o, at, ends),
+            "sequence" | "or" => {
+                let elems = array(req(o, "elements", at)?, &child(at, "elements"))?;
+                if elems.is_empty() {
+                    return Err(invalid(&child(at, "elements"), format!("a '{ty}' format needs at least one element")));
+                }
+                let mut out = Vec::with_capacity(elems.len());
+                for (i, e) in elems.iter().enumerate() {
+                    out.push(self.format(e, &format!("{at}/elements/{i}"), ends)?);
+                }
+                Ok(if ty == "sequence" { Expr::Seq(out) } else { Expr::Alt(out) })
+            }
+            "optional" | "plus" | "star" => {
+                let inner = self.format(req(o, "content", at)?, &child(at, "content"), ends)?;
+                let (min, max) = match ty {
+                    "optional" => (0, Some(1)),
+                    "plus" => (1, None),
+                    _ => (0, None),
+                };
+                Ok(Expr::Repeat { inner: Box::new(inner), min, max })
+            }
+            "repeat" => {
+                let int = |key: &str| -> crate::Result<i64> {
+                    req(o, key, at)?.as_i64().ok_or_else(|| invalid(&child(at, key), "expected an integer"))
+                };
+                let (min, max) = (int("min")?, int("max")?);
+                if min < 0 || min > u32::MAX as i64 {
+                    return Err(invalid(&child(at, "min"), "repeat min must be a non-negative integer"));
+                }
+                let max = match max {
+                    -1 => None,
+                    m if m < 0 || m > u32::MAX as i64 => return Err(invalid(&child(at, "max"), "repeat max must be a non-negative integer or -1 (unbounded)")),
+                    m if m < min => return Err(invalid(&child(at, "max"), "repeat min must be <= max")),
+                    m => Some(m as u32),
+                };
+                let inner = self.format(req(o, "content", at)?, &child(at, "content"), ends)?;
+                Ok(Expr::Repeat { inner: Box::new(inner), min: min as u32, max })
+            }
+            "tag" => self.tag(v, at),
+            "triggered_tags" => {
+                let triggers = array(req(o, "triggers", at)?, &child(at, "triggers"))?;
+                let mut trig = Vec::new();
+                for (i, t) in triggers.iter().enumerate() {
+                    trig.push(string(t, &format!("{at}/triggers/{i}"))?.as_bytes().to_vec());
+                }
+                let tags = array(req(o, "tags", at)?, &child(at, "tags"))?;
+                let tag_refs: Vec<(&Value, String)> = tags.iter().enumerate().map(|(i, t)| (t, format!("{at}/tags/{i}"))).collect();
+                let excludes = opt_strings(o, "excludes", at)?;
+                let at_least_one = opt_bool(o, "at_least_one", at, false)?;
+                let stop_after_first = opt_bool(o, "stop_after_first", at, false)?;
+                self.triggered(&trig, &child(at, "triggers"), &tag_refs, &excludes, at_least_one, stop_after_first, ends, at)
+            }
+            "tags_with_separator" => {
+                let tags = array(req(o, "tags", at)?, &child(at, "tags"))?;
+                let sep = req_str(o, "separator", at)?.as_bytes().to_vec();
+                let at_least_one = opt_bool(o, "at_least_one", at, false)?;
+                let stop_after_first = opt_bool(o, "stop_after_first", at, false)?;
+                if tags.is_empty() {
+                    return Err(invalid(&child(at, "tags"), "'tags_with_separator' needs at least one tag"));
+                }
+                let mut alts = Vec::new();
+                for (i, t) in tags.iter().enumerate() {
+                    let tat = format!("{at}/tags/{i}");
+                    self.expect_tag(t, &tat)?;
+                    alts.push(self.tag(t, &tat)?);
+                }
+                let one = self.rule(Expr::Alt(alts));
+                let some = if stop_after_first {
+                    one
+                } else {
+                    Expr::Seq(vec![one.clone(), Expr::Repeat { inner: Box::new(Expr::Seq(vec![Expr::Literal(sep), one])), min: 0, max: None }])
+                };
+                Ok(if at_least_one { some } else { Expr::Repeat { inner: Box::new(some), min: 0, max: Some(1) } })
+            }
+            "dispatch" => self.dispatch(o, at, ends),
+            t if TOKEN_FORMATS.contains(&t) => Err(unsupported(
+                t,
+                at,
+                format!("'{t}' names tokenizer tokens; corral's grammars constrain text and cannot yet express token-level formats"),
+            )),
+            other => Err(invalid(&child(at, "type"), format!("unknown format type '{other}'"))),
+        }
+    }
+
+    /// Checks that `v` is a `tag` object (where only tags are allowed).
+    fn expect_tag(&self, v: &Value, at: &str) -> crate::Result<()> {
+        let o = obj(v, at)?;
+        match o.get("type") {
+            None => Ok(()),
+            Some(Value::String(t)) if t == "tag" => Ok(()),
+            Some(_) => Err(invalid(&child(at, "type"), "expected a 'tag' format here")),
+        }
+    }
+
+    /// A `begin`/`end` field that must be a string (token formats are refused).
+    fn tag_string<'v>(&self, v: &'v Value, at: &str) -> crate::Result<&'v str> {
+        match v {
+            Value::String(s) => Ok(s),
+            Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("token") => {
+                Err(unsupported("token", at, "a token as a tag delimiter names a tokenizer token; corral's grammars constrain text and cannot yet express it"))
+            }
+            v => Err(invalid(at, format!("expected a string, found {}", kind(v)))),
+        }
+    }
+
+    /// `begin content end` (end: one string or a list of alternatives).
+    fn tag(&mut self, v: &Value, at: &str) -> crate::Result<Expr> {
+        let (begin, content, ends) = self.tag_parts(v, at)?;
+        Ok(Expr::Seq(vec![Expr::Literal(begin), content, end_alt(&ends)]))
+    }
+
+    /// A tag's begin (bytes), compiled content and end alternatives.
+    fn tag_parts(&mut self, v: &Value, at: &str) -> crate::Result<(Vec<u8>, Expr, Vec<Vec<u8>>)> {
+        let o = obj(v, at)?;
+        self.expect_tag(v, at)?;
+        let begin = self.tag_string(req(o, "begin", at)?, &child(at, "begin"))?.as_bytes().to_vec();
+        let end_at = child(at, "end");
+        let ends: Vec<Vec<u8>> = match req(o, "end", at)? {
+            Value::Array(list) => {
+                if list.is_empty() {
+                    return Err(invalid(&end_at, "a tag's end list must not be empty"));
+                }
+                list.iter().enumerate().map(|(i, e)| Ok(string(e, &format!("{end_at}/{i}"))?.as_bytes().to_vec())).collect::<crate::Result<_>>()?
+            }
+            e => vec![self.tag_string(e, &end_at)?.as_bytes().to_vec()],
+        };
+        let nonempty: Vec<Vec<u8>> = ends.iter().filter(|e| !e.is_empty()).cloned().collect();
+        let content = self.format(req(o, "content", at)?, &child(at, "content"), Some(&nonempty))?;
+        Ok((begin, content, ends))
+    }
+
+    /// `any_text`: UTF-8 text without the excluded strings (and the enclosing tag's ends),
+    /// of at most `max_chars` code points.
+    fn any_text(&mut self, o: &Map<String, Value>, at: &str, ends: Ends) -> crate::Result<Expr> {
+        let mut excludes = opt_strings(o, "excludes", at)?;
+        let max_chars = opt_count(o, "max_chars", at)?;
+        if opt_count(o, "max_tokens", at)?.is_some() {
+            return Err(unsupported(
+                "max_tokens",
+                &child(at, "max_tokens"),
+                "a token budget depends on how the text is tokenized, which a grammar over text cannot express exactly; use max_chars for a bound on the text",
+            ));
+        }
+        if excludes.iter().any(|e| e.is_empty()) {
+            // Every string contains the empty string, so only the empty text is left (as in
+            // xgrammar).
+            return Ok(Expr::Literal(Vec::new()));
+        }
+        if let Some(ends) = ends {
+            if ends.is_empty() && max_chars.is_none() {
+                return Err(invalid(at, "unlimited content (any_text) inside a tag needs a non-empty end string"));
+            }
+            excludes.extend(ends.iter().cloned());
+        }
+        self.free_text(&excludes, &[], Goal::Free, max_chars, at)
+    }
+
+    /// The free-text automaton for `goal` over `forbidden` strings and `triggers`.
+    fn free_text(&mut self, forbidden: &[Vec<u8>], triggers: &[Vec<u8>], goal: Goal, max_chars: Option<u32>, at: &str) -> crate::Result<Expr> {
+        let pats = patterns(forbidden, triggers);
+        if pats.is_empty() && goal == Goal::Free {
+            return Ok(Expr::Terminal(Rx::Repeat { inner: Arc::new(Rx::any_char()), min: 0, max: max_chars }));
+        }
+        let a = text::automaton(&pats, goal, max_chars, MAX_TEXT_STATES).ok_or_else(|| {
+            unsupported("max_chars", at, format!("free text with a character bound and excluded strings would need more than {MAX_TEXT_STATES} automaton states"))
+        })?;
+        Ok(Expr::Token(Arc::new(Expr::Terminal(Rx::Automaton(Arc::new(a))))))
+    }
+
+    /// `triggered_tags` (and the legacy form): free text in which the first occurrence of a
+    /// trigger starts a tag whose begin starts with that trigger.
+    #[allow(clippy::too_many_arguments)]
+    fn triggered(
+        &mut self,
+        triggers: &[Vec<u8>],
+        triggers_at: &str,
+        tags: &[(&Value, String)],
+        excludes: &[Vec<u8>],
+        at_least_one: bool,
+        stop_after_first: bool,
+        ends: Ends,
+        at: &str,
+    ) -> crate::Result<Expr> {
+        if triggers.is_empty() {
+            return Err(invalid(triggers_at, "triggers must not be empty"));
+        }
+        if let Some(i) = triggers.iter().position(|t| t.is_empty()) {
+            return Err(invalid(&format!("{triggers_at}/{i}"), "triggers must be non-empty strings"));
+        }
+        if tags.is_empty() {
+            return Err(invalid(&child(at, "tags"), "triggered tags need at least one tag"));
+        }
+        if let Some(i) = excludes.iter().position(|t| t.is_empty()) {
+            return Err(invalid(&format!("{}/{i}", child(at, "excludes")), "excludes must be non-empty strings"));
+        }
+        let mut forbidden: Vec<Vec<u8>> = excludes.to_vec();
+        if let Some(ends) = ends {
+            if ends.is_empty() {
+                return Err(invalid(at, "unlimited content (triggered_tags) inside a tag needs a non-empty end string"));
+            }
+            forbidden.extend(ends.iter().cloned());
+        }
+        // Each tag belongs to the one trigger its begin starts with.
+        // Per trigger: (the rest of the begin after the trigger, content and end).
+        let mut by_trigger: Vec<Vec<(Vec<u8>, Expr)>> = vec![Vec::new(); triggers.len()];
+        let mut whole: Vec<Expr> = Vec::new();
+        for (v, tat) in tags {
+            let (begin, content, tag_ends) = self.tag_parts(v, tat)?;
+            let matching: Vec<usize> = (0..triggers.len()).filter(|&i| begin.starts_with(&triggers[i])).collect();
+            let t = match matching.as_slice() {
+                [t] => *t,
+                [] => return Err(invalid(&child(tat, "begin"), "the tag's begin starts with none of the triggers")),
+                _ => return Err(invalid(&child(tat, "begin"), "the tag's begin starts with more than one trigger")),
+            };
+            let content = self.rule(content);
+            let end = end_alt(&tag_ends);
+            by_trigger[t].push((begin[triggers[t].len()..].to_vec(), Expr::Seq(vec![content.clone(), end.clone()])));
+            whole.push(Expr::Seq(vec![Expr::Literal(begin), content, end]));
+        }
+        let free = self.free_text(&forbidden, triggers, Goal::Free, None, at)?;
+        let pats = patterns(&forbidden, triggers);
+        let mut calls = Vec::new();
+        for (t, rests) in by_trigger.into_iter().enumerate() {
+            if rests.is_empty() {
+                continue;
+            }
+            if text::may_pend(&pats, t) {
+                // The trigger may wait for a longer pattern: each tag's begin is read by the
+                // automaton, which checks that it does not complete that pattern.
+                for (rest, tail) in rests {
+                    let a = text::lead_then(&pats, t, &rest, MAX_TEXT_STATES).ok_or_else(|| unsupported("triggers", at, "the triggers' automaton is too large"))?;
+                    calls.push(Expr::Seq(vec![Expr::Token(Arc::new(Expr::Terminal(Rx::Automaton(Arc::new(a))))), tail]));
+                }
+            } else {
+                let lead = self.free_text(&forbidden, triggers, Goal::UpToTrigger(t), None, at)?;
+                let alts = rests.into_iter().map(|(rest, tail)| Expr::Seq(vec![Expr::Literal(rest), tail])).collect();
+                calls.push(Expr::Seq(vec![lead, Expr::Alt(alts)]));
+            }
+        }
+        let call = self.rule(Expr::Alt(calls));
+        let whole = self.rule(Expr::Alt(whole));
+        let expr = match (at_least_one, stop_after_first) {
+            // Free text and tags, any number of each, ending in free text.
+            (false, false) => Expr::Seq(vec![Expr::Repeat { inner: Box::new(call), min: 0, max: None }, free]),
+            // A tag first (no text before it), then as in the default.
+            (true, false) => Expr::Seq(vec![whole, Expr::Repeat { inner: Box::new(call), min: 0, max: None }, free]),
+            // Free text, or free text then one tag, then nothing.
+            (false, true) => Expr::Alt(vec![free, call]),
+            // Exactly one tag.
+            (true, true) => whole,
+        };
+        Ok(self.rule(expr))
+    }
+
+    /// `dispatch`: free text in which the first occurrence of a rule's pattern must be
+    /// followed by the rule's format; with `loop`, free text resumes after it.
+    fn dispatch(&mut self, o: &Map<String, Value>, at: &str, ends: Ends) -> crate::Result<Expr> {
+        let rules_at = child(at, "rules");
+        let rules = array(req(o, "rules", at)?, &rules_at)?;
+        if rules.is_empty() {
+            return Err(invalid(&rules_at, "dispatch needs at least one rule"));
+        }
+        let looping = opt_bool(o, "loop", at, true)?;
+        let excludes = opt_strings(o, "excludes", at)?;
+        if let Some(i) = excludes.iter().position(|t| t.is_empty()) {
+            return Err(invalid(&format!("{}/{i}", child(at, "excludes")), "excludes must be non-empty strings"));
+        }
+        let mut patterns = Vec::new();
+        let mut formats = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            let rat = format!("{rules_at}/{i}");
+            let pair = array(r, &rat)?;
+            if pair.len() != 2 {
+                return Err(invalid(&rat, "a dispatch rule is a [pattern, format] pair"));
+            }
+            let p = string(&pair[0], &format!("{rat}/0"))?.as_bytes().to_vec();
+            if p.is_empty() {
+                return Err(invalid(&format!("{rat}/0"), "a dispatch pattern must be a non-empty string"));
+            }
+            if patterns.contains(&p) {
+                return Err(invalid(&format!("{rat}/0"), "duplicate dispatch pattern"));
+            }
+            patterns.push(p);
+            formats.push(self.format(&pair[1], &format!("{rat}/1"), ends)?);
+        }
+        let free = self.free_text(&excludes, &patterns, Goal::Free, None, at)?;
+        let mut calls = Vec::new();
+        for (i, f) in formats.into_iter().enumerate() {
+            let lead = self.free_text(&excludes, &patterns, Goal::UpToTrigger(i), None, at)?;
+            let f = self.rule(f);
+            calls.push(Expr::Seq(vec![lead, f]));
+        }
+        let call = self.rule(Expr::Alt(calls));
+        let expr = if looping { Expr::Seq(vec![Expr::Repeat { inner: Box::new(call), min: 0, max: None }, free]) } else { Expr::Alt(vec![free, call]) };
+        Ok(self.rule(expr))
+    }
+
+    /// `json_schema`, in any style.
+    fn json_schema(&mut self, o: &Map<String, Value>, at: &str) -> crate::Result<Expr> {
+        let schema = req(o, "json_schema", at)?;
+        let style = match o.get("style") {
+            None | Some(Value::Null) => "json",
+            Some(v) => string(v, &child(at, "style"))?,
+        };
+        if !STYLES.contains(&style) {
+            return Err(invalid(&child(at, "style"), format!("unknown style '{style}' (xgrammar 0.2.8 defines {})", STYLES.join(", "))));
+        }
+        let any_order = opt_bool(o, "any_order", at, false)?;
+        let max_ws = opt_count(o, "max_whitespace_cnt", at)?;
+        if !opt_strings(o, "excludes", at)?.is_empty() {
+            return Err(unsupported("excludes", &child(at, "excludes"), "excluded substrings inside JSON string values are not supported yet"));
+        }
+        if style != "json" {
+            return self.xml_schema(style, schema, any_order, max_ws, at);
+        }
+        self.json_rules(schema, any_order, max_ws, &child(at, "json_schema"))
+    }
+
+    /// The rules of a JSON schema as xgrammar lays it out in a structural tag: no whitespace
+    /// around the value, at most `max_ws` whitespace characters elsewhere (unbounded when
+    /// absent), objects with `properties` closed unless `additionalProperties` says otherwise.
+    fn json_rules(&mut self, schema: &Value, any_order: bool, max_ws: Option<u32>, schema_at: &str) -> crate::Result<Expr> {
+        if !matches!(schema, Value::Bool(_) | Value::Object(_)) {
+            return Err(invalid(schema_at, format!("a JSON schema is an object or a boolean, found {}", kind(schema))));
+        }
+        let schema = close_objects(schema);
+        let opts = corral_schema::Options {
+            whitespace: corral_schema::Whitespace::Flexible { max: max_ws.unwrap_or(UNBOUNDED_WS) },
+            limits: self.limits.clone(),
+            property_order: if any_order { corral_schema::PropertyOrder::AnyOrder } else { corral_schema::PropertyOrder::SchemaOrder },
+            ..Default::default()
+        };
+        let prefix = self.fresh_prefix();
+        let (mut rules, root) = embed::schema_rules(&schema, &opts, &prefix, schema_at)?;
+        embed::strip_root_whitespace(&mut rules, &root);
+        if max_ws.is_none() {
+            for r in &mut rules {
+                embed::unbound_whitespace(&mut r.expr, UNBOUNDED_WS);
+            }
+        }
+        self.rules.extend(rules);
+        Ok(Expr::Ref { name: root, offset: 0 })
+    }
+
+    /// The XML styles of `json_schema` (tool arguments as XML parameters): `qwen_xml`
+    /// (`<parameter=k>v</parameter>`), `minimax_xml` (`<parameter name="k">v</parameter>`),
+    /// `glm_xml` (`<arg_key>k</arg_key><arg_value>v</arg_value>`). The root schema is an
+    /// object whose properties become parameters, separated by whitespace; a string value is
+    /// raw text without the closing delimiter, other values JSON (see [`Compiler::xml_value`]);
+    /// `deepseek_xml` / `deepseek_v4_1_xml`
+    /// (`<｜DSML｜parameter name="k" string="true|false">v</｜DSML｜parameter>`, the attribute
+    /// saying whether the value is a raw string).
+    fn xml_schema(&mut self, style: &str, schema: &Value, any_order: bool, max_ws: Option<u32>, at: &str) -> crate::Result<Expr> {
+        let schema_at = child(at, "json_schema");
+        let w = match style {
+            "qwen_xml" => Xml { key_prefix: "<parameter=", key_suffix: ">", value_prefix: "", close: "</parameter>" },
+            "minimax_xml" => Xml { key_prefix: "<parameter name=\"", key_suffix: "\">", value_prefix: "", close: "</parameter>" },
+            "glm_xml" => Xml { key_prefix: "<arg_key>", key_suffix: "</arg_key>", value_prefix: "<arg_value>", close: "</arg_value>" },
+            // The key suffix is `" string="true">` before a raw string value, `" string="false">`
+            // before a JSON one (see `XmlCtx::param`).
+            "deepseek_xml" => Xml { key_prefix: "<｜DSML｜parameter name=\"", key_suffix: STRING_ATTR, value_prefix: "", close: "</｜DSML｜parameter>" },
+            "deepseek_v4_1_xml" => Xml { key_prefix: "<｜DSML｜ parameter name=\"", key_suffix: STRING_ATTR, value_prefix: "", close: "</｜DSML｜ parameter>" },
+            _ => {
+                return Err(unsupported(
+                    &format!("style '{style}'"),
+                    &child(at, "style"),
+                    "this XML argument style of json_schema is not supported yet (supported: json, qwen_xml, minimax_xml, glm_xml, deepseek_xml, deepseek_v4_1_xml)",
+                ))
+            }
+        };
+        if !matches!(schema, Value::Bool(_) | Value::Object(_)) {
+            return Err(invalid(&schema_at, format!("a JSON schema is an object or a boolean, found {}", kind(schema))));
+        }
+        if schema == &Value::Bool(false) {
+            return Err(unsupported("json_schema", &schema_at, "the schema 'false' admits no arguments at all"));
+        }
+        let schema = close_objects(schema);
+        let ws = Expr::Terminal(Rx::Repeat { inner: Arc::new(Rx::Bytes(vec![(b'\t', b'\n'), (b'\r', b'\r'), (b' ', b' ')])), min: 0, max: max_ws });
+        let x = XmlCtx { w, ws: ws.clone(), max_ws, root: &schema };
+        let empty = Map::new();
+        let o = schema.as_object().unwrap_or(&empty);
+        // The root must be an object: its properties are the parameters.
+        for (k, v) in o {
+            let ok = match k.as_str() {
+                "type" => v == "object" || v.as_array().is_some_and(|a| a.len() == 1 && a[0] == "object"),
+                "properties" | "required" | "additionalProperties" => true,
+                _ => IGNORED_KEYWORDS.contains(&k.as_str()),
+            };
+            if !ok {
+                return Err(unsupported(k, &child(&schema_at, k), format!("'{k}' at the root of a schema in an XML style is not supported")));
+            }
+        }
+        let props: Vec<(&String, &Value)> = match o.get("properties") {
+            None => Vec::new(),
+            Some(Value::Object(m)) => m.iter().collect(),
+            Some(_) => return Err(invalid(&child(&schema_at, "properties"), "'properties' must be an object")),
+        };
+        let required: Vec<&str> = o.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let mut members = Vec::new();
+        for (name, sub) in &props {
+            let sat = child(&child(&schema_at, "properties"), name);
+            let value = self.xml_value(&x, sub, &sat, 0)?;
+            let param = self.rule(x.param(Expr::Literal(name.as_bytes().to_vec()), value));
+            members.push((param, required.contains(&name.as_str())));
+        }
+        // Other keys: XML names other than the declared ones, with additionalProperties' schema
+        // (closed by default, as in xgrammar's strict mode).
+        // (`close_objects` has closed the root if it has `properties`: absent means any.)
+        let any = Value::Bool(true);
+        let extra = match o.get("additionalProperties").or(Some(&any)) {
+            None | Some(Value::Bool(false)) => None,
+            Some(sub) => {
+                let sat = child(&schema_at, "additionalProperties");
+                let value = self.xml_value(&x, sub, &sat, 0)?;
+                let names: Vec<&[u8]> = props.iter().map(|(n, _)| n.as_bytes()).collect();
+                let key = Expr::Terminal(Rx::Automaton(Arc::new(text::identifier_excluding(&names))));
+                Some(self.rule(x.param(key, value)))
+            }
+        };
+        let body = if any_order {
+            let any_required = members.iter().any(|(_, r)| *r);
+            let perm = |min| Expr::Perm(Box::new(corral_core::ebnf::PermSpec { members: members.clone(), extra: extra.clone(), sep: ws.clone(), min, max: None }));
+            if members.is_empty() && extra.is_none() {
+                ws.clone()
+            } else if any_required {
+                Expr::Seq(vec![ws.clone(), perm(0), ws.clone()])
+            } else {
+                Expr::Alt(vec![ws.clone(), Expr::Seq(vec![ws.clone(), perm(1), ws.clone()])])
+            }
+        } else {
+            let mut seq = vec![ws.clone()];
+            for (m, req) in members {
+                let item = Expr::Seq(vec![m, ws.clone()]);
+                seq.push(if req { item } else { Expr::Repeat { inner: Box::new(item), min: 0, max: Some(1) } });
+            }
+            if let Some(e) = extra {
+                seq.push(Expr::Repeat { inner: Box::new(Expr::Seq(vec![e, ws.clone()])), min: 0, max: None });
+            }
+            Expr::Seq(seq)
+        };
+        Ok(self.rule(body))
+    }
+
+    /// One parameter's value in an XML style, as xgrammar renders it: a plain string is raw
+    /// text without the closing delimiter; a string with `pattern` or length bounds, a `const`
+    /// or an `enum` is its raw text; an unconstrained value is raw text or a JSON array or
+    /// object; anything else is JSON. All but the plain string may have whitespace around.
+    fn xml_value(&mut self, x: &XmlCtx, sub: &Value, at: &str, depth: usize) -> crate::Result<Vec<(bool, Expr)>> {
+        if depth > 32 {
+            return Err(unsupported("$ref", at, "reference chain too deep"));
+        }
+        let padded = |e: Expr| Expr::Seq(vec![x.ws.clone(), e, x.ws.clone()]);
+        let plain_string = |c: &mut Self| c.free_text(&[x.w.close.as_bytes().to_vec()], &[], Goal::Free, None, at).map(|e| vec![(true, e)]);
+        let o = match sub {
+            Value::Bool(true) => return self.xml_any(x, at),
+            Value::Bool(false) => return Err(unsupported("json_schema", at, "a property with the schema 'false' is not supported in XML styles")),
+            Value::Object(o) => o,
+            v => return Err(invalid(at, format!("a JSON schema is an object or a boolean, found {}", kind(v)))),
+        };
+        let keys: Vec<&str> = o.keys().map(String::as_str).filter(|k| !IGNORED_KEYWORDS.contains(k)).collect();
+        if keys.is_empty() {
+            return self.xml_any(x, at);
+        }
+        if let Some(k) = keys.iter().find(|k| ["oneOf", "allOf", "not", "if"].contains(k)) {
+            return Err(unsupported(k, &child(at, k), format!("'{k}' in a parameter's schema is not supported in XML styles (whether the value is raw text or JSON depends on the branch)")));
+        }
+        if keys == ["$ref"] {
+            let target = o["$ref"].as_str().and_then(|r| r.strip_prefix('#')).and_then(|p| x.root.pointer(p));
+            return match target {
+                Some(t) => self.xml_value(x, &t.clone(), at, depth + 1),
+                None => Err(unsupported("$ref", &child(at, "$ref"), "only local references ('#/...') are supported in XML styles")),
+            };
+        }
+        if keys.iter().all(|k| *k == "enum" || *k == "const" || *k == "type") && (o.contains_key("enum") || o.contains_key("const")) {
+            let values: Vec<&Value> = match (o.get("const"), o.get("enum")) {
+                (Some(c), None) => vec![c],
+                (None, Some(Value::Array(a))) if !a.is_empty() => a.iter().collect(),
+                _ => return Err(unsupported("enum", at, "this enum/const form is not supported in XML styles")),
+            };
+            let (mut strings, mut others) = (Vec::new(), Vec::new());
+            for v in values {
+                match v {
+                    Value::String(s) => strings.push(Expr::Literal(s.as_bytes().to_vec())),
+                    v => others.push(Expr::Literal(serde_json::to_string(v).unwrap_or_default().into_bytes())),
+                }
+            }
+            let mut out = Vec::new();
+            if !strings.is_empty() {
+                out.push((true, padded(Expr::Alt(strings))));
+            }
+            if !others.is_empty() {
+                out.push((false, padded(Expr::Alt(others))));
+            }
+            return Ok(out);
+        }
+        if let Some(Value::Array(types)) = o.get("type") {
+            let mut alts = Vec::new();
+            for t in types {
+                let mut one = o.clone();
+                one.insert("type".into(), t.clone());
+                alts.extend(self.xml_value(x, &Value::Object(one), at, depth + 1)?);
+            }
+            if alts.is_empty() {
+                return Err(unsupported("type", &child(at, "type"), "an empty type list admits no value"));
+            }
+            return Ok(alts);
+        }
+        if keys == ["anyOf"] {
+            let opts = array(&o["anyOf"], &child(at, "anyOf"))?;
+            let mut alts = Vec::new();
+            for (i, s) in opts.iter().enumerate() {
+                alts.extend(self.xml_value(x, s, &format!("{at}/anyOf/{i}"), depth + 1)?);
+            }
+            if alts.is_empty() {
+                return Err(unsupported("anyOf", &child(at, "anyOf"), "an empty anyOf admits no value"));
+            }
+            return Ok(alts);
+        }
+        if o.get("type").and_then(Value::as_str) == Some("string") {
+            let has = |k: &str| o.contains_key(k);
+            if has("format") {
+                return Err(unsupported("format", &child(at, "format"), "string formats are not supported in XML styles"));
+            }
+            if let Some(other) = keys.iter().find(|k| !["type", "pattern", "minLength", "maxLength"].contains(k)) {
+                return Err(unsupported(other, &child(at, other), format!("'{other}' on a string is not supported in XML styles")));
+            }
+            if let Some(p) = o.get("pattern") {
+                let p = string(p, &child(at, "pattern"))?;
+                return Ok(vec![(true, padded(Expr::Terminal(corral_core::regex::parse_regex(p, self.limits)?)))]);
+            }
+            if has("minLength") || has("maxLength") {
+                let num = |k: &str| o.get(k).and_then(Value::as_u64).map(|n| n.min(u32::MAX as u64) as u32);
+                let min = num("minLength").unwrap_or(0);
+                let max = num("maxLength");
+                return Ok(vec![(true, padded(Expr::Terminal(Rx::Repeat { inner: Arc::new(Rx::any_char()), min, max })))]);
+            }
+            return plain_string(self);
+        }
+        // Any other value: JSON, with the root's definitions at hand for its references.
+        let mut with_defs = o.clone();
+        for k in ["$defs", "definitions"] {
+            if let (Some(d), false) = (x.root.get(k), o.contains_key(k)) {
+                with_defs.insert(k.into(), d.clone());
+            }
+        }
+        let json = self.json_rules(&Value::Object(with_defs), false, x.max_ws, at)?;
+        Ok(vec![(false, padded(json))])
+    }
+
+    /// An unconstrained parameter value: raw text, or a JSON array or object.
+    fn xml_any(&mut self, x: &XmlCtx, at: &str) -> crate::Result<Vec<(bool, Expr)>> {
+        let raw = self.free_text(&[x.w.close.as_bytes().to_vec()], &[], Goal::Free, None, at)?;
+        let arr = self.json_rules(&serde_json::json!({"type": "array"}), false, x.max_ws, at)?;
+        let obj = self.json_rules(&serde_json::json!({"type": "object"}), false, x.max_ws, at)?;
+        Ok(vec![(true, raw), (false, Expr::Seq(vec![x.ws.clone(), Expr::Alt(vec![arr, obj]), x.ws.clone()]))])
+    }
+}
+
+/// Keywords that do not constrain a value (annotations), skipped when a schema is read for an
+/// XML style.
+const IGNORED_KEYWORDS: &[&str] = &["title", "description", "default", "examples", "$schema", "$id", "$comment", "$defs", "definitions", "deprecated", "readOnly", "writeOnly"];
+
+/// The key suffix standing for the DeepSeek styles' `string="true|false"` attribute.
+const STRING_ATTR: &str = "\0string-attr";
+
+/// The delimiters of an XML argument style.
+struct Xml {
+    key_prefix: &'static str,
+    key_suffix: &'static str,
+    value_prefix: &'static str,
+    close: &'static str,
+}
+
+/// What the values of one XML-style schema are compiled with.
+struct XmlCtx<'a> {
+    w: Xml,
+    ws: Expr,
+    max_ws: Option<u32>,
+    root: &'a Value,
+}
+
+impl XmlCtx<'_> {
+    /// One parameter: key delimiters around `key`, then (after whitespace and the value
+    /// delimiter, where the style has one) one of the `values` and the closing delimiter.
+    /// `values` are (raw string?, expression) alternatives; with the DeepSeek styles the key's
+    /// suffix says which kind follows.
+    fn param(&self, key: Expr, values: Vec<(bool, Expr)>) -> Expr {
+        if self.w.key_suffix == STRING_ATTR {
+            let group = |kind: bool| -> Vec<Expr> { values.iter().filter(|(k, _)| *k == kind).map(|(_, e)| e.clone()).collect() };
+            let mut alts = Vec::new();
+            for (kind, attr) in [(true, "\" string=\"true\">"), (false, "\" string=\"false\">")] {
+                let g = group(kind);
+                if !g.is_empty() {
+                    alts.push(Expr::Seq(vec![Expr::Literal(attr.as_bytes().to_vec()), Expr::Alt(g)]));
+                }
+            }
+            return Expr::Seq(vec![Expr::Literal(self.w.key_prefix.as_bytes().to_vec()), key, Expr::Alt(alts), Expr::Literal(self.w.close.as_bytes().to_vec())]);
+        }
+        let value = Expr::Alt(values.into_iter().map(|(_, e)| e).collect());
+        let mut v = vec![Expr::Literal(self.w.key_prefix.as_bytes().to_vec()), key, Expr::Literal(self.w.key_suffix.as_bytes().to_vec())];
+        if !self.w.value_prefix.is_empty() {
+            v.push(self.ws.clone());
+            v.push(Expr::Literal(self.w.value_prefix.as_bytes().to_vec()));
+        }
+        v.push(value);
+        v.push(Expr::Literal(self.w.close.as_bytes().to_vec()));
+        Expr::Seq(v)
+    }
+}
+
+/// The patterns of a free-text automaton: forbidden strings, then triggers (numbered).
+fn patterns(forbidden: &[Vec<u8>], triggers: &[Vec<u8>]) -> Vec<(Vec<u8>, Role)> {
+    let mut pats: Vec<(Vec<u8>, Role)> = forbidden.iter().map(|f| (f.clone(), Role::Forbidden)).collect();
+    pats.extend(triggers.iter().enumerate().map(|(i, t)| (t.clone(), Role::Trigger(i))));
+    pats
+}
+
+/// The end alternatives of a tag as one expression.
+fn end_alt(ends: &[Vec<u8>]) -> Expr {
+    match ends {
+        [one] => Expr::Literal(one.clone()),
+        many => Expr::Alt(many.iter().map(|e| Expr::Literal(e.clone())).collect()),
+    }
+}
+
+/// `schema` with `"additionalProperties": false` added to every subschema that declares
+/// `properties` and says nothing of other keys (`additionalProperties`,
+/// `unevaluatedProperties`, `patternProperties`), and `"items": false` to every one with
+/// `prefixItems` and no `items`: xgrammar compiles structural-tag schemas in strict mode,
+/// where such objects and arrays admit nothing beyond what the schema names.
+fn close_objects(schema: &Value) -> Value {
+    fn walk(v: &Value, depth: usize) -> Value {
+        let Value::Object(o) = v else { return v.clone() };
+        if depth > 256 {
+            return v.clone();
+        }
+        let mut out = Map::new();
+        for (k, x) in o {
+            let y = match k.as_str() {
+                // Maps of subschemas.
+                "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => match x {
+                    Value::Object(m) => Value::Object(m.iter().map(|(n, s)| (n.clone(), walk(s, depth + 1))).collect()),
+                    _ => x.clone(),
+                },
+                // Lists of subschemas.
+                "anyOf" | "oneOf" | "allOf" | "prefixItems" => match x {
+                    Value::Array(a) => Value::Array(a.iter().map(|s| walk(s, depth + 1)).collect()),
+                    _ => x.clone(),
+                },
+                // Single subschemas (`items` may be a list in old drafts).
+                "items" => match x {
+                    Value::Array(a) => Value::Array(a.iter().map(|s| walk(s, depth + 1)).collect()),
+                    s => walk(s, depth + 1),
+                },
+                "additionalProperties" | "additionalItems" | "not" | "if" | "then" | "else" | "contains" | "propertyNames" | "unevaluatedProperties" | "unevaluatedItems" => walk(x, depth + 1),
+                _ => x.clone(),
+            };
+            out.insert(k.clone(), y);
+        }
+        if o.contains_key("properties") && !o.contains_key("additionalProperties") && !o.contains_key("unevaluatedProperties") && !o.contains_key("patternProperties") {
+            out.insert("additionalProperties".into(), Value::Bool(false));
+        }
+        if o.contains_key("prefixItems") && !o.contains_key("items") && !o.contains_key("unevaluatedItems") {
+            out.insert("items".into(), Value::Bool(false));
+        }
+        Value::Object(out)
+    }
+    walk(schema, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Whether the grammar of `tag` accepts `text` in full (a matcher over a byte vocabulary).
+    fn accepts(tag: &Value, text: &str) -> bool {
+        let g = compile(tag, &Limits::default()).expect("compiles");
+        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).chain(std::iter::once(b"<eos>".to_vec())).collect();
+        let vocab = std::sync::Arc::new(corral_core::Vocabulary::new(toks, vec![256], vec![], None).unwrap());
+        let cg = std::sync::Arc::new(corral_core::CompiledGrammar::new(&g, vocab));
+        let mut m = corral_core::Matcher::new(cg);
+        m.accept_bytes(text.as_bytes()) && m.is_accepting()
+    }
+
+    #[test]
+    fn closes_objects_with_properties_only() {
+        let s = close_objects(&json!({"type": "object", "properties": {"a": {"type": "object", "properties": {}}}, "$defs": {"x": {"properties": {}, "additionalProperties": true}}}));
+        assert_eq!(s["additionalProperties"], json!(false));
+        assert_eq!(s["properties"]["a"]["additionalProperties"], json!(false));
+        assert_eq!(s["$defs"]["x"]["additionalProperties"], json!(true));
+        assert!(close_objects(&json!({"type": "object"})).get("additionalProperties").is_none());
+    }
+
+    #[test]
+    fn errors_carry_pointers() {
+        let e = compile(&json!({"type": "structural_tag", "format": {"type": "sequence", "elements": [{"type": "const_string"}]}}), &Limits::default()).unwrap_err();
+        match e {
+            FormatError::InvalidTag { pointer, .. } => assert_eq!(pointer, "/format/elements/0"),
+            e => panic!("{e:?}"),
+        }
+        let e = compile(&json!({"type": "structural_tag", "format": {"type": "tag", "begin": "a", "content": {"type": "token", "token": 5}, "end": "b"}}), &Limits::default()).unwrap_err();
+        match e {
+            FormatError::Unsupported { construct, at, .. } => {
+                assert_eq!(construct, "token");
+                assert_eq!(at, "/format/content");
+            }
+            e => panic!("{e:?}"),
+        }
+        for bad in [json!(1), json!({}), json!({"type": 3}), json!({"type": "structural_tag"}), json!({"type": "nope"})] {
+            assert!(matches!(compile(&bad, &Limits::default()), Err(FormatError::InvalidTag { .. })), "{bad}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_a_limit_not_a_crash() {
+        // On a large stack, as the Python binding runs compiles (debug frames are big).
+        std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn(|| {
+                let mut f = json!({"type": "const_string", "value": "x"});
+                for _ in 0..1000 {
+                    f = json!({"type": "optional", "content": f});
+                }
+                let e = compile(&json!({"type": "structural_tag", "format": f}), &Limits::default()).unwrap_err();
+                assert!(matches!(e, FormatError::Grammar(corral_core::Error::Limit { name: "max_nesting", .. })), "{e:?}");
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    #[test]
+    fn triggered_tags_language() {
+        let tag = json!({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f="],
+            "tags": [{"type": "tag", "begin": "<f=a>", "content": {"type": "json_schema", "json_schema": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}, "end": "</f>"}]}});
+        assert!(accepts(&tag, ""));
+        assert!(accepts(&tag, "hello <f"));
+        assert!(accepts(&tag, "hi <f=a>{\"x\": 1}</f> bye"));
+        assert!(!accepts(&tag, "hi <f=b>{\"x\": 1}</f>"));
+        assert!(!accepts(&tag, "hi <f=a>{\"x\": 1, \"y\": 2}</f>"));
+        assert!(!accepts(&tag, "hi <f=a> {\"x\": 1}</f>"));
+        assert!(!accepts(&tag, "hi <f="));
+    }
 }
