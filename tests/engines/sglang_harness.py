@@ -157,7 +157,7 @@ class Server:
         if not any(info.grammars):
             info.grammars = None
         info.update_regex_vocab_mask()
-        mask = None if info.grammar_mask is None else np.array(info.grammar_mask.vocab_mask, copy=True)
+        mask = None if info.grammar_mask is None else info.grammar_mask.vocab_mask.numpy().copy()
         return info, mask
 
     def accept(self, req: Any, token: int) -> None:
