@@ -443,7 +443,7 @@ def test_reasoning_unconstrained_until_think_end(model, vocab, parser, monkeypat
 # ----------------------------------------------------------------------------- tool calls
 
 
-def legacy_tag(parser_name: str, choice: str) -> dict:
+def legacy_tag(parser_name: str, choice: str) -> tuple[str, dict]:
     """The structural tag SGLang's OpenAI layer sends for strict tools (its own builder and
     serialization); these parsers build the legacy ``structures``/``triggers`` form."""
     from sglang.srt.entrypoints.openai.protocol import Tool
@@ -499,6 +499,20 @@ def test_launcher_registers_in_a_fresh_process(model):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "corral" in out.stdout.split("--grammar-backend", 1)[1][:300]
+    # A scheduler process spawned by the launcher: multiprocessing's spawn re-runs the main
+    # module by name as __mp_main__ (multiprocessing.spawn._fixup_main_from_name), which
+    # registers corral in that process too.
+    code = (
+        "import runpy\n"
+        "from sglang.srt.constrained.base_grammar_backend import GRAMMAR_BACKEND_REGISTRY as R\n"
+        "assert 'corral' not in R\n"
+        "runpy.run_module('corral.sglang', run_name='__mp_main__', alter_sys=True)\n"
+        "import corral.sglang\n"
+        "assert R['corral'] is corral.sglang.init_backend, R\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
 
 def test_other_versions_are_refused(monkeypatch):
