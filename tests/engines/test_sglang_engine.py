@@ -369,6 +369,31 @@ def test_refused_request_aborts_alone(server, vocab, params, needle):
     assert allowed(mask[1]) == Direct(corral.Grammar.from_json_schema(PERSON), vocab).row()
 
 
+# Every split of the text into runs: a fill after this text runs far past 1 ms (test_limits.py).
+AMBIGUOUS = 'root ::= [a-z ]* (root | "")'
+SLOW_TEXT = " the cat sat on the mat and then it went away to sleep for a while"
+
+
+def test_fill_past_its_budget_ends_only_that_request(server, vocab, caplog):
+    """A grammar whose fill runs past its ``max_fill_ms`` inside SGLang's batch fill: no
+    exception out of ``update_regex_vocab_mask``; its row allows only EOS (SGLang's own finish
+    check then ends the request), the other rows are filled."""
+    tight = corral.compile(corral.Grammar.from_ebnf(AMBIGUOUS, limits={"max_fill_ms": 1}), vocab)
+    slow = server.make_req(regex="[a-z ]+")
+    fine = server.make_req(regex="[0-9]+")
+    server.submit(slow, fine)
+    slow.grammar = cs.CorralGrammar(corral.Matcher(tight), vocab, ("ebnf", AMBIGUOUS))
+    for t in server.encode(SLOW_TEXT):
+        server.accept(slow, t)
+    with caplog.at_level("ERROR", logger="corral"):
+        info, mask = server.step_mask([slow, fine])
+    assert allowed(mask[0]) == {EOS} and "max_fill_ms" in caplog.text
+    assert allowed(mask[1]) == Direct(corral.Grammar.from_regex("[0-9]+"), vocab).row()
+    assert finite(info, 2)[0] == {EOS}
+    server.accept(slow, EOS)
+    assert slow.finished() and slow.grammar.is_terminated()
+
+
 # ----------------------------------------------------------------------------- options
 
 
