@@ -594,7 +594,13 @@ def init_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_id
     SGLang wraps its built-in backends: ``require_reasoning`` requests are unconstrained until
     the think-end sequence, per-request think-end ids and ``reasoning_in_grammar`` work as
     for xgrammar.
+
+    Raises:
+        UsageError: SGLang is installed but not a supported version (at server start, for a
+            registration that bypassed :func:`register`).
     """
+    if _sgl_base is not None:
+        _check_version()
     any_ws = not bool(_serving_option(server_args, "constrained_json_disable_any_whitespace", False))
     max_ws = _serving_option(server_args, "constrained_json_max_whitespace_cnt", None)
     backend = CorralGrammarBackend(tokenizer, vocab_size=vocab_size, eos_token_ids=eos_token_ids, any_whitespace=any_ws, max_whitespace=max_ws)

@@ -540,11 +540,16 @@ def test_launcher_registers_in_a_fresh_process(model):
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
 
-def test_other_versions_are_refused(monkeypatch):
+def test_other_versions_are_refused(server, monkeypatch):
+    """One UsageError naming the supported versions, nothing registered; a registration that
+    bypassed register() is refused when SGLang builds the backend."""
+    from sglang.srt.arg_groups.choices import GRAMMAR_BACKEND_CHOICES
     from sglang.srt.constrained.base_grammar_backend import GRAMMAR_BACKEND_REGISTRY
 
     monkeypatch.setattr(sglang, "__version__", "0.5.22")
     with pytest.raises(corral.UsageError, match=r"0\.5\.23") as err:
         cs.register("corral-old")
     assert "0.5.22" in str(err.value)
-    assert "corral-old" not in GRAMMAR_BACKEND_REGISTRY
+    assert "corral-old" not in GRAMMAR_BACKEND_REGISTRY and "corral-old" not in GRAMMAR_BACKEND_CHOICES
+    with pytest.raises(corral.UsageError, match=r"0\.5\.23"):
+        cs.init_backend(server.server_args, server.tokenizer, MODEL_VOCAB, {EOS})
