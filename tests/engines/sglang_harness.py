@@ -7,9 +7,10 @@ registry, ``process_req_with_grammar``, ``get_ready_grammar_requests``), ``Req``
 ``SamplingParams``, and ``SamplingBatchInfo`` (``update_regex_vocab_mask`` ->
 ``fill_vocab_mask_batched``, ``apply_logits_bias`` on CPU logits).
 
-The one thing not built is the ``Scheduler`` itself: its constructor loads the model onto an
-accelerator (model runner, memory pools, distributed groups). :class:`SchedulerParts` holds
-exactly the attributes ``GrammarManager.__init__`` reads from it -- the real ``ServerArgs``,
+For step-by-step control these tests do not build the ``Scheduler`` (its constructor loads a
+model, allocates memory pools and starts ZMQ sockets; :func:`write_gpt2_model` and
+:data:`ENGINE_SCRIPT` below run it, inside the whole engine). :class:`SchedulerParts` holds
+exactly the attributes ``GrammarManager.__init__`` reads from the scheduler -- the real ``ServerArgs``,
 tokenizer and ``ModelConfig`` (with ``think_end_ids`` set by the scheduler's own code), and
 a one-rank data/tensor-parallel group (``world_size`` 1: the manager then skips its
 all-gather, as a one-GPU server does). The decode step after sampling replays
@@ -20,6 +21,11 @@ all-gather, as a one-GPU server does). The decode step after sampling replays
 The model folder is the vLLM harness's: a Llama config (never run) and GPT-2's tokenizer from
 ``../shared/data/tokenizers/gpt2`` with ``<think>``, ``</think>``, ``<tool_call>``,
 ``</tool_call>`` added.
+
+:func:`write_gpt2_model` and :data:`ENGINE_SCRIPT` run the whole ``sglang.Engine`` instead
+(tokenizer manager, scheduler process, model runner, sampler) on CPU: a one-layer GPT-2 with
+dummy weights -- GPT-2 has no rotary embedding, whose CPU path in SGLang's PyPI build needs
+vLLM's or a CPU ``sgl_kernel``'s custom ops -- served by SGLang's torch-native attention.
 """
 
 from __future__ import annotations
@@ -34,6 +40,79 @@ import numpy as np
 import torch
 
 from .vllm_harness import MODEL_VOCAB, write_model  # noqa: F401  (same model folder)
+
+
+def write_gpt2_model(folder: Path) -> Path:
+    """A one-layer GPT-2 config (dummy weights) with the harness's tokenizer in ``folder``."""
+    import json
+
+    write_model(folder)
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["GPT2LMHeadModel"],
+                "model_type": "gpt2",
+                "vocab_size": MODEL_VOCAB,
+                "n_embd": 64,
+                "n_layer": 1,
+                "n_head": 2,
+                "n_positions": 1024,
+                "n_ctx": 1024,
+                "bos_token_id": 50256,
+                "eos_token_id": 50256,
+                "torch_dtype": "float32",
+                "layer_norm_epsilon": 1e-5,
+                "activation_function": "gelu_new",
+            }
+        )
+    )
+    return folder
+
+
+#: A script run as ``python ENGINE_SCRIPT MODEL REQUESTS.json OUT.json FILL_LOG``: registers
+#: corral at module top level (SGLang spawns its scheduler process, which re-runs this script
+#: as ``__mp_main__`` and so registers too, and logs each corral batch fill's row count to
+#: FILL_LOG), then runs ``sglang.Engine(grammar_backend="corral")`` on CPU over the requests
+#: (a list of ``{"text", "sampling_params"}``), concurrently, then the first one again; writes
+#: ``[{"output_ids", "text", "finish_reason"} or {"error"}]`` (one more than the requests).
+ENGINE_SCRIPT = r"""
+import asyncio, json, sys
+import corral, corral.sglang
+
+corral.sglang.register()
+if __name__ == "__mp_main__" and len(sys.argv) > 4:
+    _real = corral._native.fill_next_token_bitmask_batch
+
+    def _logged(matchers, bitmask, rows):
+        with open(sys.argv[4], "a") as f:
+            f.write(f"{len(rows)}\n")
+        return _real(matchers, bitmask, rows)
+
+    corral._native.fill_next_token_bitmask_batch = _logged
+
+if __name__ == "__main__":
+    import sglang
+
+    model, requests, out = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3]
+    llm = sglang.Engine(
+        model_path=model, device="cpu", load_format="dummy", dtype="float32", grammar_backend="corral",
+        max_total_tokens=4096, mem_fraction_static=0.3, random_seed=0, log_level="error",
+    )
+    async def one(r):
+        try:
+            res = await llm.async_generate(prompt=r["text"], sampling_params=r["sampling_params"])
+        except Exception as e:  # the tokenizer manager raises an aborted request's message
+            return {"error": f"{type(e).__name__}: {e}"}
+        return {"output_ids": res["output_ids"], "text": res["text"], "finish_reason": res["meta_info"]["finish_reason"]}
+
+    try:  # concurrently: the requests share the scheduler's batches
+        results = llm.loop.run_until_complete(asyncio.gather(*[one(r) for r in requests]))
+        after = llm.generate(requests[0]["text"], requests[0]["sampling_params"])  # the engine still serves
+        results.append({"output_ids": after["output_ids"], "text": after["text"], "finish_reason": after["meta_info"]["finish_reason"]})
+    finally:
+        llm.shutdown()
+    json.dump(results, open(out, "w"))
+"""
 
 
 @dataclass

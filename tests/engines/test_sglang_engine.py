@@ -25,7 +25,7 @@ sglang = pytest.importorskip("sglang", reason="SGLang is not installed here (mak
 import corral  # noqa: E402
 import corral.sglang as cs  # noqa: E402
 
-from .sglang_harness import MODEL_VOCAB, Server, allowed, write_model  # noqa: E402
+from .sglang_harness import ENGINE_SCRIPT, MODEL_VOCAB, Server, allowed, write_gpt2_model, write_model  # noqa: E402
 
 if sglang.__version__ not in cs.SUPPORTED_SGLANG_VERSIONS:
     pytest.skip(f"SGLang {sglang.__version__} is not a supported version", allow_module_level=True)
@@ -507,6 +507,64 @@ def test_tool_call_legacy_structural_tags(server, vocab, parser_name, choice):
     assert accepts(grammar, vocab, call), call
     assert not accepts(grammar, vocab, s["begin"] + '{"town": "Paris"}' + s["end"])
     walk(server, req, Direct(grammar, vocab), server.encode(call))
+
+
+# ----------------------------------------------------------------------------- the whole engine
+
+
+def test_whole_engine_on_cpu(tmp_path, vocab):
+    """``sglang.Engine(grammar_backend="corral")`` end to end on CPU: SGLang's tokenizer
+    manager, its scheduler process (corral registered there by the spawned ``__mp_main__``),
+    its model runner (a dummy-weight GPT-2) and sampler. Every output is a token-by-token
+    valid prefix of its grammar, and complete when it stopped at EOS; the refused request
+    (sent concurrently with the others) is aborted with corral's message while the rest are
+    served, and the engine serves a request after it; the scheduler's batch fills put several
+    rows into one corral call."""
+    model = write_gpt2_model(tmp_path / "gpt2")
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": False}
+    specs = [
+        ({"regex": "(yes|no)!"}, corral.Grammar.from_regex("(yes|no)!")),
+        ({"regex": "[0-9]{1,3}(,[0-9]{1,3}){0,2}"}, corral.Grammar.from_regex("[0-9]{1,3}(,[0-9]{1,3}){0,2}")),
+        ({"json_schema": json.dumps(schema)}, corral.Grammar.from_json_schema(schema, max_whitespace=2)),
+        ({"ebnf": 'root ::= "<" [a-c]{1,4} ">"'}, corral.Grammar.from_ebnf('root ::= "<" [a-c]{1,4} ">"')),
+        ({"json_schema": '{"type": "object", "properties": {"a": {"type": "string", "format": "hostname", "maxLength": 10}}}'}, None),
+        ({"regex": "(yes|no)!"}, corral.Grammar.from_regex("(yes|no)!")),
+    ]
+    requests = [
+        {"text": f"Question {i}:", "sampling_params": dict(params, max_new_tokens=24, temperature=1.0)} for i, (params, _) in enumerate(specs)
+    ]
+    # The JSON request's whitespace runs bounded to 2: random weights reach EOS sooner.
+    script = tmp_path / "run_engine.py"
+    script.write_text(ENGINE_SCRIPT.replace("grammar_backend=\"corral\",", "grammar_backend=\"corral\", constrained_json_max_whitespace_cnt=2,"))
+    (tmp_path / "requests.json").write_text(json.dumps(requests))
+    out, log = tmp_path / "out.json", tmp_path / "fills.log"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(model), str(tmp_path / "requests.json"), str(out), str(log)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert len(results) == len(specs) + 1
+    for (params, grammar), res in zip(specs + specs[:1], results):
+        if grammar is None:
+            msg = res["error"]
+            assert "Failed to compile json grammar: corral:" in msg and "/properties/a" in msg, msg
+            continue
+        reason = res["finish_reason"]
+        m = corral.Matcher(corral.compile(grammar, vocab))
+        ids = res["output_ids"]
+        assert ids, res
+        for t in ids:
+            assert m.accept_token(t), (params, res)
+        if reason["type"] == "stop":
+            assert reason["matched"] == EOS and m.is_terminated(), res
+        else:
+            assert reason["type"] == "length" and len(ids) == 24, res
+    assert sum(r.get("finish_reason", {}).get("type") == "stop" for r in results) >= 3  # (yes|no)! ends in 3 tokens
+    rows = [int(x) for x in log.read_text().split()]
+    assert rows and max(rows) >= 4, rows  # the batch's rows, in one corral call per step
 
 
 # ----------------------------------------------------------------------------- enabling
