@@ -9,7 +9,7 @@ registry, ``process_req_with_grammar``, ``get_ready_grammar_requests``), ``Req``
 
 For step-by-step control these tests do not build the ``Scheduler`` (its constructor loads a
 model, allocates memory pools and starts ZMQ sockets; :func:`write_gpt2_model` and
-:data:`ENGINE_SCRIPT` below run it, inside the whole engine). :class:`SchedulerParts` holds
+:func:`run_engine` below run it, inside the whole engine). :class:`SchedulerParts` holds
 exactly the attributes ``GrammarManager.__init__`` reads from the scheduler -- the real ``ServerArgs``,
 tokenizer and ``ModelConfig`` (with ``think_end_ids`` set by the scheduler's own code), and
 a one-rank data/tensor-parallel group (``world_size`` 1: the manager then skips its
@@ -22,7 +22,7 @@ The model folder is the vLLM harness's: a Llama config (never run) and GPT-2's t
 ``../shared/data/tokenizers/gpt2`` with ``<think>``, ``</think>``, ``<tool_call>``,
 ``</tool_call>`` added.
 
-:func:`write_gpt2_model` and :data:`ENGINE_SCRIPT` run the whole ``sglang.Engine`` instead
+:func:`write_gpt2_model` and :func:`run_engine` run the whole ``sglang.Engine`` instead
 (tokenizer manager, scheduler process, model runner, sampler) on CPU: a one-layer GPT-2 with
 dummy weights -- GPT-2 has no rotary embedding, whose CPU path in SGLang's PyPI build needs
 vLLM's or a CPU ``sgl_kernel``'s custom ops -- served by SGLang's torch-native attention.
@@ -69,22 +69,24 @@ def write_gpt2_model(folder: Path) -> Path:
     return folder
 
 
-#: A script run as ``python ENGINE_SCRIPT MODEL REQUESTS.json OUT.json FILL_LOG``: registers
-#: corral at module top level (SGLang spawns its scheduler process, which re-runs this script
-#: as ``__mp_main__`` and so registers too, and logs each corral batch fill's row count to
-#: FILL_LOG), then runs ``sglang.Engine(grammar_backend="corral")`` on CPU over the requests
-#: (a list of ``{"text", "sampling_params"}``), concurrently, then the first one again; writes
-#: ``[{"output_ids", "text", "finish_reason"} or {"error"}]`` (one more than the requests).
+#: A script run as ``python ENGINE_SCRIPT CONFIG.json``, CONFIG being ``{"model", "engine_args",
+#: "requests", "out", "fill_log"}``: registers corral at module top level (SGLang spawns its
+#: scheduler process, which re-runs this script as ``__mp_main__`` and so registers too, and
+#: logs each corral batch fill's row count to ``fill_log``), runs ``sglang.Engine(device="cpu",
+#: load_format="dummy", grammar_backend="corral", **engine_args)`` over the requests (each
+#: ``{"text", "sampling_params", "require_reasoning"?}``) concurrently, then the first one
+#: again, and writes ``[{"output_ids", "text", "finish_reason"} or {"error"}]`` to ``out``.
 ENGINE_SCRIPT = r"""
 import asyncio, json, sys
 import corral, corral.sglang
 
 corral.sglang.register()
-if __name__ == "__mp_main__" and len(sys.argv) > 4:
+CONFIG = json.load(open(sys.argv[1]))
+if __name__ == "__mp_main__":
     _real = corral._native.fill_next_token_bitmask_batch
 
     def _logged(matchers, bitmask, rows):
-        with open(sys.argv[4], "a") as f:
+        with open(CONFIG["fill_log"], "a") as f:
             f.write(f"{len(rows)}\n")
         return _real(matchers, bitmask, rows)
 
@@ -93,26 +95,48 @@ if __name__ == "__mp_main__" and len(sys.argv) > 4:
 if __name__ == "__main__":
     import sglang
 
-    model, requests, out = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3]
+    requests = CONFIG["requests"]
     llm = sglang.Engine(
-        model_path=model, device="cpu", load_format="dummy", dtype="float32", grammar_backend="corral",
-        max_total_tokens=4096, mem_fraction_static=0.3, random_seed=0, log_level="error",
+        model_path=CONFIG["model"], device="cpu", load_format="dummy", dtype="float32", grammar_backend="corral",
+        max_total_tokens=4096, mem_fraction_static=0.3, random_seed=0, log_level="error", **CONFIG["engine_args"],
     )
+
+    def summary(res):
+        return {"output_ids": res["output_ids"], "text": res["text"], "finish_reason": res["meta_info"]["finish_reason"]}
+
     async def one(r):
         try:
-            res = await llm.async_generate(prompt=r["text"], sampling_params=r["sampling_params"])
+            res = await llm.async_generate(
+                prompt=r["text"], sampling_params=r["sampling_params"], require_reasoning=r.get("require_reasoning", False)
+            )
         except Exception as e:  # the tokenizer manager raises an aborted request's message
             return {"error": f"{type(e).__name__}: {e}"}
-        return {"output_ids": res["output_ids"], "text": res["text"], "finish_reason": res["meta_info"]["finish_reason"]}
+        return summary(res)
 
     try:  # concurrently: the requests share the scheduler's batches
         results = llm.loop.run_until_complete(asyncio.gather(*[one(r) for r in requests]))
-        after = llm.generate(requests[0]["text"], requests[0]["sampling_params"])  # the engine still serves
-        results.append({"output_ids": after["output_ids"], "text": after["text"], "finish_reason": after["meta_info"]["finish_reason"]})
+        results.append(llm.loop.run_until_complete(one(requests[0])))  # the engine still serves
     finally:
         llm.shutdown()
-    json.dump(results, open(out, "w"))
+    json.dump(results, open(CONFIG["out"], "w"))
 """
+
+
+def run_engine(tmp_path: Path, model: Path, requests: list, **engine_args: Any) -> tuple[list, list[int]]:
+    """Runs :data:`ENGINE_SCRIPT` in a fresh interpreter; returns its results and the row counts
+    of the scheduler's corral fill calls."""
+    import json
+    import subprocess
+    import sys
+
+    script, config = tmp_path / "run_engine.py", tmp_path / "engine.json"
+    out, log = tmp_path / "out.json", tmp_path / "fills.log"
+    script.write_text(ENGINE_SCRIPT)
+    config.write_text(json.dumps({"model": str(model), "engine_args": engine_args, "requests": requests, "out": str(out), "fill_log": str(log)}))
+    proc = subprocess.run([sys.executable, str(script), str(config)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [int(x) for x in log.read_text().split()] if log.exists() else []
+    return json.loads(out.read_text()), rows
 
 
 @dataclass

@@ -25,7 +25,7 @@ sglang = pytest.importorskip("sglang", reason="SGLang is not installed here (mak
 import corral  # noqa: E402
 import corral.sglang as cs  # noqa: E402
 
-from .sglang_harness import ENGINE_SCRIPT, MODEL_VOCAB, Server, allowed, write_gpt2_model, write_model  # noqa: E402
+from .sglang_harness import MODEL_VOCAB, Server, allowed, run_engine, write_gpt2_model, write_model  # noqa: E402
 
 if sglang.__version__ not in cs.SUPPORTED_SGLANG_VERSIONS:
     pytest.skip(f"SGLang {sglang.__version__} is not a supported version", allow_module_level=True)
@@ -534,18 +534,7 @@ def test_whole_engine_on_cpu(tmp_path, vocab):
         {"text": f"Question {i}:", "sampling_params": dict(params, max_new_tokens=24, temperature=1.0)} for i, (params, _) in enumerate(specs)
     ]
     # The JSON request's whitespace runs bounded to 2: random weights reach EOS sooner.
-    script = tmp_path / "run_engine.py"
-    script.write_text(ENGINE_SCRIPT.replace("grammar_backend=\"corral\",", "grammar_backend=\"corral\", constrained_json_max_whitespace_cnt=2,"))
-    (tmp_path / "requests.json").write_text(json.dumps(requests))
-    out, log = tmp_path / "out.json", tmp_path / "fills.log"
-    proc = subprocess.run(
-        [sys.executable, str(script), str(model), str(tmp_path / "requests.json"), str(out), str(log)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(out.read_text())
+    results, rows = run_engine(tmp_path, model, requests, constrained_json_max_whitespace_cnt=2)
     assert len(results) == len(specs) + 1
     for (params, grammar), res in zip(specs + specs[:1], results):
         if grammar is None:
@@ -563,8 +552,26 @@ def test_whole_engine_on_cpu(tmp_path, vocab):
         else:
             assert reason["type"] == "length" and len(ids) == 24, res
     assert sum(r.get("finish_reason", {}).get("type") == "stop" for r in results) >= 3  # (yes|no)! ends in 3 tokens
-    rows = [int(x) for x in log.read_text().split()]
     assert rows and max(rows) >= 4, rows  # the batch's rows, in one corral call per step
+
+
+def test_whole_engine_reasoning_on_cpu(tmp_path, vocab):
+    """``--reasoning-parser deepseek-r1`` in the whole engine: a ``require_reasoning`` request
+    is not constrained while it reasons (the dummy model never writes ``</think>``), the
+    same request without reasoning is."""
+    model = write_gpt2_model(tmp_path / "gpt2")
+    params = {"regex": "[0-9]+", "max_new_tokens": 24, "temperature": 1.0}
+    requests = [
+        {"text": "Think:", "sampling_params": params, "require_reasoning": True},
+        {"text": "Answer:", "sampling_params": params, "require_reasoning": False},
+    ]
+    results, rows = run_engine(tmp_path, model, requests, reasoning_parser="deepseek-r1")
+    thinking, plain = results[0], results[1]
+    assert len(thinking["output_ids"]) == 24 and "</think>" not in thinking["text"]
+    assert not corral.Matcher(corral.compile(corral.Grammar.from_regex("[0-9]+"), vocab)).accept_bytes(thinking["text"].encode())
+    m = corral.Matcher(corral.compile(corral.Grammar.from_regex("[0-9]+"), vocab))
+    assert plain["output_ids"] and all(m.accept_token(t) for t in plain["output_ids"]), plain
+    assert rows and all(r == 1 for r in rows)  # only the plain request's row is ever filled
 
 
 # ----------------------------------------------------------------------------- enabling
