@@ -605,6 +605,29 @@ def test_launcher_registers_in_a_fresh_process(model):
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
 
+def test_plugin_through_sglangs_loader(tmp_path):
+    """``corral.sglang:sglang_plugin`` declared in the ``sglang.srt.plugins`` entry-point group
+    (here by a throwaway distribution on the path; corral's own metadata does not declare it
+    yet): SGLang's ``load_plugins()`` runs it in a fresh process and corral is registered."""
+    dist = tmp_path / "corral_sglang_plugin_probe-0.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: corral-sglang-plugin-probe\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[sglang.srt.plugins]\ncorral = corral.sglang:sglang_plugin\n")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from sglang.srt.constrained.base_grammar_backend import GRAMMAR_BACKEND_REGISTRY as R\n"
+        "from sglang.srt.arg_groups.choices import GRAMMAR_BACKEND_CHOICES as C\n"
+        "assert 'corral' not in R and 'corral' not in C\n"
+        "from sglang.srt.plugins import load_plugins\n"
+        "load_plugins()\n"
+        "import corral.sglang\n"
+        "assert R['corral'] is corral.sglang.init_backend and 'corral' in C\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
 def test_other_versions_are_refused(server, monkeypatch):
     """One UsageError naming the supported versions, nothing registered; a registration that
     bypassed register() is refused when SGLang builds the backend."""
