@@ -465,6 +465,14 @@ def test_reasoning_unconstrained_until_think_end(model, vocab, parser, monkeypat
     assert allowed(s.step_mask([cached])[1][0]) == ALL
 
 
+def test_strict_thinking_needs_token_filters(model):
+    """Token filters are left at SGLang's default (unsupported): ``--enable-strict-thinking``
+    with a parser that excludes tokens while thinking is refused at startup by SGLang's own
+    wrapper, with its own message."""
+    with pytest.raises(ValueError, match="does not support token filtering"):
+        Server.build(model, grammar_backend="corral", reasoning_parser="qwen3", enable_strict_thinking=True)
+
+
 # ----------------------------------------------------------------------------- tool calls
 
 
