@@ -613,6 +613,62 @@ def test_launcher_registers_in_a_fresh_process(model):
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
 
 
+def test_launcher_serves_http_on_cpu(tmp_path, vocab):
+    """The one command, for real: ``python -m corral.sglang --model-path M ...`` starts SGLang's
+    HTTP server with corral as its grammar backend (dummy-weight GPT-2 on CPU); ``/generate``
+    with a regex returns a matching, EOS-terminated output and an invalid grammar returns
+    corral's message."""
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    model = write_gpt2_model(tmp_path / "gpt2")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["--model-path", str(model), "--device", "cpu", "--load-format", "dummy", "--dtype", "float32", "--host", "127.0.0.1",
+            "--port", str(port), "--max-total-tokens", "4096", "--mem-fraction-static", "0.3", "--log-level", "error"]
+    log = open(tmp_path / "server.log", "w")  # a file, not a pipe nobody reads while it runs
+    proc = subprocess.Popen([sys.executable, "-m", "corral.sglang", *args], stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def post(path, body):
+        req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return json.loads(e.read())
+
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=5):
+                    break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(2)
+        with urllib.request.urlopen(base + "/get_server_info", timeout=30) as r:
+            assert json.loads(r.read())["grammar_backend"] == "corral"
+        ok = post("/generate", {"text": "Hi", "sampling_params": {"regex": "(yes|no)!", "max_new_tokens": 8}})
+        m = corral.Matcher(corral.compile(corral.Grammar.from_regex("(yes|no)!"), vocab))
+        assert ok["text"] in ("yes!", "no!") and ok["meta_info"]["finish_reason"]["matched"] == EOS, ok
+        assert all(m.accept_token(t) for t in ok["output_ids"]) and m.is_terminated()
+        bad = post("/generate", {"text": "Hi", "sampling_params": {"ebnf": "root ::= (", "max_new_tokens": 8}})
+        assert "corral" in bad["error"]["message"] and "line 1, column 10" in bad["error"]["message"], bad
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+        log.close()
+
+
 def test_plugin_through_sglangs_loader(tmp_path):
     """``corral.sglang:sglang_plugin`` declared in the ``sglang.srt.plugins`` entry-point group
     (here by a throwaway distribution on the path; corral's own metadata does not declare it
