@@ -659,6 +659,16 @@ def test_launcher_serves_http_on_cpu(tmp_path, vocab):
         assert all(m.accept_token(t) for t in ok["output_ids"]) and m.is_terminated()
         bad = post("/generate", {"text": "Hi", "sampling_params": {"ebnf": "root ::= (", "max_new_tokens": 8}})
         assert "corral" in bad["error"]["message"] and "line 1, column 10" in bad["error"]["message"], bad
+        # OpenAI layer: response_format json_object arrives as the schema {"type": "object"}
+        chat = post(
+            "/v1/chat/completions",
+            {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "response_format": {"type": "json_object"}, "max_tokens": 16},
+        )
+        text = chat["choices"][0]["message"]["content"]
+        m = corral.Matcher(corral.compile(corral.Grammar.from_json_schema('{"type": "object"}'), vocab))
+        assert text and m.accept_bytes(text.encode()), chat
+        if chat["choices"][0]["finish_reason"] == "stop":
+            assert m.is_accepting(), chat
     finally:
         proc.terminate()
         try:
