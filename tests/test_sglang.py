@@ -1,19 +1,22 @@
-"""corral.sglang: the SGLang grammar backend.
+"""corral.sglang: the SGLang grammar backend, without SGLang.
 
-SGLang is not installed in this environment (it is far too large to install for tests), so
-these tests do NOT run SGLang. They replay, against corral's classes, the call sequences that
-SGLang's scheduler makes (read from sgl-project/sglang at commit 99e1c516...,
-see docs/sglang.md):
+These unit tests run in the main environment, where SGLang is not installed; the module then
+subclasses local stand-ins with SGLang 0.5.23's method names. They replay the call sequences
+SGLang 0.5.23's scheduler makes (``tests/engines/test_sglang_engine.py`` drives the installed
+SGLang's own classes instead):
 
-* compilation: ``get_cached_or_future_value(key)`` -> future -> ``result()`` ->
-  ``set_cache(key, grammar.copy())``; a later request with the same key gets ``copy()``;
+* compilation (``GrammarManager``): ``get_cached_or_future_value(key, require_reasoning)`` ->
+  future -> ``result()`` -> ``set_cache(key, grammar.copy())``; a later request with the same
+  key gets ``copy()``;
 * each decode step (``SamplingBatchInfo.update_regex_vocab_mask``): ``allocate_vocab_mask``,
-  ``fill_vocab_mask(mask, i)`` for grammars that are neither ``finished`` nor terminated,
-  ``move_vocab_mask``, ``apply_vocab_mask(logits, mask)``; then ``accept_token`` per request;
-* EAGLE speculative decoding (``traverse_tree`` in SGLang's eagle utilities): depth-first
-  over the draft tree, accept_token / fill_vocab_mask / rollback(1), skipping drafts the
-  parent row disallows;
-* jump-forward: ``try_jump_forward`` -> ``jump_forward_str_state`` -> retokenize ->
+  ``fill_vocab_mask_batched([GrammarRow(row, grammar), ...], mask)`` for grammars that are
+  neither ``finished`` nor terminated, ``move_vocab_mask``, ``apply_vocab_mask(logits, mask)``;
+  then ``accept_token`` per request;
+* speculative decoding (``traverse_tree`` in SGLang's ``spec_utils``): depth-first over the
+  draft tree, accept_token / fill_vocab_mask / rollback(1), skipping drafts the parent row
+  disallows;
+* jump-forward (the grammar object's methods; the 0.5.23 scheduler no longer calls them):
+  ``try_jump_forward`` -> ``jump_forward_str_state`` -> retokenize ->
   ``jump_and_retokenize(old_ids, new_ids, state)``.
 
 Every mask is compared with the mask a directly driven :class:`corral.Matcher` gives.
@@ -21,9 +24,12 @@ Every mask is compared with the mask a directly driven :class:`corral.Matcher` g
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import textwrap
+from typing import Any, NamedTuple
 
 import pytest
 import torch
@@ -33,6 +39,13 @@ from corral.sglang import SGLANG_AVAILABLE, CorralGrammar, CorralGrammarBackend
 
 V = 50257
 EOS = 50256
+
+
+class GrammarRow(NamedTuple):
+    """SGLang 0.5.23's ``GrammarRow`` (``base_grammar_backend.py``): same fields, same order."""
+
+    row: int
+    grammar: Any
 
 PERSON = r'root ::= "{\"name\": \"" [a-z]+ "\", \"age\": " [0-9]+ "}"'
 LIST = r'root ::= "[" [0-9] ("," [0-9]){0,3} "]"'
@@ -62,9 +75,22 @@ def allowed(row, t):
     return bool((int(row[t // 32]) >> (t % 32)) & 1)
 
 
+def refused(call, error, needle):
+    """A request corral refuses: without SGLang the corral error is raised; with SGLang
+    installed it is SGLang's InvalidGrammarObject carrying corral's message."""
+    if not SGLANG_AVAILABLE:
+        with pytest.raises(error, match=re.escape(needle)):
+            call()
+        return
+    from sglang.srt.constrained.base_grammar_backend import InvalidGrammarObject
+
+    g = call()
+    assert isinstance(g, InvalidGrammarObject) and needle in g.error_message and "corral" in g.error_message
+
+
 def compile_via_cache(backend, key):
     """SGLang's grammar manager: future on a miss, then set_cache(key, grammar.copy())."""
-    value, hit = backend.get_cached_or_future_value(key)
+    value, hit = backend.get_cached_or_future_value(key, False)
     if hit:
         return value, True
     grammar = value.result()
@@ -83,7 +109,7 @@ def test_module_imports_without_sglang_and_register_names_it():
         try:
             s.register()
         except corral.UsageError as e:
-            assert "SGLang" in str(e) and "sglang" in str(e), e
+            assert "SGLang" in str(e) and "sglang" in str(e) and "0.5.23" in str(e), e
             print("ok")
         """
     )
@@ -116,11 +142,10 @@ def test_scheduler_replay_masks_match_direct_matcher(backend, vocab):
     outputs = [[] for _ in keys]
     gen = torch.Generator().manual_seed(0)
     for step in range(max(map(len, plans)) + 2):
-        # update_regex_vocab_mask
+        # update_regex_vocab_mask (SGLang 0.5.23)
         mask = grammars[0].allocate_vocab_mask(vocab_size=V, batch_size=len(grammars), device="cpu")
-        for i, g in enumerate(grammars):
-            if g and not g.finished and not g.is_terminated():
-                g.fill_vocab_mask(mask, i)
+        entries = [GrammarRow(i, g) for i, g in enumerate(grammars) if g and not g.finished and not g.is_terminated()]
+        grammars[0].fill_vocab_mask_batched(entries, mask)
         mask = grammars[0].move_vocab_mask(mask, "cpu")
         for i, g in enumerate(grammars):
             if g.finished or g.is_terminated():
@@ -323,10 +348,7 @@ def test_dispatchers_and_cache(backend, vocab):
     m = anyjson.allocate_vocab_mask(V, 1, "cpu")
     anyjson.fill_vocab_mask(m, 0)
     assert allowed(m[0], vocab.encode(b"[")[0]) and allowed(m[0], vocab.encode(b"{")[0])
-    with pytest.raises(corral.GrammarSyntaxError):
-        backend.dispatch_ebnf("root ::= (")  # without SGLang there is no INVALID_GRAMMAR_OBJ
-    with pytest.raises(corral.UsageError, match="structural_tag"):
-        backend.dispatch_structural_tag("{}")
+    refused(lambda: backend.dispatch_ebnf("root ::= ("), corral.GrammarSyntaxError, "line 1, column 10")
     key = ("regex", "z+")
     g1, hit1 = compile_via_cache(backend, key)
     g2, hit2 = compile_via_cache(backend, key)
@@ -351,16 +373,82 @@ def test_json_schema_dispatch(backend, vocab):
     assert compact.matcher.validate_tokens(vocab.encode(b'{"a":1}')) == len(vocab.encode(b'{"a":1}'))
     assert compact.matcher.validate_tokens(vocab.encode(b'{"a": 1}')) < len(vocab.encode(b'{"a": 1}'))
     # an invalid schema: without SGLang (no INVALID_GRAMMAR_OBJ) the corral error propagates
-    with pytest.raises(corral.GrammarError, match="type"):
-        backend.dispatch_json('{"type": 12}')
+    refused(lambda: backend.dispatch_json('{"type": 12}'), corral.GrammarError, "type")
 
 
 def test_init_backend_reads_server_args(vocab):
     class Args:
         constrained_json_disable_any_whitespace = True
+        constrained_json_max_whitespace_cnt = 3
+        reasoning_parser = None
 
     b = corral.sglang.init_backend(Args(), vocab, V, {EOS})
-    assert isinstance(b, CorralGrammarBackend) and b.any_whitespace is False and b.vocab is vocab
+    assert isinstance(b, CorralGrammarBackend) and b.vocab is vocab
+    assert b.any_whitespace is False and b.max_whitespace == 3
+
+
+def test_batched_fill_is_one_call_and_leaves_other_rows(backend, vocab, monkeypatch):
+    """``fill_vocab_mask_batched``: the listed corral rows in one native call, terminated ones
+    skipped; unlisted rows untouched (here: zeros stay zeros)."""
+    gs = [backend.dispatch_ebnf(LIST) for _ in range(3)]
+    for t in vocab.encode(b"[1"):
+        gs[1].accept_token(t)
+    gs[2].accept_token(vocab.encode(b"[")[0])
+    for t in vocab.encode(b"1]"):
+        gs[2].accept_token(t)
+    gs[2].accept_token(EOS)
+    calls = []
+    real = corral._native.fill_next_token_bitmask_batch
+    monkeypatch.setattr(corral._native, "fill_next_token_bitmask_batch", lambda m, b, r: (calls.append(list(r)), real(m, b, r))[1])
+    mask = torch.zeros(5, corral.bitmask_words(V), dtype=torch.int32)
+    CorralGrammar.fill_vocab_mask_batched([GrammarRow(3, gs[0]), GrammarRow(0, gs[1]), GrammarRow(4, gs[2])], mask)
+    assert calls == [[3, 0]]
+    assert torch.equal(mask[3], direct_mask(gs[0].matcher.compiled, []))
+    assert torch.equal(mask[0], direct_mask(gs[1].matcher.compiled, vocab.encode(b"[1")))
+    assert int(mask[1].abs().sum()) == int(mask[2].abs().sum()) == int(mask[4].abs().sum()) == 0
+    CorralGrammar.reset_vocab_mask(mask)
+    assert bool((mask == -1).all())
+
+
+def test_build_grammar_kinds(vocab):
+    from corral.sglang import build_grammar
+
+    def ok(grammar, text):
+        m = corral.Matcher(corral.compile(grammar, vocab))
+        return m.accept_bytes(text) and m.is_accepting()
+
+    assert ok(build_grammar("json", "$$ANY$$"), b"[1, {}]")
+    assert ok(build_grammar("ebnf", 'root ::= "a"+'), b"aaa")
+    assert ok(build_grammar("full_assistant_ebnf", 'root ::= "a"+'), b"aa")
+    schema = '{"type": "array", "items": {"type": "integer"}}'
+    assert ok(build_grammar("json", schema, max_whitespace=2), b"[1,  2]")
+    assert not ok(build_grammar("json", schema, max_whitespace=2), b"[1,   2]")
+    assert not ok(build_grammar("json", schema, any_whitespace=False), b"[1, 2]")
+    with pytest.raises(corral.UsageError, match="key type"):
+        build_grammar("lark", "start: 'a'")
+
+
+def test_structural_tag_goes_to_corral(backend):
+    """``structural_tag`` requests reach :meth:`corral.Grammar.from_structural_tag` (a missing
+    ``schema`` becomes ``{}`` as in SGLang's xgrammar backend); what it raises, the backend
+    raises (without SGLang; with SGLang it becomes the request's InvalidGrammarObject)."""
+    from corral.sglang import _sanitize_structural_tag
+
+    legacy = {"type": "structural_tag", "structures": [{"begin": "<f>", "schema": None, "end": "</f>"}], "triggers": ["<f>"]}
+    fixed = json.loads(_sanitize_structural_tag(json.dumps(legacy)))
+    assert fixed["structures"][0]["schema"] == {}
+    new = {"type": "structural_tag", "format": {"type": "tag", "begin": "<f>", "content": {"type": "json_schema", "json_schema": None}, "end": "</f>"}}
+    assert json.loads(_sanitize_structural_tag(json.dumps(new)))["format"]["content"]["json_schema"] == {}
+    spec = json.dumps(fixed)
+    try:
+        direct = corral.Grammar.from_structural_tag(spec)
+    except corral.CorralError as e:
+        refused(lambda: backend.dispatch_structural_tag(spec), type(e), str(e)[:40])
+        return
+    g = backend.dispatch_structural_tag(spec)
+    m = corral.Matcher(corral.compile(direct, g.vocab))
+    text = b'say <f>{"a": 1}</f>'
+    assert m.accept_bytes(text) and g.matcher.accept_bytes(text) and g.matcher.is_accepting() == m.is_accepting()
 
 
 # Every split of the text into runs: a fill after this text runs far past 1 ms (test_limits.py).
