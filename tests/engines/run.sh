@@ -32,6 +32,6 @@ for pin in $ENGINES; do
     echo "test-engines: $name $version"
     # Run from outside the source tree so that the installed corral (with its entry points)
     # is the one imported, not ./python.
-    (cd tests && "$venv/bin/python" -m pytest -q -p no:cacheprovider "engines/test_${name}_engine.py") || status=1
+    (cd tests && "$venv/bin/python" -m pytest -p no:cacheprovider -p no:warnings "engines/test_${name}_engine.py") || status=1
 done
 exit $status
