@@ -54,7 +54,7 @@ def listed_tokens(out: str) -> dict[int, str]:
 
 def gbnf_files() -> list[Path]:
     root = tokenizer_data_dir()
-    d = root.parent / "grammars" / "gbnf" if root is not None else Path("/work/shared/data/grammars/gbnf")
+    d = root.parent / "grammars" / "gbnf" if root is not None else Path(__file__).resolve().parents[2] / "shared" / "data" / "grammars" / "gbnf"
     return sorted(d.glob("*.gbnf")) if d.is_dir() else []
 
 
@@ -487,3 +487,94 @@ def test_console_script():
     assert r.returncode == 0, r.stderr
     assert re.fullmatch(rf"ok: {re.escape(str(JSON_EBNF))}: 12 rules, 12 terminals, 24 productions, \d+ DFA states \(ebnf\)\n",
                         r.stdout)
+
+
+# ----------------------------------------------------------------------------- Lark, structural tags, validate
+
+LARK = 'start: "(" WORD ("," WORD)* ")"\nWORD: /[a-z]+/\n%ignore " "\n'
+HERMES_TAG = {
+    "type": "structural_tag",
+    "format": {
+        "type": "triggered_tags",
+        "triggers": ["<tool_call>"],
+        "tags": [{"type": "tag", "begin": "<tool_call>", "content": {"type": "json_schema", "json_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}, "end": "</tool_call>"}],
+    },
+}
+
+
+def test_check_reads_lark_and_structural_tags(capsys, tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(LARK)
+    rc, out, _ = run(capsys, "check", str(g))
+    assert rc == 0 and out.startswith(f"ok: {g}:") and "(lark)" in out
+    t = tmp_path / "tag.json"
+    t.write_text(json.dumps(HERMES_TAG))
+    rc, out, _ = run(capsys, "check", str(t))
+    assert rc == 0 and "(structural-tag)" in out
+    bad = tmp_path / "bad.lark"
+    bad.write_text('start: "a" (\n')
+    rc, _, err = run(capsys, "check", str(bad))
+    assert rc == 1 and "line 2" in err and "^" in err
+
+
+def test_mask_reads_lark(capsys, tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(LARK)
+    rc, out, _ = run(capsys, "mask", "--grammar", str(g), "--prefix", "(ab,")
+    assert rc == 0 and "EOS" in out
+
+
+def test_validate_accepts_and_rejects_with_locations(capsys, tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(LARK.replace('%ignore " "', "%ignore /[ \\n]/"))
+    ok, bad, short = tmp_path / "ok.txt", tmp_path / "bad.txt", tmp_path / "short.txt"
+    ok.write_text("(ab, cd)")
+    bad.write_text("(ab,\n 9)")
+    short.write_text("(ab,")
+    rc, out, _ = run(capsys, "validate", str(g), str(ok))
+    assert rc == 0 and out.strip() == f"{ok}: ok"
+    rc, out, _ = run(capsys, "validate", str(g), str(ok), str(bad), str(short))
+    assert rc == 1
+    lines = out.splitlines()
+    assert f"{ok}: ok" in lines
+    assert f"{bad}:2:2: rejected: unexpected '9'" in lines
+    assert "  expected one of: space a-z \\n" in lines
+    assert any(l.startswith("  for example: 'a)'") for l in lines)
+    assert f"{short}:1:5: rejected: the text ends before the grammar does" in lines
+
+
+def test_validate_final_newline_and_text_option(capsys, tmp_path):
+    g = tmp_path / "g.lark"
+    g.write_text(LARK)
+    f = tmp_path / "nl.txt"
+    f.write_text("(ab)\n")
+    rc, out, _ = run(capsys, "validate", str(g), str(f))
+    assert rc == 1 and "--strip-final-newline" in out
+    rc, out, _ = run(capsys, "validate", str(g), str(f), "--strip-final-newline")
+    assert rc == 0
+    rc, out, _ = run(capsys, "validate", str(g), "--text", "(x)", "--text", "(x")
+    assert rc == 1 and "--text: ok" in out and "--text:1:3: rejected" in out
+
+
+def test_validate_structural_tag_and_schema(capsys, tmp_path):
+    t = tmp_path / "tag.json"
+    t.write_text(json.dumps(HERMES_TAG))
+    rc, out, _ = run(capsys, "validate", str(t), "--text", 'Sure. <tool_call>{"city": "Paris"}</tool_call>', "--text", '<tool_call>{"town": "Paris"}</tool_call>')
+    assert rc == 1 and "--text: ok" in out and "rejected: unexpected 't'" in out
+    s = tmp_path / "schema.json"
+    s.write_text(json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}))
+    rc, out, _ = run(capsys, "validate", str(s), "--text", '{"n": 1}', "--text", '{"n": "1"}')
+    assert rc == 1 and "--text: ok" in out and "rejected: unexpected '\"'" in out
+
+
+def test_validate_bad_grammar_or_missing_file_exits_2(capsys, tmp_path):
+    bad = tmp_path / "bad.lark"
+    bad.write_text("start: (\n")
+    rc, _, err = run(capsys, "validate", str(bad), "--text", "x")
+    assert rc == 2 and "line 2" in err
+    g = tmp_path / "g.lark"
+    g.write_text(LARK)
+    rc, _, err = run(capsys, "validate", str(g), str(tmp_path / "missing.txt"))
+    assert rc == 2 and "cannot read" in err
+    rc, _, err = run(capsys, "validate", str(g))
+    assert rc == 2

@@ -40,12 +40,14 @@ LLAMA3_PATTERN = (
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
-_FORMATS = ("ebnf", "regex", "json-schema")
+_FORMATS = ("ebnf", "regex", "lark", "json-schema", "structural-tag")
 _EXTENSIONS = {
     ".ebnf": "ebnf",
     ".gbnf": "ebnf",
     ".regex": "regex",
     ".re": "regex",
+    ".lark": "lark",
+    # a structural tag when the object is one (see corral.compiler.is_structural_tag)
     ".json": "json-schema",
 }
 
@@ -212,12 +214,26 @@ def load_grammar_file(path: str | os.PathLike | None, fmt: str | None = None, ro
         raise CliError(f"--root only applies to EBNF grammars, not {fmt}", 2)
     t0 = time.perf_counter()
     try:
-        if fmt == "json-schema":
+        if fmt in ("json-schema", "structural-tag"):
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise CliError(f"{p}: the schema is not UTF-8 (byte {e.start})", about_file=True) from None
-            g = _json_schema_grammar(p, text)
+                raise CliError(f"{p}: the JSON is not UTF-8 (byte {e.start})", about_file=True) from None
+            from .compiler import is_structural_tag
+
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError:
+                obj = None  # worded by _json_schema_grammar
+            if fmt == "structural-tag" or is_structural_tag(obj):
+                if obj is None:
+                    _json_schema_grammar(p, text)
+                fmt = "structural-tag"
+                g = corral.Grammar.from_structural_tag(obj)
+            else:
+                g = _json_schema_grammar(p, text)
+        elif fmt == "lark":
+            g = corral.Grammar.from_lark(data)
         else:
             g = corral.load_grammar(p, fmt, root=root or "root")
     except corral.CorralError as e:
@@ -450,6 +466,128 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+_PROBE_CHARS = [chr(c) for c in range(0x20, 0x7F)] + ["\n", "\t", "\r", "é", "中", "😀"]
+#: The order example continuations try characters in: closing punctuation first (the shortest
+#: way to a complete text), then letters and digits, other punctuation, whitespace last.
+_EXTEND_ORDER = list("\"')]}>;") + [c for c in _PROBE_CHARS if c.isalnum()] + [
+    c for c in _PROBE_CHARS if not c.isalnum() and not c.isspace() and c not in "\"')]}>;"
+] + [c for c in _PROBE_CHARS if c.isspace()]
+
+
+def _expected_here(matcher: Any, limit: int = 6) -> tuple[list[str], list[str]]:
+    """What the grammar takes next from ``matcher``'s state: the characters it allows (probed
+    over printable ASCII, whitespace and a few non-ASCII characters) and up to ``limit``
+    example continuations (each extended greedily until the grammar may end)."""
+    allowed = [c for c in _PROBE_CHARS if matcher.copy().accept_bytes(c.encode())]
+    examples = []
+    # One example per kind of first character: each punctuation mark, one letter, one digit.
+    firsts = [c for c in allowed if not c.isspace() and not c.isalnum()]
+    firsts += [next(c for c in allowed if test(c)) for test in (str.isalpha, str.isdigit) if any(test(c) for c in allowed)]
+    firsts = firsts or allowed
+    for first in firsts[:limit]:
+        m = matcher.copy()
+        m.accept_bytes(first.encode())
+        text = first
+        for _ in range(24):
+            if m.is_accepting():
+                break
+            forced = m.forced_bytes()
+            if forced:
+                if not m.accept_bytes(forced):
+                    break
+                text += forced.decode("utf-8", errors="replace")
+                continue
+            nxt = next((c for c in _EXTEND_ORDER if m.copy().accept_bytes(c.encode())), None)
+            if nxt is None:
+                break
+            m.accept_bytes(nxt.encode())
+            text += nxt
+        examples.append(text + ("" if m.is_accepting() else "…"))
+    return allowed, examples
+
+
+def _char_summary(chars: list[str]) -> str:
+    """``['0', '1', ..., '9', '"']`` -> ``0-9 '"'``: runs of consecutive characters as ranges."""
+    out, i = [], 0
+    while i < len(chars):
+        j = i
+        while j + 1 < len(chars) and ord(chars[j + 1]) == ord(chars[j]) + 1 and chars[j + 1].isalnum() == chars[i].isalnum():
+            j += 1
+        a, b = _show_char(chars[i]), _show_char(chars[j])
+        out.append(a if i == j else f"{a}-{b}" if j > i + 1 else f"{a} {b}")
+        i = j + 1
+    return " ".join(out)
+
+
+def _show_char(c: str) -> str:
+    return "space" if c == " " else repr(c)[1:-1]
+
+
+def _line_col(data: bytes, offset: int) -> tuple[int, int]:
+    before = data[:offset].decode("utf-8", errors="replace")
+    line = before.count("\n") + 1
+    return line, len(before) - (before.rfind("\n") + 1) + 1
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Whether the grammar accepts each text; where and why not."""
+    import corral
+
+    try:
+        lg = load_grammar_file(args.grammar, args.format, args.root)
+    except CliError as e:
+        e.code = 2
+        raise
+    compiled = corral.compile(lg.grammar, corral.builtin_vocabulary())
+    texts: list[tuple[str, bytes]] = []
+    for t in args.text or []:
+        texts.append(("--text", t.encode("utf-8")))
+    for f in args.files:
+        try:
+            data = sys.stdin.buffer.read() if f == "-" else Path(f).read_bytes()
+        except OSError as e:
+            raise CliError(f"{f}: cannot read: {e.strerror or e}", 2, about_file=True) from None
+        if args.strip_final_newline and data.endswith(b"\n"):
+            data = data[:-2] if data.endswith(b"\r\n") else data[:-1]
+        texts.append(("<stdin>" if f == "-" else f, data))
+    if not texts:
+        raise CliError("give at least one FILE (or --text TEXT)", 2)
+    failed = 0
+    for name, data in texts:
+        m = corral.Matcher(compiled)
+        if m.accept_bytes(data) and m.is_accepting():
+            print(f"{name}: ok")
+            continue
+        failed += 1
+        off = _reject_offset(corral.Matcher(compiled), data)
+        probe = corral.Matcher(compiled)
+        if off is None:
+            probe.accept_bytes(data)
+            line, col = _line_col(data, len(data))
+            allowed, examples = _expected_here(probe)
+            print(f"{name}:{line}:{col}: rejected: the text ends before the grammar does")
+        else:
+            probe.accept_bytes(data[:off])
+            line, col = _line_col(data, off)
+            end = off + 1
+            while end < len(data) and end - off < 4 and (data[end] & 0xC0) == 0x80:
+                end += 1
+            char = data[off:end].decode("utf-8", errors="backslashreplace")
+            allowed, examples = _expected_here(probe)
+            print(f"{name}:{line}:{col}: rejected: unexpected {char!r}")
+            print(_caret(data, off))
+            if off == len(data) - 1 and data.endswith(b"\n"):
+                print("  (the file's final newline: --strip-final-newline drops it)")
+        if probe.is_accepting():
+            print("  the text could end here")
+        if allowed:
+            print(f"  expected one of: {_char_summary(allowed)}")
+            print(f"  for example: {', '.join(repr(x) for x in examples)}")
+        elif not probe.is_accepting():
+            print("  expected: nothing (the grammar allows no further character)")
+    return 1 if failed else 0
+
+
 def cmd_mask(args: argparse.Namespace) -> int:
     import corral
 
@@ -641,16 +779,16 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 def _add_grammar_args(p: argparse.ArgumentParser, *, positional: bool, required: bool = False) -> None:
     if positional:
-        p.add_argument("file", metavar="FILE", help="grammar file (.ebnf/.gbnf, .regex/.re, .json schema)")
+        p.add_argument("file", metavar="FILE", help="grammar file (.ebnf/.gbnf, .regex/.re, .lark, .json schema or structural tag)")
     else:
         p.add_argument(
             "--grammar", "-g", metavar="FILE", required=required,
-            help="grammar file (.ebnf/.gbnf, .regex/.re, .json schema); default: the built-in JSON grammar",
+            help="grammar file (.ebnf/.gbnf, .regex/.re, .lark, .json schema or structural tag); default: the built-in JSON grammar",
         )
     p.add_argument(
         "--format", "-f", choices=_FORMATS, default=None,
         help="grammar format (default: guessed from the extension: .ebnf/.gbnf -> ebnf, "
-             ".regex/.re -> regex, .json -> json-schema)",
+             ".regex/.re -> regex, .lark -> lark, .json -> structural-tag when the object is one, else json-schema)",
     )
     p.add_argument("--root", metavar="NAME", default=None, help="start rule of an EBNF grammar (default: root)")
 
@@ -680,6 +818,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  corral check grammars/json.ebnf\n"
                "  corral mask --grammar grammars/json.ebnf --prefix '{\"a\": '\n"
+               "  corral validate grammars/json.ebnf doc.json\n"
                "  corral stats --tokenizer path/to/tokenizer.json\n\n"
                "Run 'corral SUBCOMMAND --help' for the options of each subcommand.\n"
                "Exit status: 0 ok, 1 invalid input (grammar, file, prefix, tokenizer), "
@@ -718,6 +857,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", "-n", metavar="N", type=int, default=20,
                    help="how many allowed tokens to list (default 20; -1 for all)")
     p.set_defaults(func=cmd_mask)
+
+    p = sub.add_parser(
+        "validate", help="test texts against a grammar: accepted, or where and why not",
+        description="Compile a grammar and say, for each text, whether the grammar accepts it (the whole "
+                    "text, as a complete sentence). A rejected text gets the line:col where it fails, the "
+                    "offending character, the characters the grammar expected there and example "
+                    "continuations. Exit status: 0 when every text is accepted, 1 otherwise, 2 for a "
+                    "grammar that does not compile or a file that cannot be read.",
+        epilog="examples:\n  corral validate grammars/json.ebnf doc1.json doc2.json\n"
+               "  corral validate tool.lark --text 'call(x)'\n"
+               "  echo -n '{\"a\": 1}' | corral validate schema.json -",
+        formatter_class=_Formatter,
+    )
+    p.add_argument("grammar", metavar="GRAMMAR", help="grammar file (.ebnf/.gbnf, .regex/.re, .lark, .json schema or structural tag)")
+    p.add_argument("files", metavar="FILE", nargs="*", help="text files to test ('-' reads standard input)")
+    p.add_argument("--text", metavar="TEXT", action="append", help="a text to test (repeatable)")
+    p.add_argument("--format", "-f", choices=_FORMATS, default=None, help="grammar format (default: from the extension)")
+    p.add_argument("--root", metavar="NAME", default=None, help="start rule of an EBNF grammar (default: root)")
+    p.add_argument("--strip-final-newline", action="store_true", help="drop one newline at the end of each file")
+    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser(
         "stats", help="mask statistics while walking example JSON documents",

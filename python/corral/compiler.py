@@ -52,13 +52,42 @@ GrammarFormat = Union[str, None]
 
 
 def load_grammar(path: str | Path, format: GrammarFormat = None, *, root: str = "root") -> _native.Grammar:
-    """Reads a grammar file. ``format`` is ``"ebnf"`` or ``"regex"``; by default it is
-    guessed from the extension (``.ebnf``/``.gbnf`` -> ebnf, ``.regex``/``.re`` -> regex)."""
+    """Reads a grammar file. ``format`` is ``"ebnf"``, ``"regex"``, ``"lark"``,
+    ``"json-schema"`` or ``"structural-tag"``; by default it is guessed from the extension
+    (``.ebnf``/``.gbnf`` -> ebnf, ``.regex``/``.re`` -> regex, ``.lark`` -> lark, ``.json`` ->
+    a structural tag when the object is one, else a JSON Schema).
+
+    Example::
+
+        >>> import corral, tempfile, os
+        >>> d = tempfile.mkdtemp(); f = os.path.join(d, "g.lark")
+        >>> _ = open(f, "w").write('start: "yes" | "no"\n')
+        >>> corral.load_grammar(f).num_rules > 0
+        True
+    """
     p = Path(path)
     data = p.read_bytes()
-    fmt = format or {".ebnf": "ebnf", ".gbnf": "ebnf", ".regex": "regex", ".re": "regex"}.get(p.suffix.lower())
+    fmt = format or {".ebnf": "ebnf", ".gbnf": "ebnf", ".regex": "regex", ".re": "regex", ".lark": "lark", ".json": "json"}.get(p.suffix.lower())
     if fmt == "ebnf":
         return _native.Grammar.from_ebnf(data, root)
     if fmt == "regex":
         return _native.Grammar.from_regex(data.decode("utf-8").rstrip("\n"))
-    raise UsageError(f"cannot tell the grammar format of {p.name}; pass format='ebnf' or 'regex'")
+    if fmt == "lark":
+        return _native.Grammar.from_lark(data)
+    if fmt in ("json", "json-schema", "structural-tag"):
+        import json as _json
+
+        try:
+            obj = _json.loads(data)
+        except ValueError as e:
+            raise UsageError(f"{p.name}: not valid JSON: {e}") from None
+        if fmt == "structural-tag" or (fmt == "json" and is_structural_tag(obj)):
+            return _native.Grammar.from_structural_tag(obj)
+        return _native.Grammar.from_json_schema(obj)
+    raise UsageError(f"cannot tell the grammar format of {p.name}; pass format='ebnf', 'regex', 'lark', 'json-schema' or 'structural-tag'")
+
+
+def is_structural_tag(obj: object) -> bool:
+    """Whether a parsed JSON object is an xgrammar structural tag (``"type":
+    "structural_tag"``, or the legacy ``structures``/``triggers`` form) rather than a schema."""
+    return isinstance(obj, dict) and (obj.get("type") == "structural_tag" or ("structures" in obj and "triggers" in obj))
