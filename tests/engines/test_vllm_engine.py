@@ -44,7 +44,7 @@ WEATHER_TOOL = {
 def model(tmp_path_factory):
     use_cpu_platform()
     cv.patch_vllm()
-    return write_model(tmp_path_factory.mktemp("model"))
+    return write_model(tmp_path_factory.mktemp("model"), tool_markers=True)
 
 
 @pytest.fixture(scope="module")
@@ -379,6 +379,24 @@ def test_tool_call_structural_tags(engine, vocab, model_name, choice):
     assert accepts(grammar, vocab, text), text
     assert not accepts(grammar, vocab, BAD_TOOL_TEXTS[model_name])
     walk(engine, req, Direct(grammar, vocab), encode(engine, text))
+    # vLLM's own tool parser for this format extracts the call from the text corral allowed.
+    calls = extract_tool_calls(engine, TOOL_PARSERS[model_name], text.split("</think>")[-1])
+    assert calls == [("get_weather", EXPECTED_ARGS[model_name])], calls
+
+
+TOOL_PARSERS = {"hermes": "hermes", "llama": "llama3_json", "deepseek_r1": "deepseek_v3", "qwen_3_coder": "qwen3_coder"}
+EXPECTED_ARGS = {"hermes": {"city": "Paris"}, "llama": {"city": "Paris", "days": 2}, "deepseek_r1": {"city": "Paris"}, "qwen_3_coder": {"city": "Paris"}}
+
+
+def extract_tool_calls(engine, parser_name: str, text: str) -> list:
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.tool_parsers import ToolParserManager
+
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "weather?"}], tools=[WEATHER_TOOL])
+    parser = ToolParserManager.get_tool_parser(parser_name)(engine.tokenizer)
+    info = parser.extract_tool_calls(text, request)
+    assert info.tools_called, (parser_name, text)
+    return [(c.function.name, json.loads(c.function.arguments)) for c in info.tool_calls]
 
 
 def test_named_tool_choice_is_a_json_schema_request(engine, vocab):

@@ -21,17 +21,21 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 GPT2 = REPO.parent / "shared" / "data" / "tokenizers" / "gpt2"
 ADDED = ["<think>", "</think>", "<tool_call>", "</tool_call>"]
+#: The markers vLLM's Llama 3 and DeepSeek tool parsers look up in the tokenizer.
+TOOL_MARKERS = ["<|python_tag|>"] + [f"<\uff5c{m}\uff5c>" for m in ("tool\u2581calls\u2581begin", "tool\u2581calls\u2581end", "tool\u2581call\u2581begin", "tool\u2581call\u2581end", "tool\u2581sep")]
 #: The model's vocabulary is wider than the tokenizer's (padding ids, never allowed).
 MODEL_VOCAB = 50304
 
 
-def write_model(folder: Path) -> Path:
-    """A Llama config and GPT-2's tokenizer (plus the added tokens) in ``folder``."""
+def write_model(folder: Path, *, tool_markers: bool = False) -> Path:
+    """A Llama config and GPT-2's tokenizer (plus the added tokens, and with ``tool_markers``
+    the tool-call markers of Llama 3 and DeepSeek, all as text, not special) in ``folder``."""
     from tokenizers import AddedToken, Tokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer.from_file(str(GPT2 / "tokenizer.json"))
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED])
+    added = ADDED + (TOOL_MARKERS if tool_markers else [])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in added])
     tok.save(str(folder / "tokenizer.json"))
     for f in ("vocab.json", "merges.txt"):
         shutil.copy(GPT2 / f, folder / f)
