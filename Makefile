@@ -20,6 +20,8 @@ test-rust:
 	cargo test -p corral-core
 	# Schema compilation recurses over the schema; the Python binding runs it on a 64 MiB stack, so the tests do too.
 	RUST_MIN_STACK=67108864 cargo test --release -p corral-schema
+	# Lark and structural tags embed JSON Schemas: the same stack.
+	RUST_MIN_STACK=67108864 cargo test --release -p corral-formats
 
 FUZZ_SECONDS ?= 10
 ## Each cargo-fuzz target for a few seconds (needs the nightly toolchain; cargo-fuzz is
