@@ -6,6 +6,7 @@ Subcommands (``corral SUBCOMMAND --help`` for details)::
     corral mask --prefix '{"a": '                   # which tokens may come next?
     corral stats                                    # mask statistics on built-in JSON documents
     corral demo                                     # constrained generation end to end
+    corral validate grammar.lark doc1.txt doc2.txt  # does the grammar accept these texts?
 
 Exit status: 0 success; 1 the input is wrong (grammar error, unreadable file, rejected prefix,
 unusable tokenizer); 2 bad command line or a feature missing from this version.
@@ -40,13 +41,14 @@ LLAMA3_PATTERN = (
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
-_FORMATS = ("ebnf", "regex", "json-schema")
+_FORMATS = ("ebnf", "regex", "json-schema", "lark", "structural-tag")
 _EXTENSIONS = {
     ".ebnf": "ebnf",
     ".gbnf": "ebnf",
     ".regex": "regex",
     ".re": "regex",
-    ".json": "json-schema",
+    ".json": "json-schema",  # or a structural tag, told apart by its keys
+    ".lark": "lark",
 }
 
 # --------------------------------------------------------------------------------------------
@@ -179,6 +181,11 @@ def _json_schema_grammar(path: Path, text: str) -> Any:
         return factory(schema, strict=not _NON_STRICT[0])
 
 
+def _is_structural_tag(obj: Any) -> bool:
+    """Whether a JSON object is an xgrammar structural tag rather than a JSON Schema."""
+    return isinstance(obj, dict) and (obj.get("type") == "structural_tag" or "structures" in obj or "triggers" in obj)
+
+
 #: set by `check --non-strict` (JSON Schema only)
 _NON_STRICT = [False]
 
@@ -212,12 +219,23 @@ def load_grammar_file(path: str | os.PathLike | None, fmt: str | None = None, ro
         raise CliError(f"--root only applies to EBNF grammars, not {fmt}", 2)
     t0 = time.perf_counter()
     try:
-        if fmt == "json-schema":
+        if fmt in ("json-schema", "structural-tag", "lark"):
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise CliError(f"{p}: the schema is not UTF-8 (byte {e.start})", about_file=True) from None
-            g = _json_schema_grammar(p, text)
+                raise CliError(f"{p}: the grammar is not UTF-8 (byte {e.start})", about_file=True) from None
+            if fmt == "json-schema":
+                try:
+                    if _is_structural_tag(json.loads(text)):
+                        fmt = "structural-tag"
+                except json.JSONDecodeError:
+                    pass  # reported with its location by _json_schema_grammar
+            if fmt == "lark":
+                g = corral.Grammar.from_lark(text)
+            elif fmt == "structural-tag":
+                g = corral.Grammar.from_structural_tag(text)
+            else:
+                g = _json_schema_grammar(p, text)
         else:
             g = corral.load_grammar(p, fmt, root=root or "root")
     except corral.CorralError as e:
@@ -430,8 +448,108 @@ def _caret(data: bytes, offset: int) -> str:
     return f"  {line}\n  {' ' * (len(before) - line_start)}^"
 
 
+def _line_col(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and column (in characters) of byte ``offset`` of ``data``."""
+    before = data[:offset]
+    line = before.count(b"\n") + 1
+    col = len(before[before.rfind(b"\n") + 1 :].decode("utf-8", errors="replace")) + 1
+    return line, col
+
+
+#: Characters probed to say what the grammar expects at a failure: printable ASCII, the usual
+#: white space, and one character of a few scripts (standing for "non-ASCII text").
+_PROBES = [chr(c) for c in range(0x20, 0x7F)] + ["\n", "\t", "\r", "\u00e9", "\u20ac", "\u4e2d", "\U0001f600"]
+
+
+def expected_after(matcher: Any, limit: int = 12) -> tuple[list[str], bool]:
+    """What may come next in ``matcher``'s state: example continuations (a probed character and
+    the bytes the grammar then forces, e.g. ``'true'`` after ``t``) and whether the text may end.
+
+    >>> import corral
+    >>> m = corral.Matcher(corral.compile(corral.Grammar.from_regex("(true|false)"), corral.builtin_vocabulary()))
+    >>> expected_after(m)
+    (["'false'", "'true'"], False)
+    """
+    shown: list[str] = []
+    non_ascii = False
+    for c in _PROBES:
+        probe = matcher.copy()
+        if not probe.accept_bytes(c.encode("utf-8")):
+            continue
+        if ord(c) > 0x7F:
+            non_ascii = True
+            continue
+        if len(shown) < limit:
+            forced = probe.forced_bytes()[:24].decode("utf-8", errors="ignore")
+            shown.append(repr(c + forced))
+    shown.sort()
+    if non_ascii:
+        shown.append("non-ASCII characters")
+    return shown, matcher.is_accepting()
+
+
+def validate_text(matcher: Any, data: bytes) -> str | None:
+    """None when the grammar of ``matcher`` (a fresh matcher) accepts ``data`` in full, else why
+    not: where it fails (line:col), the offending character and what was expected there.
+
+    >>> import corral
+    >>> m = corral.Matcher(corral.compile(corral.Grammar.from_regex("[0-9]+"), corral.builtin_vocabulary()))
+    >>> validate_text(m, b"12") is None
+    True
+    >>> print(validate_text(m, b"1x2").splitlines()[0])
+    line 1, column 2: unexpected 'x'; expected one of: '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' or the end of the text
+    """
+    full = matcher.copy()
+    if full.accept_bytes(data) and full.is_accepting():
+        return None
+    off = _reject_offset(matcher, data)
+    state = matcher.copy()
+    if off is None:
+        state.accept_bytes(data)
+        line, col = _line_col(data, len(data))
+        options, _ = expected_after(state)
+        return f"line {line}, column {col}: the text ends early; expected one of: {', '.join(options) or '(nothing)'}\n{_caret(data, len(data))}"
+    state.accept_bytes(data[:off])
+    line, col = _line_col(data, off)
+    char = data[off:].decode("utf-8", errors="replace")[:1]
+    what = repr(char) if char != "\ufffd" else f"byte 0x{data[off]:02x}"
+    options, may_end = expected_after(state)
+    exp = ", ".join(options)
+    if may_end:
+        exp = f"{exp} or the end of the text" if exp else "the end of the text"
+    return f"line {line}, column {col}: unexpected {what}; expected one of: {exp or '(nothing)'}\n{_caret(data, off)}"
+
+
 # --------------------------------------------------------------------------------------------
 # Subcommands
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    import corral
+
+    try:
+        lg = load_grammar_file(args.grammar, args.format, args.root)
+    except CliError as e:
+        e.code = 2
+        raise
+    matcher = corral.Matcher(corral.compile(lg.grammar, corral.builtin_vocabulary()))
+    failures = 0
+    for name in args.files:
+        try:
+            data = Path(name).read_bytes()
+        except OSError as e:
+            print(f"{name}: cannot read: {e.strerror or e}")
+            failures += 1
+            continue
+        why = validate_text(matcher, data)
+        if why is None:
+            print(f"{name}: ok")
+        else:
+            failures += 1
+            first, _, rest = why.partition("\n")
+            print(f"{name}:{first.replace('line ', '', 1).replace(', column ', ':', 1)}")
+            print(rest)
+    return 1 if failures else 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -641,16 +759,17 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
 def _add_grammar_args(p: argparse.ArgumentParser, *, positional: bool, required: bool = False) -> None:
     if positional:
-        p.add_argument("file", metavar="FILE", help="grammar file (.ebnf/.gbnf, .regex/.re, .json schema)")
+        p.add_argument("file", metavar="FILE", help="grammar file (.ebnf/.gbnf, .lark, .regex/.re, .json schema or structural tag)")
     else:
         p.add_argument(
             "--grammar", "-g", metavar="FILE", required=required,
-            help="grammar file (.ebnf/.gbnf, .regex/.re, .json schema); default: the built-in JSON grammar",
+            help="grammar file (.ebnf/.gbnf, .lark, .regex/.re, .json schema or structural tag); "
+                 "default: the built-in JSON grammar",
         )
     p.add_argument(
         "--format", "-f", choices=_FORMATS, default=None,
         help="grammar format (default: guessed from the extension: .ebnf/.gbnf -> ebnf, "
-             ".regex/.re -> regex, .json -> json-schema)",
+             ".regex/.re -> regex, .lark -> lark, .json -> json-schema or structural-tag)",
     )
     p.add_argument("--root", metavar="NAME", default=None, help="start rule of an EBNF grammar (default: root)")
 
@@ -735,6 +854,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--document", "-d", metavar="FILE", action="append", default=None,
                    help="walk this document instead of the built-in JSON examples (repeatable)")
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser(
+        "validate", help="check whether a grammar accepts text files",
+        description="Compile a grammar and check each text file against it (whole file, byte-exact; no "
+                    "tokenizer). A rejected file is reported with the line:column where it fails, the "
+                    "offending character and example continuations the grammar expected there.",
+        epilog="examples:\n  corral validate grammar.lark doc.txt\n"
+               "  doc.txt: ok\n"
+               "  corral validate schema.json bad.json\n"
+               "  bad.json:1:7: unexpected 'x'; expected one of: ' ', '\"', '}'\n\n"
+               "Exit status: 0 every file accepted, 1 some file rejected, 2 bad grammar or usage.",
+        formatter_class=_Formatter,
+    )
+    p.add_argument("grammar", metavar="GRAMMAR", help="grammar file (.ebnf/.gbnf, .lark, .regex/.re, .json schema or structural tag)")
+    p.add_argument("files", metavar="FILE", nargs="+", help="text files to check")
+    p.add_argument("--format", "-f", choices=_FORMATS, default=None, help="grammar format (default: from the extension)")
+    p.add_argument("--root", metavar="NAME", default=None, help="start rule of an EBNF grammar (default: root)")
+    p.set_defaults(func=cmd_validate)
 
     from .demo import add_arguments as add_demo_arguments
 

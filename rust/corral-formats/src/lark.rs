@@ -760,6 +760,15 @@ impl<'a> P<'a> {
         }
         let full = format!("{prefix}{pattern}");
         corral_core::regex::parse_regex(&full, self.limits).map_err(|e| match e {
+            Error::Regex { message, offset } if message.contains("look-around") || message.contains("backreference") || message.contains("cannot be enforced") => {
+                let construct = if message.contains("backreference") { "regex back-reference" } else { "regex look-around" };
+                let at = offset.map(|o| pat_at + o.saturating_sub(prefix.len()).min(pattern.len())).filter(|a| self.src.is_char_boundary(*a)).unwrap_or(start);
+                self.unsupported(
+                    at,
+                    construct,
+                    format!("{message}; corral matches a terminal by its own text only (no look-around or back-references): rewrite /{pattern}/ without it"),
+                )
+            }
             Error::Regex { message, offset } => {
                 // Point at the pattern's character when the offset is known (flags come first).
                 let at = offset.map(|o| pat_at + o.saturating_sub(prefix.len()).min(pattern.len())).unwrap_or(start);
@@ -1030,6 +1039,7 @@ mod tests {
             ("start: \"a\"\n%import python.NAME\n", "%import python"),
             ("start: %regex {\"substring_words\": \"a b\"}\n", "%regex"),
             ("start: /a/l\n", "regex flag 'l'"),
+            ("start: /a(?!b)/\n", "regex look-around"),
         ] {
             match compile(src, &Limits::default()) {
                 Err(FormatError::Unsupported { construct: c, at, .. }) => {
