@@ -45,12 +45,16 @@ def corral_accepts(g, data: bytes, _cache: dict = {}) -> bool:
     return m.accept_bytes(data) and m.is_accepting()
 
 
-def lark_accepts(parser, text: str) -> bool:
+def lark_accepts(parser, text: str) -> bool | None:
+    """Whether lark parses ``text``; None when lark fails internally (lark 1.3.1's Earley raises
+    "should not generate multiple start symbol items" on a few ambiguous grammars)."""
     try:
         parser.parse(text)
         return True
     except lark.exceptions.LarkError:
         return False
+    except RuntimeError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,18 +240,32 @@ WORD: /[a-c]+/
 }
 
 
+#: Corpus grammars in the random comparison (lark loads them; no lazy regexes, no ignored
+#: terminal that can swallow the start of a token: see docs/lark.md "Differences").
+CORPUS_COMPARED = ["lark/examples/composition/csv.lark", "lark/examples/standalone/json.lark", "lark/examples/composition/json.lark"]
+
+
 def lark_parser(text: str):
     return lark.Lark(text, parser="earley", lexer="dynamic_complete", start="start")
 
 
-@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def grammar_text(name: str) -> str:
+    if name in GRAMMARS:
+        return GRAMMARS[name]
+    path = DATA / name
+    if not path.is_file():
+        pytest.skip(f"{path} is missing")
+    return path.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS) + CORPUS_COMPARED)
 def test_accepts_exactly_what_lark_accepts(name):
-    text = GRAMMARS[name]
+    text = grammar_text(name)
     parser = lark_parser(text)
     g = corral.Grammar.from_lark(text)
     gen = Generator(parser)
     rng = random.Random(zlib.crc32(name.encode()))
-    alphabet = sorted(set("".join(GRAMMARS[name])) - {"\n"}) + ["\n", "\t", "Z"]
+    alphabet = sorted(set(text) - {"\n"}) + ["\n", "\t", "Z"]
     positives = 0
     checked = 0
     seen = set()
@@ -258,6 +276,8 @@ def test_accepts_exactly_what_lark_accepts(name):
                 continue
             seen.add(t)
             want = lark_accepts(parser, t)
+            if want is None:
+                continue
             got = corral_accepts(g, t.encode())
             assert got == want, f"{name}: corral {'accepts' if got else 'rejects'} {t!r}, lark {'accepts' if want else 'rejects'}"
             positives += want
@@ -279,6 +299,18 @@ def test_ignore_positions():
     g = corral.Grammar.from_lark(text)
     assert not lark_accepts(parser, "a b") and not corral_accepts(g, b"a b")
     assert lark_accepts(parser, " ab ") and corral_accepts(g, b" ab ")
+
+
+def test_ignored_terminals_match_any_of_their_strings():
+    """The one known difference from lark's Earley: lark matches an ignored terminal greedily
+    (Python's preferred match only), corral lets it match any of its strings. They differ only
+    when an ignored span could swallow the start of the next token."""
+    text = 'start: "a" ":"\n%ignore /#[^\\n]*/\n'
+    parser = lark_parser(text)
+    g = corral.Grammar.from_lark(text)
+    assert lark_accepts(parser, "a:#x") and corral_accepts(g, b"a:#x")
+    assert not lark_accepts(parser, "a#:")  # the comment took ':'
+    assert corral_accepts(g, b"a#:")  # comment '#', then ':'
 
 
 def test_dynamic_complete_versus_standard_lexers():
