@@ -514,7 +514,7 @@ def test_check_reads_lark_and_structural_tags(capsys, tmp_path):
     bad = tmp_path / "bad.lark"
     bad.write_text('start: "a" (\n')
     rc, _, err = run(capsys, "check", str(bad))
-    assert rc == 1 and "line 2" in err and "^" in err
+    assert rc == 1 and "line 1, column 12" in err and "^" in err
 
 
 def test_mask_reads_lark(capsys, tmp_path):
@@ -571,7 +571,7 @@ def test_validate_bad_grammar_or_missing_file_exits_2(capsys, tmp_path):
     bad = tmp_path / "bad.lark"
     bad.write_text("start: (\n")
     rc, _, err = run(capsys, "validate", str(bad), "--text", "x")
-    assert rc == 2 and "line 2" in err
+    assert rc == 2 and "line 1, column 8" in err
     g = tmp_path / "g.lark"
     g.write_text(LARK)
     rc, _, err = run(capsys, "validate", str(g), str(tmp_path / "missing.txt"))

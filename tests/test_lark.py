@@ -1,371 +1,467 @@
-"""Grammar.from_lark: exact against the `lark` package's Earley parser with the
-``dynamic_complete`` lexer (every split of the text into terminals), on hand-written grammars
-and the shared Lark corpus (``../shared/data/grammars``).
+"""Lark grammars (corral.Grammar.from_lark) against the `lark` package's Earley parser with
+``lexer='dynamic_complete'``: corral must accept exactly the strings lark parses.
 
-Strings come from random derivations of each grammar (read through lark's own grammar
-loader) and from mutations of them; both engines must give the same answer on every one.
+Strings come from random derivations of each grammar (terminals sampled from their regexes,
+ignored terminals sprinkled between tokens) and from mutations of those. The corpus test
+checks every .lark file of the shared grammar data compiles or fails naming the construct.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import re
+import sys
+import zlib
 from pathlib import Path
 
 import pytest
 
 import corral
 
-lark = pytest.importorskip("lark", reason="the lark package is not installed")
+lark = pytest.importorskip("lark")
+try:  # Python >= 3.11
+    import re._parser as sre_parse  # type: ignore[import-not-found]
+    from re import _constants as sre_c  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover
+    import sre_constants as sre_c  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef]
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO.parent / "shared" / "data" / "grammars"
+DATA = Path(__file__).resolve().parent.parent / ".." / "shared" / "data" / "grammars"
 
 
-@pytest.fixture(scope="module")
+@functools.lru_cache(maxsize=1)
 def vocab():
     return corral.builtin_vocabulary()
 
 
-def corral_accepts(compiled, text: str) -> bool:
-    m = corral.Matcher(compiled)
-    return m.accept_bytes(text.encode()) and m.is_accepting()
+def corral_accepts(g, data: bytes, _cache: dict = {}) -> bool:
+    key = id(g)
+    if key not in _cache:
+        _cache.clear()
+        _cache[key] = (g, corral.Matcher(corral.compile(g, vocab())))
+    m = _cache[key][1]
+    m.reset()
+    return m.accept_bytes(data) and m.is_accepting()
 
 
-def lark_accepts(parser, text: str) -> bool:
+def lark_accepts(parser, text: str) -> bool | None:
+    """Whether lark parses ``text``; None when lark fails internally (lark 1.3.1's Earley raises
+    "should not generate multiple start symbol items" on a few ambiguous grammars)."""
     try:
         parser.parse(text)
         return True
     except lark.exceptions.LarkError:
         return False
+    except RuntimeError:
+        return None
 
 
-class Sampler:
-    """Random derivations of a Lark grammar, from lark's own loaded rules and terminals."""
+# ---------------------------------------------------------------------------------------------
+# A random string generator for lark grammars (derivations; regexes sampled via sre_parse)
 
-    def __init__(self, parser, rng: random.Random, alphabet: str):
-        self.rng = rng
-        self.rules: dict = {}
+
+def sample_regex(pattern: str, flags: frozenset, rng: random.Random) -> str:
+    ci = "i" in flags
+    parsed = sre_parse.parse(pattern, re.I if ci else 0)
+
+    def pick_class(items) -> str:
+        neg = False
+        chars: list[str] = []
+        for op, av in items:
+            if op is sre_c.NEGATE:
+                neg = True
+            elif op is sre_c.LITERAL:
+                chars.append(chr(av))
+            elif op is sre_c.RANGE:
+                lo, hi = av
+                chars.extend(chr(c) for c in range(lo, min(hi, lo + 40) + 1))
+            elif op is sre_c.CATEGORY:
+                chars.extend({sre_c.CATEGORY_DIGIT: "0123456789", sre_c.CATEGORY_SPACE: " \t\n", sre_c.CATEGORY_WORD: "aZ_9"}.get(av, "a"))
+        if neg:
+            pool = [c for c in "abcXYZ019 _-+.,;:!?\"'()[]{}<>/\\\n\t" if c not in chars]
+            return rng.choice(pool)
+        return rng.choice(chars)
+
+    def gen(seq) -> str:
+        out = []
+        for op, av in seq:
+            if op is sre_c.LITERAL:
+                c = chr(av)
+                out.append(c.upper() if ci and rng.random() < 0.5 else c)
+            elif op is sre_c.NOT_LITERAL:
+                out.append(rng.choice([c for c in "ab0 ,\"" if c != chr(av)]))
+            elif op is sre_c.IN:
+                out.append(pick_class(av))
+            elif op is sre_c.ANY:
+                out.append(rng.choice("ab0 ,"))
+            elif op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT):
+                lo, hi, sub = av
+                n = rng.randint(lo, min(hi, lo + 3))
+                out.extend(gen(sub) for _ in range(n))
+            elif op is sre_c.SUBPATTERN:
+                out.append(gen(av[-1]))
+            elif op is sre_c.BRANCH:
+                out.append(gen(rng.choice(av[1])))
+            elif op in (sre_c.AT, sre_c.ASSERT, sre_c.ASSERT_NOT):
+                pass  # may make a non-sentence: the comparison with lark still holds
+            else:
+                raise NotImplementedError(op)
+        return "".join(out)
+
+    return gen(parsed)
+
+
+class Generator:
+    """Random sentences of a lark grammar, from lark's own compiled rules and terminals."""
+
+    def __init__(self, parser) -> None:
+        self.rules: dict[str, list[list]] = {}
         for r in parser.rules:
-            self.rules.setdefault(r.origin.name, []).append([s.name for s in r.expansion])
+            self.rules.setdefault(r.origin.name, []).append(list(r.expansion))
         self.terms = {t.name: t for t in parser.terminals}
         self.ignore = list(parser.ignore_tokens)
-        self.alphabet = alphabet
-        self.pools: dict = {}
+        # Least derivation height of each rule, to end derivations.
+        inf = float("inf")
+        h = {n: inf for n in self.rules}
+        changed = True
+        while changed:
+            changed = False
+            for n, alts in self.rules.items():
+                for alt in alts:
+                    v = 1 + max([h.get(s.name, 0) if not s.is_term else 0 for s in alt] or [0])
+                    if v < h[n]:
+                        h[n], changed = v, True
+        self.height = h
 
-    def terminal(self, name: str) -> str:
-        t = self.terms[name]
-        p = t.pattern
+    def term(self, name: str, rng: random.Random) -> str:
+        p = self.terms[name].pattern
         if p.type == "str":
             s = p.value
-            if "i" in p.flags:
-                s = "".join(c.upper() if self.rng.random() < 0.5 else c for c in s)
-            return s
-        pool = self.pools.get(name)
-        if pool is None:
-            rx = re.compile(p.to_regexp())
-            pool, tries = [], 0
-            while len(pool) < 8 and tries < 4000:
-                tries += 1
-                cand = "".join(self.rng.choice(self.alphabet) for _ in range(self.rng.randint(1, 6)))
-                if rx.fullmatch(cand):
-                    pool.append(cand)
-            self.pools[name] = pool
-        if not pool:
-            raise LookupError(name)
-        return self.rng.choice(pool)
+            return "".join(c.upper() if "i" in p.flags and rng.random() < 0.5 else c for c in s)
+        return sample_regex(p.value, frozenset(p.flags), rng)
 
-    def derive(self, sym: str, depth: int = 0) -> str:
-        if sym in self.terms:
-            out = self.terminal(sym)
-            if self.ignore and self.rng.random() < 0.3:
-                out = self.terminal(self.rng.choice(self.ignore)) + out
-            return out
-        options = self.rules[sym]
-        if depth > 12:
-            options = sorted(options, key=len)[:1]
-        return "".join(self.derive(s, depth + 1) for s in self.rng.choice(options))
+    def sentence(self, rng: random.Random, depth: int = 7) -> str:
+        out: list[str] = []
+
+        def ign() -> None:
+            if self.ignore and rng.random() < 0.3:
+                out.append(self.term(rng.choice(self.ignore), rng))
+
+        def expand(name: str, d: int) -> None:
+            alts = self.rules[name]
+            if d <= 0:
+                best = min(1 + max([self.height.get(s.name, 0) if not s.is_term else 0 for s in a] or [0]) for a in alts)
+                alts = [a for a in alts if 1 + max([self.height.get(s.name, 0) if not s.is_term else 0 for s in a] or [0]) == best]
+            for s in rng.choice(alts):
+                if s.is_term:
+                    out.append(self.term(s.name, rng))
+                    ign()
+                else:
+                    expand(s.name, d - 1)
+
+        ign()
+        expand("start", depth)
+        return "".join(out)
 
 
-def mutate(s: str, rng: random.Random, alphabet: str) -> str:
-    if not s:
-        return rng.choice(alphabet)
-    i = rng.randrange(len(s))
-    op = rng.randrange(3)
-    if op == 0:
-        return s[:i] + s[i + 1 :]
-    if op == 1:
-        return s[:i] + rng.choice(alphabet) + s[i:]
-    return s[:i] + rng.choice(alphabet) + s[i + 1 :]
+def mutations(s: str, rng: random.Random, alphabet: str) -> list[str]:
+    out = []
+    for _ in range(4):
+        if s:
+            i = rng.randrange(len(s))
+            out.append(s[:i] + s[i + 1 :])
+            out.append(s[:i] + rng.choice(alphabet) + s[i + 1 :])
+        i = rng.randrange(len(s) + 1)
+        out.append(s[:i] + rng.choice(alphabet) + s[i:])
+    out.append(s + s)
+    out.append(s[: len(s) // 2])
+    return out
 
 
-def compare(grammar: str, vocab, alphabet: str, n: int = 150, seed: int = 0) -> tuple[int, int]:
-    parser = lark.Lark(grammar, parser="earley", lexer="dynamic_complete", start="start")
-    compiled = corral.compile(corral.Grammar.from_lark(grammar), vocab)
-    rng = random.Random(seed)
-    sampler = Sampler(parser, rng, alphabet)
-    texts = set()
-    for _ in range(n):
-        try:
-            s = sampler.derive("start")
-        except (LookupError, RecursionError):
-            continue
-        texts.add(s)
-        for _ in range(3):
-            texts.add(mutate(s, rng, alphabet))
-    pos = 0
-    for t in sorted(texts):
-        want = lark_accepts(parser, t)
-        got = corral_accepts(compiled, t)
-        assert got == want, (grammar, t, want, got)
-        pos += want
-    return pos, len(texts)
-
+# ---------------------------------------------------------------------------------------------
+# Hand-written grammars (regexes whose Python match and truncations give their full language,
+# see docs/lark.md "Differences")
 
 GRAMMARS = {
-    "arith": (
-        """
-        ?start: sum
-        ?sum: product | sum ("+" | "-") product
-        ?product: atom | product ("*" | "/") atom
-        ?atom: NUMBER | "-" atom | "(" sum ")"
-        %import common.NUMBER
-        %import common.WS_INLINE
-        %ignore WS_INLINE
-        """,
-        "0123456789+-*/(). e",
-    ),
-    "literals-ranges-flags": (
-        r"""
-        start: greeting ","? NAME ("!" | "?")~1..3
-        greeting: "hello"i | "hi"
-        NAME: ("a".."z")+ | /x[0-9]{2}/i
-        """,
-        "helloHELOi,!?azx019X",
-    ),
-    "repeat-and-optional": (
-        r"""
-        start: item ("," item)~0..2 [";"]
-        !item: "a" | "b" | pair
-        ?pair: "(" item item ")"
-        """,
-        "ab(),;",
-    ),
-    "json-like": (
-        r"""
-        start: value
-        ?value: object | array | ESCAPED_STRING | SIGNED_NUMBER | "true" | "false" | "null"
-        array: "[" [value ("," value)*] "]"
-        object: "{" [pair ("," pair)*] "}"
-        pair: ESCAPED_STRING ":" value
-        %import common.ESCAPED_STRING
-        %import common.SIGNED_NUMBER
-        %import common.WS
-        %ignore WS
-        """,
-        '{}[]:,"ab\\ 1-.e9tru',
-    ),
-    "regex-dot-and-s-flag": (
-        r"""
-        start: "<" BODY ">" | "#" LINE
-        BODY: /[^<>]+/
-        LINE: /.+/s
-        """,
-        "<>#ab\n",
-    ),
-    "priorities-and-aliases": (
-        r"""
-        start: word+ -> words
-        word.2: WORD | NUM -> number
-        WORD.3: /[a-z]+/
-        NUM: /[0-9]+/
-        %ignore " "
-        """,
-        "ab12 ;",
-    ),
-    "terminals-from-terminals": (
-        r"""
-        start: ID ("." ID)* COMMENT?
-        ID: _HEAD _TAIL*
-        _HEAD: LETTER | "_"
-        _TAIL: LETTER | DIGIT | "_"
-        COMMENT: C_COMMENT | CPP_COMMENT
-        %import common (LETTER, DIGIT, C_COMMENT, CPP_COMMENT)
-        """,
-        "ab_1./*x\n",
-    ),
+    "arith": r"""
+?start: sum
+?sum: product | sum ("+" | "-") product
+?product: atom | product ("*" | "/") atom
+?atom: NUMBER | "-" atom | "(" sum ")"
+%import common.NUMBER
+%import common.WS_INLINE
+%ignore WS_INLINE
+""",
+    "json": r"""
+start: value
+?value: object | array | string | SIGNED_NUMBER -> number | "true" | "false" | "null"
+array  : "[" [value ("," value)*] "]"
+object : "{" [pair ("," pair)*] "}"
+pair   : string ":" value
+string : ESCAPED_STRING
+%import common.ESCAPED_STRING
+%import common.SIGNED_NUMBER
+%import common.WS
+%ignore WS
+""",
+    "features": r"""
+start: greet name ~ 1..2 tail? opt
+greet: "hello"i | "hi"
+!name.2: NAME | _quoted{NAME}
+_quoted{x}: "'" x "'"
+NAME: LETTER (LETTER | DIGIT)*
+LETTER: "a".."f"
+DIGIT: /[0-9]/
+tail: ("," "x" ~ 2)+
+opt: [";"] -> semicolon
+%ignore " "
+""",
+    "lists": r"""
+start: _sep{item, ","} | "[" _sep{item, ";"} "]"
+_sep{x, s}: x (s x)*
+item: WORD | INT
+%import common (WORD, INT)
+%ignore /[ \t]+/
+%ignore COMMENT
+COMMENT: /#[^\n]*\n/
+""",
+    "flags": r"""
+start: A B C
+A: /ab+c/i
+B: /x.y/s
+C: /[0-9] [a-z]/x
+""",
+    "dynamic": r"""
+start: WORD+ "!"?
+WORD: /[a-c]+/
+%ignore " "
+""",
 }
 
 
-@pytest.mark.parametrize("name", sorted(GRAMMARS))
-def test_exact_against_lark_dynamic_complete(vocab, name):
-    grammar, alphabet = GRAMMARS[name]
-    pos, total = compare(grammar, vocab, alphabet)
-    assert pos > 10 and total - pos > 10, (pos, total)  # both sides exercised
+#: Corpus grammars in the random comparison (lark loads them; no lazy regexes, no ignored
+#: terminal that can swallow the start of a token: see docs/lark.md "Differences").
+CORPUS_COMPARED = ["lark/examples/composition/csv.lark", "lark/examples/standalone/json.lark", "lark/examples/composition/json.lark"]
 
 
-def test_masks_exact_on_a_lark_grammar(vocab):
-    """Every allowed token of each mask along a text continues to a text lark accepts or
-    to a live prefix; every refused token leads nowhere (checked on single-character steps
-    against the brute-force reference of tests/reference.py where available)."""
-    reference = pytest.importorskip("reference")
-    grammar = GRAMMARS["arith"][0]
-    compiled = corral.compile(corral.Grammar.from_lark(grammar), vocab)
-    g2 = corral.Grammar.from_ebnf(
-        'root ::= ws sum ws\nsum ::= product | sum ws ("+" | "-") ws product\nproduct ::= atom | product ws ("*" | "/") ws atom\n'
-        'atom ::= num | "-" ws atom | "(" ws sum ws ")"\nws ::= [ \\t]*\n'
-        'num ::= [0-9]+ ("." [0-9]*)? ([eE] [+-]? [0-9]+)? | "." [0-9]+ ([eE] [+-]? [0-9]+)?'
-    )
-    other = corral.compile(g2, vocab)
-    for text in ["", "1", "1 +", "(2*3", "-(4 - 5e3) /", "1.5 * (2"]:
-        a, b = corral.Matcher(compiled), corral.Matcher(other)
-        assert a.accept_bytes(text.encode()) and b.accept_bytes(text.encode())
-        ma = corral.allocate_token_bitmask(1, vocab.size)
-        mb = corral.allocate_token_bitmask(1, vocab.size)
-        a.fill_next_token_bitmask(ma, 0)
-        b.fill_next_token_bitmask(mb, 0)
-        assert corral.allowed_token_ids(ma[0], vocab.size) == corral.allowed_token_ids(mb[0], vocab.size), text
-    del reference
+def lark_parser(text: str):
+    return lark.Lark(text, parser="earley", lexer="dynamic_complete", start="start")
 
 
-def test_where_larks_own_lexers_define_a_smaller_language(vocab):
-    """corral reads a terminal as its whole regular language (as dynamic_complete's Earley
-    does for ordinary regexes and llguidance does for every lexeme). Lark's longest-match
-    lexers (lalr, and Earley's 'dynamic' lexer) commit to one split, so they refuse texts
-    that only another split parses."""
-    grammar = 'start: A B\nA: /a+/\nB: /ab/\n'
-    compiled = corral.compile(corral.Grammar.from_lark(grammar), vocab)
-    complete = lark.Lark(grammar, parser="earley", lexer="dynamic_complete")
-    lalr = lark.Lark(grammar, parser="lalr")
-    assert corral_accepts(compiled, "aab") and lark_accepts(complete, "aab")
-    assert not lark_accepts(lalr, "aab")  # the basic lexer takes "aa" for A, then needs "ab"
-    # Python's re picks the first alternative that matches: /a|ab/ never lexes "ab" in
-    # Lark, whatever the lexer; corral (and llguidance) take both.
-    grammar = 'start: X "c"\nX: /a|ab/\n'
-    compiled = corral.compile(corral.Grammar.from_lark(grammar), vocab)
-    assert corral_accepts(compiled, "abc") and not lark_accepts(lark.Lark(grammar, parser="earley", lexer="dynamic_complete"), "abc")
+def grammar_text(name: str) -> str:
+    if name in GRAMMARS:
+        return GRAMMARS[name]
+    path = DATA / name
+    if not path.is_file():
+        pytest.skip(f"{path} is missing")
+    return path.read_text()
+
+
+@pytest.mark.parametrize("name", sorted(GRAMMARS) + CORPUS_COMPARED)
+def test_accepts_exactly_what_lark_accepts(name):
+    text = grammar_text(name)
+    parser = lark_parser(text)
+    g = corral.Grammar.from_lark(text)
+    gen = Generator(parser)
+    rng = random.Random(zlib.crc32(name.encode()))
+    alphabet = sorted(set(text) - {"\n"}) + ["\n", "\t", "Z"]
+    positives = 0
+    checked = 0
+    seen = set()
+    for _ in range(60):
+        s = gen.sentence(rng)
+        for t in [s, *mutations(s, rng, "".join(alphabet))]:
+            if t in seen or len(t) > 60:
+                continue
+            seen.add(t)
+            want = lark_accepts(parser, t)
+            if want is None:
+                continue
+            got = corral_accepts(g, t.encode())
+            assert got == want, f"{name}: corral {'accepts' if got else 'rejects'} {t!r}, lark {'accepts' if want else 'rejects'}"
+            positives += want
+            checked += 1
+    # The generator must produce real sentences, and mutations real non-sentences.
+    assert positives >= 15, positives
+    assert checked - positives >= 30, checked - positives
+
+
+def test_ignore_positions():
+    text = 'start: "a" "b"\n%ignore " "\n'
+    parser = lark_parser(text)
+    g = corral.Grammar.from_lark(text)
+    for s in ["ab", " ab", "a b", "ab ", "  a  b  ", "a  b", "a\tb", "", " ", "a"]:
+        assert corral_accepts(g, s.encode()) == lark_accepts(parser, s), repr(s)
+    # Not inside terminals:
+    text = 'start: AB\nAB: "a" "b"\n%ignore " "\n'
+    parser = lark_parser(text)
+    g = corral.Grammar.from_lark(text)
+    assert not lark_accepts(parser, "a b") and not corral_accepts(g, b"a b")
+    assert lark_accepts(parser, " ab ") and corral_accepts(g, b" ab ")
+
+
+def test_ignored_terminals_match_any_of_their_strings():
+    """The one known difference from lark's Earley: lark matches an ignored terminal greedily
+    (Python's preferred match only), corral lets it match any of its strings. They differ only
+    when an ignored span could swallow the start of the next token."""
+    text = 'start: "a" ":"\n%ignore /#[^\\n]*/\n'
+    parser = lark_parser(text)
+    g = corral.Grammar.from_lark(text)
+    assert lark_accepts(parser, "a:#x") and corral_accepts(g, b"a:#x")
+    assert not lark_accepts(parser, "a#:")  # the comment took ':'
+    assert corral_accepts(g, b"a#:")  # comment '#', then ':'
+
+
+def test_dynamic_complete_versus_standard_lexers():
+    """A string the character-level (dynamic_complete) language has, which lark's standard
+    longest-match lexers (LALR + contextual/basic) reject: corral follows dynamic_complete."""
+    text = 'start: A B\nA: /a+/\nB: /ab/\n'
+    g = corral.Grammar.from_lark(text)
+    assert lark_accepts(lark_parser(text), "aab")
+    assert corral_accepts(g, b"aab")
+    for lexer in ("contextual", "basic"):
+        lalr = lark.Lark(text, parser="lalr", lexer=lexer)
+        assert not lark_accepts(lalr, "aab"), lexer
+    # And one both accept.
+    assert lark_accepts(lark.Lark(text, parser="lalr"), "aab") is False
+    text2 = 'start: A B\nA: /a+/\nB: /b/\n'
+    assert lark_accepts(lark.Lark(text2, parser="lalr"), "aab") and corral_accepts(corral.Grammar.from_lark(text2), b"aab")
+
+
+def test_errors_carry_locations():
+    with pytest.raises(corral.GrammarSyntaxError) as e:
+        corral.Grammar.from_lark('start: a\na: "x" | (\n')
+    assert e.value.line == 2 and e.value.column == 10, (e.value.line, e.value.column)
+    assert e.value.line_text == 'a: "x" | ('
+    with pytest.raises(corral.GrammarSyntaxError) as e:
+        corral.Grammar.from_lark("start: b\n")
+    assert "not defined" in str(e.value) and e.value.line == 1
 
 
 @pytest.mark.parametrize(
-    "text,construct,where",
+    "text, construct",
     [
-        ("start: <|eot_id|>\n", "special token <|eot_id|>", "1:8"),
-        ('start: "a" <[128009]>\n', "special token <[128009]>", "1:12"),
-        ("start: _sep{x, \",\"}\n_sep{a, b}: a (b a)*\n", "rule template", "1:8"),
-        ('start: "a"\n%declare X\n', "%declare", "2:1"),
-        ('%import python (NAME)\nstart: NAME\n', "%import", "1:1"),
-        ('start[max_tokens=5]: "a"\n', "rule attribute", "1:6"),
-        ('start: %regex {"substring_words": "a b"}\n', "%regex", "1:8"),
+        ("start: <|eot_id|>\n", "special token <|eot_id|>"),
+        ("start: x <[128000]>\nx: \"a\"\n", "special token <[128000]>"),
+        ("start: x\nx[max_tokens=3]: /[a-z]+/\n", "max_tokens"),
+        ("start: x\nx[stop=\"\"]: /[a-z]+/\n", "stop"),
+        ("%declare _INDENT\nstart: \"a\"\n", "%declare"),
+        ("start: \"a\"\n%override start: \"b\"\n", "%override"),
+        ("start: \"a\"\n%import .other.x\n", "relative %import"),
+        ("start: %regex {\"substring_words\": \"a b\"}\n", "%regex"),
+        ("start: /a/l\n", "regex flag 'l'"),
+        ("start: X\n%import common._STRING_INNER -> X\n", "common._STRING_INNER"),
     ],
 )
-def test_refused_constructs_are_named(text, construct, where):
-    with pytest.raises(corral.UnsupportedGrammarError) as err:
+def test_refused_constructs_are_named(text, construct):
+    with pytest.raises(corral.UnsupportedGrammarError) as e:
         corral.Grammar.from_lark(text)
-    assert err.value.construct == construct and err.value.location == where, str(err.value)
+    assert e.value.construct == construct
+    assert re.fullmatch(r"\d+:\d+", e.value.location or ""), e.value.location
 
 
-@pytest.mark.parametrize(
-    "text,line,column",
-    [
-        ('start: "a"\nb: ( "x"\n', 3, 1),
-        ('start: "abc\n', 1, 8),
-        ("start: /a(/\n", 1, 10),
-        ('start: "a" )\n', 1, 12),
-        ("start: a\n", 1, 8),
-    ],
-)
-def test_syntax_errors_carry_line_and_column(text, line, column):
-    with pytest.raises(corral.GrammarError) as err:
-        corral.Grammar.from_lark(text)
-    assert (err.value.line, err.value.column) == (line, column), str(err.value)
+def test_llguidance_extensions():
+    g = corral.Grammar.from_lark('%llguidance {}\nstart: "n=" %json {"type": "integer", "minimum": 0} x\nx[capture, temperature=0.5]: "."\n')
+    assert corral_accepts(g, b"n=12.")
+    assert not corral_accepts(g, b"n=-1.")
+    assert not corral_accepts(g, b"n=1")
 
 
-def test_missing_start_rule():
-    with pytest.raises(corral.GrammarError, match="start"):
-        corral.Grammar.from_lark('rule: "a"\n')
+def test_regex_case_insensitive_literal_and_range():
+    g = corral.Grammar.from_lark('start: "select"i " " "a".."c"+\n')
+    for s, ok in [("SeLeCt abc", True), ("select d", False), ("select ", False)]:
+        assert corral_accepts(g, s.encode()) == ok, s
 
 
-def test_json_block_embeds_a_schema(vocab):
-    """llguidance's %json { schema }: the value must validate against the schema."""
-    g = corral.Grammar.from_lark('start: "answer: " %json {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}\n')
-    compiled = corral.compile(g, vocab)
-    assert corral_accepts(compiled, 'answer: {"a": 1}')
-    assert not corral_accepts(compiled, 'answer: {"b": 1}')
-    with pytest.raises(corral.UnsupportedSchemaError) as err:
-        corral.Grammar.from_lark('start: %json {"type": "string", "pattern": "(?<=a)b"}\n')
-    assert "%json at 1:8" in str(err.value)
+def test_mask_matches_brute_force():
+    """Masks of a Lark grammar with %ignore equal a brute-force mask of the same language
+    written in GBNF (tests/reference.py), on a small vocabulary, along random walks."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from reference import Reference
+
+    lark_text = 'start: "[" [item ("," item)*] "]"\nitem: /[0-9]+/ | "x"\n%ignore " "\n'
+    gbnf = 'root ::= ws "[" ws ( item ( "," ws item )* )? "]" ws\nitem ::= ( [0-9]+ | "x" ) ws\nws ::= " "*\n'
+    ref = Reference(gbnf, "root")
+    tokens = [b"[", b"]", b",", b" ", b"1", b"23", b"x", b"[ ", b", ", b"] ", b"x,", b"1]", b"  ", b"[1", b"a", b"]]"]
+    eos = len(tokens)
+    v = corral.Vocabulary.from_bytes(tokens + [b""], eos_token_ids=[eos])
+    m = corral.Matcher(corral.compile(corral.Grammar.from_lark(lark_text), v))
+    rng = random.Random(7)
+    for _ in range(20):
+        m.reset()
+        out = b""
+        for _ in range(12):
+            mask = corral.allocate_token_bitmask(1, v.size)
+            m.fill_next_token_bitmask(mask, 0)
+            got = set(corral.allowed_token_ids(mask[0], v.size))
+            want = {i for i, t in enumerate(tokens) if ref.is_prefix(out + t)}
+            if ref.is_complete(out):
+                want.add(eos)
+            assert got == want, (out, sorted(got), sorted(want))
+            choices = sorted(got - {eos})
+            if not choices:
+                break
+            t = rng.choice(choices)
+            assert m.accept_token(t)
+            out += tokens[t]
 
 
-def test_ignore_between_every_token_keeps_masks_cheap(vocab):
-    """%ignore WS in a JSON-like grammar: whitespace runs merge into the neighbouring
-    terminals' automata (no terminal of its own per gap), so a text walk stays fast and the
-    masks equal those of a GBNF grammar with explicit whitespace."""
-    grammar = GRAMMARS["json-like"][0]
-    g = corral.Grammar.from_lark(grammar)
-    compiled = corral.compile(g, vocab)
-    text = '{"a": [1, 2, {"b": "c"}], "d": null}'
-    m = corral.Matcher(compiled)
-    mask = corral.allocate_token_bitmask(1, vocab.size)
-    for ch in text:
-        m.fill_next_token_bitmask(mask, 0)
-        assert m.accept_bytes(ch.encode())
-    assert m.is_accepting()
-
-
-# ----------------------------------------------------------------------------- the corpus
+# ---------------------------------------------------------------------------------------------
+# Corpus: every .lark file of the shared grammar data
 
 CORPUS = {
-    "lark/lark/grammars/lark.lark": ("error", "look-around"),
-    "lark/lark/grammars/python.lark": ("unsupported", "rule template"),
-    "lark/lark/grammars/common.lark": ("error", "look-around"),
-    "lark/lark/grammars/unicode.lark": ("error", "start"),
-    "lark/examples/advanced/python2.lark": ("error", "look-around"),
-    "lark/examples/composition/csv.lark": ("ok", None),
-    "lark/examples/composition/json.lark": ("ok", None),
-    "lark/examples/composition/storage.lark": ("unsupported", "%import"),
-    "lark/examples/grammars/verilog.lark": ("error", "look-around"),
-    "lark/examples/standalone/json.lark": ("ok", None),
-    "llguidance/lark.lark": ("ok", None),
-    "llguidance/rfc.lark": ("ok", None),
+    # file (relative to the grammars folder): None (compiles) or the construct named in the refusal
+    "lark/lark/grammars/common.lark": "regex look-around",
+    "lark/lark/grammars/python.lark": "%declare",
+    "lark/lark/grammars/lark.lark": "regex look-around",
+    "lark/lark/grammars/unicode.lark": "no start rule",
+    "lark/examples/grammars/verilog.lark": "regex look-around",
+    "lark/examples/composition/storage.lark": "relative %import",
+    "lark/examples/composition/csv.lark": None,
+    "lark/examples/composition/json.lark": None,
+    "lark/examples/standalone/json.lark": None,
+    "lark/examples/advanced/python2.lark": "regex look-around",
+    "llguidance/rfc.lark": None,
+    "llguidance/lark.lark": None,
 }
 
 
-@pytest.mark.parametrize("path", sorted(CORPUS))
-def test_corpus(path):
-    """Each corpus grammar compiles, or fails with an error naming the construct (the table
-    in docs/lark.md)."""
-    f = DATA / path
-    if not f.exists():
-        pytest.skip(f"../shared/data/grammars/{path} is absent")
-    outcome, what = CORPUS[path]
-    text = f.read_text()
-    if outcome == "ok":
+def test_corpus_is_listed():
+    if not DATA.is_dir():
+        pytest.skip(f"shared grammar data not found at {DATA}")
+    found = {str(p.relative_to(DATA)) for p in DATA.rglob("*.lark")}
+    assert found == set(CORPUS), found ^ set(CORPUS)
+
+
+@pytest.mark.parametrize("rel", sorted(CORPUS))
+def test_corpus(rel):
+    path = DATA / rel
+    if not path.is_file():
+        pytest.skip(f"{path} is missing")
+    text = path.read_text()
+    expected = CORPUS[rel]
+    if expected is None:
         g = corral.Grammar.from_lark(text)
-        assert g.num_terminals > 0
-        return
-    cls = corral.UnsupportedGrammarError if outcome == "unsupported" else corral.GrammarError
-    with pytest.raises(cls) as err:
-        corral.Grammar.from_lark(text)
-    assert what in str(err.value), str(err.value)
+        assert g.num_rules > 0
+    elif expected == "no start rule":
+        with pytest.raises(corral.GrammarError, match="no 'start' rule"):
+            corral.Grammar.from_lark(text)
+    else:
+        with pytest.raises(corral.UnsupportedGrammarError) as e:
+            corral.Grammar.from_lark(text)
+        assert e.value.construct == expected
 
 
-def test_rfc_sample_is_accepted(vocab):
-    lark_file, xml = DATA / "llguidance" / "rfc.lark", DATA / "llguidance" / "rfc.xml"
-    if not (lark_file.exists() and xml.exists()):
-        pytest.skip("../shared/data/grammars/llguidance/rfc.* is absent")
-    compiled = corral.compile(corral.Grammar.from_lark(lark_file.read_text()), vocab)
-    text = xml.read_text()
-    assert corral_accepts(compiled, text)
-    assert not corral_accepts(compiled, text.replace("</rfc>", "</rfx>"))
-
-
-def test_corpus_json_examples_exact(vocab):
-    for path in ("lark/examples/composition/json.lark", "lark/examples/standalone/json.lark"):
-        f = DATA / path
-        if not f.exists():
-            pytest.skip(f"{path} is absent")
-        text = f.read_text()
-        if "start" not in text:
-            continue
-        pos, total = compare(text, vocab, '{}[]:,"ab 1-.e9tru', n=60, seed=1)
-        assert pos > 5
+def test_corpus_lark_grammar_sentences():
+    """llguidance's lark.lark (Lark's own grammar, without look-around) accepts what lark's
+    Earley accepts, on real grammars."""
+    path = DATA / "llguidance" / "lark.lark"
+    if not path.is_file():
+        pytest.skip(f"{path} is missing")
+    text = path.read_text()
+    g = corral.Grammar.from_lark(text)
+    parser = lark_parser(text)
+    samples = [GRAMMARS["arith"].lstrip(), GRAMMARS["lists"].lstrip(), "start: a\n", "start: a b\n", "start a\n", "start: (a\n"]
+    for s in samples:
+        assert corral_accepts(g, s.encode()) == lark_accepts(parser, s), s

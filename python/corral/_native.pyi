@@ -39,7 +39,16 @@ class Grammar:
     @staticmethod
     def from_regex(pattern: str | bytes, *, limits: dict[str, int] | None = None) -> Grammar: ...
     @staticmethod
-    def from_lark(text: str | bytes, *, limits: dict[str, int] | None = None) -> Grammar: ...
+    def from_lark(text: str | bytes, *, limits: dict[str, int] | None = None) -> Grammar:
+        """A Lark grammar (llguidance's dialect; root ``start``) with the language of Lark's
+        Earley parser with ``lexer='dynamic_complete'`` (see docs/lark.md).
+
+        >>> g = Grammar.from_lark('start: "a"+ NUMBER\\n%import common.NUMBER\\n%ignore " "\\n')
+
+        Raises GrammarSyntaxError (line, column, line_text) or UnsupportedGrammarError
+        (construct, location) for constructs corral refuses (special tokens, max_tokens, %declare...).
+        """
+        ...
     @staticmethod
     def from_structural_tag(tag: Any, *, limits: dict[str, int] | None = None) -> Grammar: ...
     @staticmethod

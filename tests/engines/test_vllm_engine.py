@@ -151,7 +151,7 @@ def test_choice_is_rewritten_and_served(engine, vocab):
         ({"json": {"type": "object", "properties": {"a": {"type": "string", "format": "hostname", "maxLength": 10}}}}, "/properties/a"),
         ({"json": {"type": "string", "pattern": "(?<=a)b"}}, "pattern"),
         ({"grammar": 'root ::= "a" undefined_rule'}, "undefined_rule"),
-        ({"grammar": 'start: "a" (\n'}, "line 2"),
+        ({"grammar": 'start: "a" (\n'}, "line 1"),
         ({"regex": "a(b"}, "regex"),
     ],
     ids=["schema-pointer", "schema-keyword", "gbnf-rule", "lark-linecol", "regex"],

@@ -1,545 +1,669 @@
-//! Lark grammars, in the dialect llguidance reads (and xgrammar's `from_lark`), compiled to the
-//! same grammar IR as GBNF ([`corral_core::ebnf::GrammarAst`]).
+//! Lark grammars, in the dialect llguidance reads (and xgrammar's `from_lark`), compiled to a
+//! [`corral_core::Grammar`] whose language is the one Lark's Earley parser accepts with
+//! `lexer='dynamic_complete'`: the context-free language over characters, where `%ignore`d
+//! terminals may appear before, between and after the tokens of rules.
 //!
-//! The language is the one Lark's Earley parser with `lexer='dynamic_complete'` defines: every
-//! split of the text into terminals is tried, so a terminal's language is its full regular
-//! language (a `/regex/` matches the strings it matches in full). `%ignore`d terminals may
-//! appear before any terminal of a rule and at the end of the text.
-//!
-//! Supported:
-//! * rules (`name: ...`, `?name`, `!name`, aliases `-> name`, priorities `.N`) and terminals
-//!   (`NAME: ...`, priorities `.N`); `start` is the root;
-//! * `|`, grouping, `[ ]`, `? * +`, `~ n`, `~ n..m`;
-//! * string literals (Python escapes) with the `i` flag, `"a".."z"` ranges, `/regex/` with the
-//!   flags `i`, `s`, `m`, `x`, `u`;
-//! * `%import common.NAME` (`-> ALIAS`), `%import common (A, B)`, `%ignore`;
-//! * llguidance's `%json { schema }` (an embedded JSON Schema), `%llguidance { }` (ignored).
-//!
-//! Refused with the construct named ([`crate::FormatError::Unsupported`]): rule templates,
-//! `%declare`, `%override`, `%extend`, imports from files other than `common`, llguidance's
-//! `%regex { }`, rule attributes (`[max_tokens=...]`, `[lazy]`, ...), and special-token
-//! references (`<|name|>`, `<[id]>`): corral's core cannot put special tokens in a grammar yet.
+//! Supported: `rule:` / `TERMINAL:` definitions (with `?`/`!` prefixes, `.N` priorities,
+//! `{params}` templates), `|`, `( )`, `[ ]`, `? * +`, `~ n`, `~ n..m`, `-> alias`, string
+//! literals (with the `i` flag), `"a".."z"`, `/regex/flags` (`i s x m u`), `%import common.X`
+//! (also `(A, B)` lists and `-> alias`), `%ignore`, and llguidance's `%json { schema }`,
+//! `%llguidance {}` and rule attributes (`capture`, `temperature`). Refused with
+//! [`FormatError::Unsupported`] naming the construct: `%declare`, `%override`, `%extend`,
+//! imports other than `common`, `%regex`, special tokens (`<|name|>`, `<[id]>`), attributes that
+//! change the language or count tokens (`max_tokens`, `stop`, `lazy`, `suffix`...), grammar
+//! references `@name`, the `&` and `~` lexeme operators of llguidance.
 
 use crate::FormatError;
 use corral_core::ebnf::{Expr, GrammarAst, RuleDef};
 use corral_core::error::{Error, Location};
 use corral_core::rx::Rx;
 use corral_core::{Grammar, Limits};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-/// Root rule of the lowered grammar: `start`, then ignored terminals.
-const ROOT: &str = "__lark_root";
-/// The ignored terminals, one alternative each.
-const IGNORE: &str = "__lark_ignore";
+/// Name of the rule holding the alternatives of every `%ignore`d terminal.
+const IGNORE_RULE: &str = "%ignore";
+/// Name of the synthetic root: `%ignore* start`.
+const ROOT_RULE: &str = "%start";
 
 /// Compiles Lark grammar text (root rule `start`).
 ///
 /// ```
-/// use corral_core::Limits;
-/// let g = corral_formats::lark::compile("start: NAME \"=\" NUMBER\n%import common.CNAME -> NAME\n%import common.NUMBER\n%import common.WS\n%ignore WS\n", &Limits::default()).unwrap();
-/// assert!(g.num_terminals() > 0);
+/// let g = corral_formats::lark::compile("start: \"a\"+ NUMBER\n%import common.NUMBER\n", &Default::default()).unwrap();
+/// assert!(g.num_rules() > 0);
 /// ```
 pub fn compile(text: &str, limits: &Limits) -> crate::Result<Grammar> {
-    let _budget = corral_core::budget::Scope::new(limits.max_compile_ms);
-    let parsed = Parser::new(text, limits).grammar()?;
-    let ast = lower(parsed, text)?;
-    Ok(Grammar::from_ast(&ast, ROOT, &format!("lark:{text}"), limits)?)
+    let parsed = parse(text, limits)?;
+    let ast = Lowering::run(text, parsed, limits)?;
+    Ok(Grammar::from_ast(&ast, ROOT_RULE, &format!("lark:{text}"), limits)?)
 }
 
-/// An expression of a Lark definition, before `%ignore` is woven in.
+// ---------------------------------------------------------------------------------------------
+// Syntax tree
+
 #[derive(Debug, Clone)]
-enum L {
-    Seq(Vec<L>),
-    Alt(Vec<L>),
-    Rep(Box<L>, u32, Option<u32>),
-    /// A terminal written in place: a literal or a regex.
-    Lex(Expr),
-    /// A reference to a rule (lowercase) or a terminal (uppercase), with its offset.
-    Ref(String, usize),
-    /// An embedded sub-grammar (`%json`): the name of its root rule.
-    Embedded(String),
+enum Node {
+    Seq(Vec<Node>),
+    Alt(Vec<Node>),
+    Repeat { inner: Box<Node>, min: u32, max: Option<u32> },
+    /// A string literal or a literal range or a regex: one anonymous token.
+    Token(Rx),
+    /// A rule, terminal or template-parameter name.
+    Name { name: String, offset: usize },
+    /// `name{args}`.
+    Template { name: String, args: Vec<Node>, offset: usize },
+    /// `%json { schema }`.
+    Json { schema: serde_json::Value, offset: usize },
 }
 
+#[derive(Debug)]
 struct Def {
     name: String,
-    terminal: bool,
-    body: L,
+    params: Vec<String>,
+    body: Node,
     offset: usize,
+    terminal: bool,
 }
 
+#[derive(Debug, Default)]
 struct Parsed {
     defs: Vec<Def>,
-    ignores: Vec<L>,
-    /// Rules of embedded grammars (`%json`), already lowered.
-    embedded: Vec<RuleDef>,
+    ignores: Vec<(Node, usize)>,
+    /// (name in common, local name, offset)
+    imports: Vec<(String, String, usize)>,
 }
 
 fn is_terminal_name(name: &str) -> bool {
     name.trim_start_matches('_').starts_with(|c: char| c.is_ascii_uppercase())
 }
 
-// ------------------------------------------------------------------------------------ parser
+// ---------------------------------------------------------------------------------------------
+// Parser
 
-struct Parser<'a> {
+struct P<'a> {
     src: &'a str,
     b: &'a [u8],
     pos: usize,
+    /// Nesting of ( [ {: newlines are plain white space inside.
+    nest: usize,
     depth: usize,
     limits: &'a Limits,
-    embedded: Vec<RuleDef>,
-    n_embedded: usize,
 }
 
-type R<T> = crate::Result<T>;
+fn syntax(src: &str, at: usize, message: impl Into<String>) -> FormatError {
+    FormatError::Grammar(Error::GrammarSyntax { message: message.into(), location: Location::at(src, at) })
+}
 
-impl<'a> Parser<'a> {
-    fn new(src: &'a str, limits: &'a Limits) -> Self {
-        Parser { src, b: src.as_bytes(), pos: 0, depth: 0, limits, embedded: Vec::new(), n_embedded: 0 }
+fn line_col(src: &str, at: usize) -> String {
+    let l = Location::at(src, at);
+    format!("{}:{}", l.line, l.column)
+}
+
+fn parse(src: &str, limits: &Limits) -> crate::Result<Parsed> {
+    let mut p = P { src, b: src.as_bytes(), pos: 0, nest: 0, depth: 0, limits };
+    let mut out = Parsed::default();
+    loop {
+        p.skip_blank_lines();
+        if p.pos >= p.b.len() {
+            break;
+        }
+        p.item(&mut out)?;
+        // The item must end at a newline or the end.
+        p.space();
+        if p.pos < p.b.len() && p.b[p.pos] != b'\n' && p.b[p.pos] != b'\r' {
+            return Err(p.err_here("unexpected text after the end of the definition"));
+        }
+    }
+    Ok(out)
+}
+
+impl<'a> P<'a> {
+    fn err(&self, at: usize, message: impl Into<String>) -> FormatError {
+        syntax(self.src, at, message)
     }
 
-    fn err<T>(&self, at: usize, message: impl Into<String>) -> R<T> {
-        Err(FormatError::Grammar(Error::GrammarSyntax { message: message.into(), location: Location::at(self.src, at) }))
+    fn err_here(&self, message: &str) -> FormatError {
+        let what = match self.src[self.pos.min(self.src.len())..].chars().next() {
+            None => "the end of the grammar".to_string(),
+            Some('\n') | Some('\r') => "the end of the line".to_string(),
+            Some(c) => format!("'{c}'"),
+        };
+        self.err(self.pos, format!("{message} (found {what})"))
     }
 
-    fn unsupported<T>(&self, at: usize, construct: impl Into<String>, message: impl Into<String>) -> R<T> {
-        let l = Location::at(self.src, at);
-        Err(FormatError::Unsupported { construct: construct.into(), at: format!("{}:{}", l.line, l.column), message: message.into() })
+    fn unsupported(&self, at: usize, construct: impl Into<String>, message: impl Into<String>) -> FormatError {
+        FormatError::Unsupported { construct: construct.into(), at: line_col(self.src, at), message: message.into() }
     }
 
     fn peek(&self) -> Option<u8> {
         self.b.get(self.pos).copied()
     }
 
-    fn peek_at(&self, k: usize) -> Option<u8> {
-        self.b.get(self.pos + k).copied()
-    }
-
     fn starts(&self, s: &str) -> bool {
         self.b[self.pos..].starts_with(s.as_bytes())
     }
 
-    /// Skips spaces, tabs and comments; with `newlines`, line breaks too.
-    fn space(&mut self, newlines: bool) {
+    fn skip_comment(&mut self) -> bool {
+        if self.starts("//") || self.peek() == Some(b'#') {
+            while self.pos < self.b.len() && self.b[self.pos] != b'\n' {
+                self.pos += 1;
+            }
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Skips spaces and comments; newlines too inside brackets, or when the next line
+    /// continues the definition with `|`.
+    fn space(&mut self) {
         loop {
             match self.peek() {
-                Some(b' ' | b'\t' | b'\r') => self.pos += 1,
-                Some(b'\n') if newlines => self.pos += 1,
-                Some(b'/') if self.peek_at(1) == Some(b'/') => self.skip_line(),
-                Some(b'#') => self.skip_line(),
+                Some(b' ' | b'\t' | b'\x0c') => self.pos += 1,
+                Some(b'\n' | b'\r') if self.nest > 0 => self.pos += 1,
+                Some(b'\n' | b'\r') => {
+                    // A following line starting with '|' continues the definition.
+                    let save = self.pos;
+                    self.skip_blank_lines();
+                    if self.peek() == Some(b'|') {
+                        continue;
+                    }
+                    self.pos = save;
+                    return;
+                }
+                Some(b'/') | Some(b'#') if self.skip_comment() => {}
                 _ => return,
             }
         }
     }
 
-    fn skip_line(&mut self) {
-        while let Some(c) = self.peek() {
-            if c == b'\n' {
-                return;
-            }
-            self.pos += 1;
-        }
-    }
-
-    /// Inside a definition: spaces, and a line break when the next line goes on with `|`.
-    fn space_in_def(&mut self, nesting: usize) {
+    fn skip_blank_lines(&mut self) {
         loop {
-            self.space(nesting > 0);
-            if self.peek() != Some(b'\n') {
-                return;
+            match self.peek() {
+                Some(b' ' | b'\t' | b'\n' | b'\r' | b'\x0c') => self.pos += 1,
+                Some(b'/') | Some(b'#') if self.skip_comment() => {}
+                _ => return,
             }
-            let save = self.pos;
-            self.space(true);
-            if self.peek() == Some(b'|') {
-                continue;
-            }
-            self.pos = save;
-            return;
         }
     }
 
-    fn name(&mut self) -> Option<String> {
+    fn ident(&mut self) -> Option<(String, usize)> {
         let start = self.pos;
-        while let Some(c) = self.peek() {
-            if c.is_ascii_alphanumeric() || c == b'_' {
-                self.pos += 1;
-            } else {
-                break;
-            }
-        }
-        (self.pos > start).then(|| self.src[start..self.pos].to_string())
-    }
-
-    fn grammar(mut self) -> R<Parsed> {
-        let mut defs = Vec::new();
-        let mut ignores = Vec::new();
-        let mut imported: HashSet<String> = HashSet::new();
-        loop {
-            self.space(true);
-            let Some(c) = self.peek() else { break };
-            let at = self.pos;
-            if c == b'%' {
-                self.statement(&mut defs, &mut ignores, &mut imported)?;
-            } else if c.is_ascii_alphabetic() || c == b'_' || c == b'?' || c == b'!' {
-                defs.push(self.definition()?);
-            } else {
-                return self.err(at, format!("expected a rule, a terminal or a %statement, found '{}'", self.char_at(at)));
-            }
-            self.end_of_line()?;
-        }
-        Ok(Parsed { defs, ignores, embedded: self.embedded })
-    }
-
-    fn char_at(&self, at: usize) -> String {
-        self.src[at..].chars().next().map(|c| c.to_string()).unwrap_or_default()
-    }
-
-    fn end_of_line(&mut self) -> R<()> {
-        self.space(false);
-        match self.peek() {
-            None | Some(b'\n') => Ok(()),
-            Some(_) => self.err(self.pos, format!("unexpected '{}': a definition ends at the end of its line (go on with '|' on the next line, or inside parentheses)", self.char_at(self.pos))),
-        }
-    }
-
-    fn definition(&mut self) -> R<Def> {
-        let offset = self.pos;
-        while matches!(self.peek(), Some(b'?' | b'!')) {
+        while self.pos < self.b.len() && (self.b[self.pos].is_ascii_alphanumeric() || self.b[self.pos] == b'_') {
             self.pos += 1;
         }
-        let Some(name) = self.name() else { return self.err(self.pos, "expected a rule or terminal name") };
+        (self.pos > start).then(|| (self.src[start..self.pos].to_string(), start))
+    }
+
+    fn number(&mut self) -> crate::Result<u32> {
+        let start = self.pos;
+        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.pos += 1;
+        }
+        if start == self.pos {
+            return Err(self.err_here("expected a number"));
+        }
+        self.src[start..self.pos].parse().map_err(|_| self.err(start, "number too large"))
+    }
+
+    fn expect(&mut self, s: &str, what: &str) -> crate::Result<()> {
+        self.space();
+        if self.starts(s) {
+            self.pos += s.len();
+            Ok(())
+        } else {
+            Err(self.err_here(&format!("expected {what}")))
+        }
+    }
+
+    /// A JSON value starting at the current position (after spaces).
+    fn json(&mut self) -> crate::Result<serde_json::Value> {
+        self.space();
+        let start = self.pos;
+        let mut it = serde_json::Deserializer::from_str(&self.src[start..]).into_iter::<serde_json::Value>();
+        match it.next() {
+            Some(Ok(v)) => {
+                self.pos = start + it.byte_offset();
+                Ok(v)
+            }
+            Some(Err(e)) => {
+                // serde_json reports line/column relative to the value's start.
+                let mut at = start;
+                let mut line = 1;
+                for (i, c) in self.src[start..].char_indices() {
+                    if line == e.line() {
+                        at = start + i + e.column().saturating_sub(1);
+                        break;
+                    }
+                    if c == '\n' {
+                        line += 1;
+                    }
+                }
+                Err(self.err(at.min(self.src.len()), format!("invalid JSON: {e}")))
+            }
+            None => Err(self.err_here("expected a JSON value")),
+        }
+    }
+
+    fn item(&mut self, out: &mut Parsed) -> crate::Result<()> {
+        let start = self.pos;
+        if self.peek() == Some(b'%') {
+            self.pos += 1;
+            let (kw, _) = self.ident().ok_or_else(|| self.err(start, "expected a directive name after '%'"))?;
+            self.space();
+            return match kw.as_str() {
+                "ignore" => {
+                    let body = self.expansions()?;
+                    out.ignores.push((body, start));
+                    Ok(())
+                }
+                "import" => self.import(out, start),
+                "llguidance" => {
+                    self.json()?;
+                    Ok(())
+                }
+                "declare" | "override" | "extend" => Err(self.unsupported(
+                    start,
+                    format!("%{kw}"),
+                    format!("%{kw} is not supported: write the grammar's definitions out in full (corral has no declared-only terminals or grammar composition)"),
+                )),
+                _ => Err(self.err(start, format!("unknown directive '%{kw}'"))),
+            };
+        }
+        // A definition: [?!]name[{params}][[attrs]][.prio] : expansions
+        if matches!(self.peek(), Some(b'?' | b'!')) {
+            self.pos += 1;
+        }
+        let Some((name, name_at)) = self.ident() else {
+            return Err(self.err_here("expected a rule or terminal definition"));
+        };
         let terminal = is_terminal_name(&name);
         if !terminal && !name.trim_start_matches('_').starts_with(|c: char| c.is_ascii_lowercase()) {
-            return self.err(offset, format!("'{name}': rule names are lowercase, terminal names uppercase"));
+            return Err(self.err(name_at, format!("'{name}' is not a valid name: rules are lowercase, terminals UPPERCASE")));
         }
+        let mut params = Vec::new();
+        self.space();
         if self.peek() == Some(b'{') {
-            return self.unsupported(self.pos, "rule template", format!("'{name}{{...}}': rule templates are not supported; write the rule out for each use"));
+            if terminal {
+                return Err(self.err(self.pos, "terminals cannot have template parameters"));
+            }
+            self.pos += 1;
+            self.nest += 1;
+            loop {
+                self.space();
+                let (p, _) = self.ident().ok_or_else(|| self.err_here("expected a template parameter name"))?;
+                params.push(p);
+                self.space();
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(b'}') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(self.err_here("expected ',' or '}' in the template parameters")),
+                }
+            }
+            self.nest -= 1;
+            self.space();
         }
         if self.peek() == Some(b'[') {
-            return self.unsupported(self.pos, "rule attribute", format!("'{name}[...]': llguidance's rule attributes (max_tokens, lazy, stop, temperature, ...) are not supported"));
+            self.attributes()?;
+            self.space();
         }
         if self.peek() == Some(b'.') {
-            // A priority: it decides between parses, never what parses (dynamic_complete Earley).
+            // Priority: no effect on the language.
             self.pos += 1;
             if self.peek() == Some(b'-') {
                 self.pos += 1;
             }
-            if !self.peek().is_some_and(|c| c.is_ascii_digit()) {
-                return self.err(self.pos, "expected a number after '.' (a priority)");
-            }
-            while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.number()?;
+            self.space();
+        }
+        self.expect(":", "':' after the name of the definition")?;
+        let body = self.expansions()?;
+        out.defs.push(Def { name, params, body, offset: name_at, terminal });
+        Ok(())
+    }
+
+    /// llguidance's `[key, key=value, ...]` after a rule name.
+    fn attributes(&mut self) -> crate::Result<()> {
+        self.pos += 1;
+        self.nest += 1;
+        loop {
+            self.space();
+            let at = self.pos;
+            let (key, _) = self.ident().ok_or_else(|| self.err_here("expected an attribute name"))?;
+            self.space();
+            if self.peek() == Some(b'=') {
                 self.pos += 1;
+                self.space();
+                if self.peek() == Some(b'"') {
+                    self.string_body()?;
+                } else if self.peek() == Some(b'/') {
+                    self.regex_text()?;
+                } else {
+                    while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-' || c == b'_') {
+                        self.pos += 1;
+                    }
+                }
+            }
+            match key.as_str() {
+                "capture" | "temperature" => {}
+                "max_tokens" => {
+                    return Err(self.unsupported(at, "max_tokens", "token-count limits are not supported: corral constrains text, not the number of tokens"))
+                }
+                _ => {
+                    return Err(self.unsupported(
+                        at,
+                        key.clone(),
+                        format!("the rule attribute '{key}' changes how the rule matches in llguidance and is not supported (only 'capture' and 'temperature' are accepted, and ignored)"),
+                    ))
+                }
+            }
+            self.space();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    break;
+                }
+                _ => return Err(self.err_here("expected ',' or ']' in the rule attributes")),
             }
         }
-        self.space(false);
-        if self.peek() != Some(b':') {
-            return self.err(self.pos, format!("expected ':' after '{name}'"));
-        }
-        self.pos += 1;
-        let body = self.expansions(0, !terminal)?;
-        Ok(Def { name, terminal, body, offset })
+        self.nest -= 1;
+        Ok(())
     }
 
-    fn statement(&mut self, defs: &mut Vec<Def>, ignores: &mut Vec<L>, imported: &mut HashSet<String>) -> R<()> {
-        let at = self.pos;
-        self.pos += 1;
-        let word = self.name().unwrap_or_default();
-        self.space(false);
-        match word.as_str() {
-            "ignore" => {
-                let e = self.expansions(0, false)?;
-                ignores.push(e);
-                Ok(())
-            }
-            "import" => self.import(at, defs, imported),
-            "llguidance" => {
-                self.json_value(at)?;
-                Ok(())
-            }
-            "declare" | "override" | "extend" => self.unsupported(at, format!("%{word}"), format!("%{word} is not supported")),
-            "" => self.err(at, "expected a statement name after '%'"),
-            other => self.unsupported(at, format!("%{other}"), format!("unknown statement %{other}")),
-        }
-    }
-
-    fn import(&mut self, at: usize, defs: &mut Vec<Def>, imported: &mut HashSet<String>) -> R<()> {
+    fn import(&mut self, out: &mut Parsed, start: usize) -> crate::Result<()> {
         let path_at = self.pos;
-        if self.peek() == Some(b'.') {
-            return self.unsupported(at, "%import", "relative imports (another grammar file's rules) are not supported: only Lark's 'common' library is built in");
-        }
         let mut path = Vec::new();
-        while let Some(n) = self.name() {
-            path.push(n);
+        if self.peek() == Some(b'.') {
+            return Err(self.unsupported(start, "relative %import", "only '%import common.NAME' is supported; corral does not read other grammar files"));
+        }
+        loop {
+            let (part, _) = self.ident().ok_or_else(|| self.err_here("expected a module name after %import"))?;
+            path.push(part);
             if self.peek() == Some(b'.') {
                 self.pos += 1;
             } else {
                 break;
             }
         }
-        if path.is_empty() {
-            return self.err(path_at, "expected a module path after %import");
-        }
-        self.space(false);
-        // `%import common.NAME [-> ALIAS]` or `%import common (A, B, ...)`.
-        let (module, names): (Vec<String>, Vec<(String, String)>) = if self.peek() == Some(b'(') {
+        self.space();
+        let names: Vec<(String, String)> = if self.peek() == Some(b'(') {
+            if path.len() != 1 {
+                return Err(self.err(path_at, "expected '%import module (NAME, ...)'"));
+            }
             self.pos += 1;
-            let mut names = Vec::new();
+            self.nest += 1;
+            let mut v = Vec::new();
             loop {
-                self.space(true);
-                let Some(n) = self.name() else { return self.err(self.pos, "expected a name in the import list") };
-                names.push((n.clone(), n));
-                self.space(true);
+                self.space();
+                let (n, _) = self.ident().ok_or_else(|| self.err_here("expected a name to import"))?;
+                v.push((n.clone(), n));
+                self.space();
                 match self.peek() {
                     Some(b',') => self.pos += 1,
                     Some(b')') => {
                         self.pos += 1;
                         break;
                     }
-                    _ => return self.err(self.pos, "expected ',' or ')' in the import list"),
+                    _ => return Err(self.err_here("expected ',' or ')' in the import list")),
                 }
             }
-            (path, names)
+            self.nest -= 1;
+            v
         } else {
             if path.len() < 2 {
-                return self.err(path_at, "expected %import module.NAME");
+                return Err(self.err(path_at, "expected '%import module.NAME'"));
             }
-            let name = path.pop().unwrap();
-            let mut alias = name.clone();
+            let name = path.pop().unwrap_or_default();
+            let mut local = name.clone();
             if self.starts("->") {
                 self.pos += 2;
-                self.space(false);
-                alias = match self.name() {
-                    Some(a) => a,
-                    None => return self.err(self.pos, "expected a name after '->'"),
-                };
+                self.space();
+                local = self.ident().ok_or_else(|| self.err_here("expected a name after '->'"))?.0;
             }
-            (path, vec![(name, alias)])
+            vec![(name, local)]
         };
-        if module != ["common"] {
-            return self.unsupported(at, "%import", format!("importing from '{}': only Lark's 'common' library is built in", module.join(".")));
+        let module = path.join(".");
+        if module != "common" {
+            return Err(self.unsupported(start, format!("%import {module}"), "only the 'common' module of Lark is built in; copy the definitions you need into the grammar"));
         }
-        for (name, alias) in names {
-            import_common(&name, &alias, at, defs, imported, self.src, self.limits)?;
+        for (name, local) in names {
+            if common_def(&name).is_none() {
+                return Err(self.unsupported(start, format!("common.{name}"), format!("'{name}' is not one of the common terminals corral provides ({})", COMMON.iter().map(|c| c.0).collect::<Vec<_>>().join(", "))));
+            }
+            if is_terminal_name(&name) != is_terminal_name(&local) {
+                return Err(self.err(start, format!("cannot import terminal '{name}' as '{local}', which is not a terminal name")));
+            }
+            out.imports.push((name, local, start));
         }
         Ok(())
     }
 
-    /// A JSON value (for `%json { ... }` and `%llguidance { ... }`), parsed with serde_json.
-    fn json_value(&mut self, at: usize) -> R<serde_json::Value> {
-        self.space(true);
-        let rest = &self.src[self.pos..];
-        let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
-        match stream.next() {
-            Some(Ok(v)) => {
-                self.pos += stream.byte_offset();
-                Ok(v)
-            }
-            Some(Err(e)) => {
-                let l = Location::at(rest, 0);
-                let _ = l;
-                self.err(self.pos + byte_offset_of(rest, e.line(), e.column()), format!("invalid JSON after %{}: {e}", &self.src[at + 1..].split(|c: char| !c.is_alphanumeric()).next().unwrap_or("")))
-            }
-            None => self.err(self.pos, "expected a JSON value"),
-        }
-    }
-
-    fn expansions(&mut self, nesting: usize, in_rule: bool) -> R<L> {
+    fn enter(&mut self) -> crate::Result<()> {
         self.depth += 1;
         if self.depth > self.limits.max_nesting {
-            return Err(FormatError::Grammar(Error::Limit { name: "max_nesting", limit: self.limits.max_nesting, what: "the grammar nests too deeply".into(), hint: "pass a larger max_nesting in `limits=`" }));
+            return Err(FormatError::Grammar(Error::Limit {
+                name: "max_nesting",
+                limit: self.limits.max_nesting,
+                what: "the grammar nests too deeply".into(),
+                hint: corral_core::limits::LIMIT_HINT,
+            }));
         }
-        let mut alts = vec![self.alias(nesting, in_rule)?];
+        Ok(())
+    }
+
+    fn expansions(&mut self) -> crate::Result<Node> {
+        self.enter()?;
+        let mut alts = vec![self.alias()?];
         loop {
-            self.space_in_def(nesting);
+            self.space();
             if self.peek() == Some(b'|') {
                 self.pos += 1;
-                alts.push(self.alias(nesting, in_rule)?);
+                alts.push(self.alias()?);
             } else {
                 break;
             }
         }
         self.depth -= 1;
-        Ok(if alts.len() == 1 { alts.pop().unwrap() } else { L::Alt(alts) })
+        Ok(if alts.len() == 1 { alts.pop().unwrap_or(Node::Seq(vec![])) } else { Node::Alt(alts) })
     }
 
-    fn alias(&mut self, nesting: usize, in_rule: bool) -> R<L> {
+    fn alias(&mut self) -> crate::Result<Node> {
         let mut items = Vec::new();
         loop {
-            self.space_in_def(nesting);
+            self.space();
             match self.peek() {
-                None | Some(b'\n' | b'|' | b')' | b']') => break,
-                Some(b'-') if self.peek_at(1) == Some(b'>') => {
-                    // An alias names the tree node; it does not change the language.
+                None | Some(b'|' | b')' | b']' | b'}' | b',' | b'\n' | b'\r') => break,
+                Some(b'-') if self.starts("->") => {
                     self.pos += 2;
-                    self.space(false);
-                    if self.name().is_none() {
-                        return self.err(self.pos, "expected a name after '->'");
-                    }
+                    self.space();
+                    self.ident().ok_or_else(|| self.err_here("expected an alias name after '->'"))?;
                     break;
                 }
-                Some(_) => items.push(self.expr(nesting, in_rule)?),
+                _ => items.push(self.expr()?),
             }
         }
-        Ok(if items.len() == 1 { items.pop().unwrap() } else { L::Seq(items) })
+        Ok(if items.len() == 1 { items.pop().unwrap_or(Node::Seq(vec![])) } else { Node::Seq(items) })
     }
 
-    fn expr(&mut self, nesting: usize, in_rule: bool) -> R<L> {
-        let atom = self.atom(nesting, in_rule)?;
-        self.space(nesting > 0);
-        Ok(match self.peek() {
+    fn expr(&mut self) -> crate::Result<Node> {
+        let atom = self.atom()?;
+        // Operators bind to the atom; no space allowed before them in Lark? Lark allows it.
+        let save = self.pos;
+        self.space_inline();
+        match self.peek() {
             Some(b'*') => {
                 self.pos += 1;
-                L::Rep(Box::new(atom), 0, None)
+                Ok(Node::Repeat { inner: Box::new(atom), min: 0, max: None })
             }
             Some(b'+') => {
                 self.pos += 1;
-                L::Rep(Box::new(atom), 1, None)
+                Ok(Node::Repeat { inner: Box::new(atom), min: 1, max: None })
             }
             Some(b'?') => {
                 self.pos += 1;
-                L::Rep(Box::new(atom), 0, Some(1))
+                Ok(Node::Repeat { inner: Box::new(atom), min: 0, max: Some(1) })
             }
             Some(b'~') => {
+                let at = self.pos;
                 self.pos += 1;
-                self.space(false);
+                self.space_inline();
                 let lo = self.number()?;
-                self.space(false);
+                self.space_inline();
                 let hi = if self.starts("..") {
                     self.pos += 2;
-                    self.space(false);
+                    self.space_inline();
                     self.number()?
                 } else {
                     lo
                 };
                 if hi < lo {
-                    return self.err(self.pos, format!("empty repetition range ~ {lo}..{hi}"));
+                    return Err(self.err(at, format!("bad repetition range ~ {lo}..{hi}: the maximum is below the minimum")));
                 }
-                if hi > self.limits.max_repeat {
-                    return Err(FormatError::Grammar(Error::Limit { name: "max_repeat", limit: self.limits.max_repeat as usize, what: format!("repetition ~ {lo}..{hi}"), hint: "pass a larger max_repeat in `limits=`" }));
-                }
-                L::Rep(Box::new(atom), lo, Some(hi))
+                Ok(Node::Repeat { inner: Box::new(atom), min: lo, max: Some(hi) })
             }
-            _ => atom,
-        })
+            _ => {
+                self.pos = save;
+                Ok(atom)
+            }
+        }
     }
 
-    fn number(&mut self) -> R<u32> {
-        let start = self.pos;
-        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+    fn space_inline(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t')) || (self.nest > 0 && matches!(self.peek(), Some(b'\n' | b'\r'))) {
             self.pos += 1;
         }
-        if start == self.pos {
-            return self.err(start, "expected a number");
-        }
-        self.src[start..self.pos].parse().or_else(|_| self.err(start, "number too large"))
     }
 
-    fn atom(&mut self, nesting: usize, in_rule: bool) -> R<L> {
-        let at = self.pos;
+    fn atom(&mut self) -> crate::Result<Node> {
+        let start = self.pos;
         match self.peek() {
-            Some(b'(') => {
+            Some(open @ (b'(' | b'[')) => {
                 self.pos += 1;
-                let e = self.expansions(nesting + 1, in_rule)?;
-                self.space(true);
-                if self.peek() != Some(b')') {
-                    return self.err(self.pos, "expected ')'");
+                self.nest += 1;
+                let inner = self.expansions()?;
+                self.space();
+                let close = if open == b'(' { b')' } else { b']' };
+                if self.peek() != Some(close) {
+                    if self.pos >= self.b.len() {
+                        return Err(self.err(start, format!("this '{}' is never closed", open as char)));
+                    }
+                    return Err(self.err_here(&format!("expected '{}' to close the '{}' at {}", close as char, open as char, line_col(self.src, start))));
                 }
                 self.pos += 1;
-                Ok(e)
-            }
-            Some(b'[') => {
-                self.pos += 1;
-                let e = self.expansions(nesting + 1, in_rule)?;
-                self.space(true);
-                if self.peek() != Some(b']') {
-                    return self.err(self.pos, "expected ']'");
-                }
-                self.pos += 1;
-                Ok(L::Rep(Box::new(e), 0, Some(1)))
+                self.nest -= 1;
+                Ok(if open == b'[' { Node::Repeat { inner: Box::new(inner), min: 0, max: Some(1) } } else { inner })
             }
             Some(b'"') => {
-                let (s, insensitive) = self.string()?;
-                self.space(false);
+                let (s, ci) = self.string_body()?;
+                self.space_inline();
                 if self.starts("..") {
                     self.pos += 2;
-                    self.space(false);
-                    if self.peek() != Some(b'"') {
-                        return self.err(self.pos, "expected a string after '..'");
-                    }
+                    self.space_inline();
                     let hi_at = self.pos;
-                    let (hi, _) = self.string()?;
-                    let (mut a, mut b) = (s.chars(), hi.chars());
-                    let (Some(lo_c), None, Some(hi_c), None) = (a.next(), a.next(), b.next(), b.next()) else {
-                        return self.err(hi_at, "a range \"a\"..\"z\" takes one character on each side");
-                    };
-                    if lo_c > hi_c {
-                        return self.err(at, format!("empty range \"{lo_c}\"..\"{hi_c}\""));
+                    if self.peek() != Some(b'"') {
+                        return Err(self.err_here("expected a string after '..'"));
                     }
-                    return Ok(L::Lex(Expr::Terminal(Rx::char_class(&[(lo_c as u32, hi_c as u32)], false))));
+                    let (hi, _) = self.string_body()?;
+                    let (mut a, mut b) = (s.chars(), hi.chars());
+                    let (Some(lo), None, Some(h), None) = (a.next(), a.next(), b.next(), b.next()) else {
+                        return Err(self.err(start, "a range \"a\"..\"z\" needs one character on each side"));
+                    };
+                    if h < lo {
+                        return Err(self.err(hi_at, "the range's end is below its start"));
+                    }
+                    return Ok(Node::Token(Rx::char_class(&[(lo as u32, h as u32)], false)));
                 }
-                if insensitive {
-                    let rx = self.regex_rx(&format!("(?i:{})", escape_regex(&s)), at)?;
-                    return Ok(L::Lex(Expr::Terminal(rx)));
-                }
-                Ok(L::Lex(Expr::Literal(s.into_bytes())))
+                Ok(Node::Token(literal_rx(&s, ci)))
             }
             Some(b'/') => {
-                let rx = self.regex()?;
-                Ok(L::Lex(Expr::Terminal(rx)))
+                let (pattern, flags, pat_at) = self.regex_text()?;
+                Ok(Node::Token(self.regex_rx(&pattern, &flags, start, pat_at)?))
             }
             Some(b'%') => {
                 self.pos += 1;
-                let word = self.name().unwrap_or_default();
-                match word.as_str() {
+                let (kw, _) = self.ident().ok_or_else(|| self.err(start, "expected a directive name after '%'"))?;
+                match kw.as_str() {
                     "json" => {
-                        let schema = self.json_value(at)?;
-                        let l = Location::at(self.src, at);
-                        let prefix = format!("__lark_json{}_", self.n_embedded);
-                        self.n_embedded += 1;
-                        let opts = corral_schema::Options { limits: self.limits.clone(), ..Default::default() };
-                        let (rules, root) = crate::embed::schema_rules(&schema, &opts, &prefix, &format!("%json at {}:{}", l.line, l.column))?;
-                        self.embedded.extend(rules);
-                        Ok(L::Embedded(root))
+                        let schema = self.json()?;
+                        Ok(Node::Json { schema, offset: start })
                     }
-                    "regex" => self.unsupported(at, "%regex", "llguidance's %regex { ... } is not supported; write a /regex/ terminal"),
-                    other => self.unsupported(at, format!("%{other}"), format!("%{other} is not supported inside a rule")),
+                    "regex" => Err(self.unsupported(start, "%regex", "llguidance's %regex { ... } (substring matching) is not supported; write the regex as /.../")),
+                    "lark" => Err(self.unsupported(start, "%lark", "nested %lark grammars are not supported")),
+                    _ => Err(self.err(start, format!("'%{kw}' cannot be used inside a rule"))),
                 }
             }
-            Some(b'<') if matches!(self.peek_at(1), Some(b'|' | b'[')) => {
-                let end = self.src[at..].find('>').map(|i| at + i + 1).unwrap_or(self.b.len());
-                let what = &self.src[at..end];
-                self.unsupported(at, format!("special token {what}"), "special tokens in grammars are not supported yet")
+            Some(b'<') => {
+                let end = self.src[start..].find('>').map(|i| start + i + 1).unwrap_or(self.src.len());
+                let tok = &self.src[start..end.min(start + 40)];
+                Err(self.unsupported(
+                    start,
+                    format!("special token {tok}"),
+                    "special tokens in grammars are not supported yet (corral matches text; a special token has no text)",
+                ))
             }
+            Some(b'@') => Err(self.unsupported(start, "grammar reference @", "references to other grammars (@name) are not supported")),
+            Some(b'&') => Err(self.unsupported(start, "& (lexeme intersection)", "llguidance's '&' operator is not supported")),
+            Some(b'~') => Err(self.unsupported(start, "~ (lexeme negation)", "llguidance's '~' negation operator is not supported")),
             Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
-                let name = self.name().unwrap();
+                let (name, at) = self.ident().unwrap_or_default();
                 if self.peek() == Some(b'{') {
-                    return self.unsupported(at, "rule template", format!("'{name}{{...}}': rule templates are not supported"));
+                    self.pos += 1;
+                    self.nest += 1;
+                    let mut args = Vec::new();
+                    loop {
+                        self.space();
+                        args.push(self.expansions()?);
+                        self.space();
+                        match self.peek() {
+                            Some(b',') => self.pos += 1,
+                            Some(b'}') => {
+                                self.pos += 1;
+                                break;
+                            }
+                            _ => return Err(self.err_here("expected ',' or '}' in the template arguments")),
+                        }
+                    }
+                    self.nest -= 1;
+                    return Ok(Node::Template { name, args, offset: at });
                 }
-                let _ = in_rule;
-                Ok(L::Ref(name, at))
+                Ok(Node::Name { name, offset: at })
             }
-            Some(_) => self.err(at, format!("unexpected '{}'", self.char_at(at))),
-            None => self.err(at, "unexpected end of the grammar"),
+            _ => Err(self.err_here("expected a rule, a terminal, a string or a /regex/")),
         }
     }
 
-    /// A `"..."` literal with Python escapes, and whether the `i` flag follows.
-    fn string(&mut self) -> R<(String, bool)> {
-        let open = self.pos;
+    /// A `"..."` literal (the current byte is the quote) and its `i` flag.
+    fn string_body(&mut self) -> crate::Result<(String, bool)> {
+        let start = self.pos;
         self.pos += 1;
         let mut out = String::new();
         loop {
-            let Some(c) = self.src[self.pos..].chars().next() else { return self.err(open, "unterminated string: missing closing '\"'") };
+            let Some(c) = self.src[self.pos..].chars().next() else {
+                return Err(self.err(start, "unterminated string"));
+            };
             match c {
                 '"' => {
                     self.pos += 1;
                     break;
                 }
-                '\n' => return self.err(open, "unterminated string: missing closing '\"'"),
+                '\n' => return Err(self.err(start, "unterminated string (a string cannot span lines)")),
                 '\\' => {
                     let esc_at = self.pos;
                     self.pos += 1;
-                    let Some(e) = self.src[self.pos..].chars().next() else { return self.err(esc_at, "unterminated escape") };
+                    let Some(e) = self.src[self.pos..].chars().next() else {
+                        return Err(self.err(start, "unterminated string"));
+                    };
                     self.pos += e.len_utf8();
+                    let hex = |p: &mut Self, n: usize| -> crate::Result<char> {
+                        let h = p.src.get(p.pos..p.pos + n).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+                        let v = h.and_then(|h| u32::from_str_radix(h, 16).ok()).and_then(char::from_u32);
+                        let Some(v) = v else { return Err(p.err(esc_at, format!("bad escape: expected {n} hex digits"))) };
+                        p.pos += n;
+                        Ok(v)
+                    };
                     match e {
                         'n' => out.push('\n'),
                         't' => out.push('\t'),
@@ -549,23 +673,14 @@ impl<'a> Parser<'a> {
                         'a' => out.push('\x07'),
                         'b' => out.push('\x08'),
                         '0' => out.push('\0'),
-                        '\\' | '"' | '\'' => out.push(e),
-                        'x' | 'u' | 'U' => {
-                            let n = match e {
-                                'x' => 2,
-                                'u' => 4,
-                                _ => 8,
-                            };
-                            let hex = self.src.get(self.pos..self.pos + n).unwrap_or("");
-                            let v = u32::from_str_radix(hex, 16).ok().filter(|_| hex.len() == n);
-                            match v.and_then(char::from_u32) {
-                                Some(ch) => out.push(ch),
-                                None => return self.err(esc_at, format!("invalid escape \\{e}{hex}")),
-                            }
-                            self.pos += n;
-                        }
-                        // Python keeps an unknown escape as written.
+                        '\\' => out.push('\\'),
+                        '"' => out.push('"'),
+                        '\'' => out.push('\''),
+                        'x' => out.push(hex(self, 2)?),
+                        'u' => out.push(hex(self, 4)?),
+                        'U' => out.push(hex(self, 8)?),
                         other => {
+                            // Python keeps unknown escapes as they are.
                             out.push('\\');
                             out.push(other);
                         }
@@ -577,222 +692,315 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        let insensitive = self.peek() == Some(b'i') && !self.peek_at(1).is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_');
-        if insensitive {
+        let ci = self.peek() == Some(b'i') && !self.b.get(self.pos + 1).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_');
+        if ci {
             self.pos += 1;
         }
-        Ok((out, insensitive))
+        if out.is_empty() && !ci {
+            return Ok((out, false));
+        }
+        Ok((out, ci))
     }
 
-    /// A `/regex/flags` terminal (Python `re` syntax; the common subset regex-syntax shares).
-    fn regex(&mut self) -> R<Rx> {
-        let open = self.pos;
-        self.pos += 1;
+    /// A `/.../flags` regex (the current byte is the slash): pattern, flags, pattern offset.
+    fn regex_text(&mut self) -> crate::Result<(String, String, usize)> {
         let start = self.pos;
-        loop {
-            match self.peek() {
-                None | Some(b'\n') => return self.err(open, "unterminated regex: missing closing '/'"),
-                Some(b'\\') => self.pos += 2,
-                Some(b'/') => break,
-                _ => self.pos += 1,
-            }
-        }
-        let body = &self.src[start..self.pos];
         self.pos += 1;
-        let mut flags = String::new();
-        while let Some(c) = self.peek() {
+        let pat_at = self.pos;
+        let mut pattern = String::new();
+        loop {
+            let Some(c) = self.src[self.pos..].chars().next() else {
+                return Err(self.err(start, "unterminated /regex/"));
+            };
             match c {
-                b'i' | b's' | b'm' | b'x' | b'u' => {
-                    flags.push(c as char);
+                '/' => {
                     self.pos += 1;
+                    break;
                 }
-                b'l' => return self.unsupported(self.pos, "regex flag l", "the locale flag 'l' is not supported"),
-                c if c.is_ascii_alphanumeric() => return self.err(self.pos, format!("unknown regex flag '{}'", c as char)),
-                _ => break,
+                '\n' => return Err(self.err(start, "unterminated /regex/ (a regex cannot span lines)")),
+                '\\' if self.b.get(self.pos + 1) == Some(&b'/') => {
+                    pattern.push('/');
+                    self.pos += 2;
+                }
+                '\\' => {
+                    pattern.push('\\');
+                    self.pos += 1;
+                    if let Some(e) = self.src[self.pos..].chars().next() {
+                        pattern.push(e);
+                        self.pos += e.len_utf8();
+                    }
+                }
+                c => {
+                    pattern.push(c);
+                    self.pos += c.len_utf8();
+                }
             }
         }
-        // Python's `\/` is a slash; regex-syntax takes it too. `u` is the default (Unicode).
-        let flags: String = flags.chars().filter(|&c| c != 'u').collect();
-        let pattern = if flags.is_empty() { body.to_string() } else { format!("(?{flags}:{body})") };
-        let shift = if flags.is_empty() { 0 } else { flags.len() + 3 };
-        match corral_core::regex::parse_regex(&pattern, self.limits) {
-            Ok(rx) => Ok(rx),
-            Err(Error::Regex { message, offset }) => self.err(start + offset.unwrap_or(shift).saturating_sub(shift).min(body.len()), message),
-            Err(e) => Err(e.into()),
+        let fstart = self.pos;
+        while self.peek().is_some_and(|c| c.is_ascii_alphabetic()) {
+            self.pos += 1;
         }
+        Ok((pattern, self.src[fstart..self.pos].to_string(), pat_at))
     }
 
-    fn regex_rx(&self, pattern: &str, at: usize) -> R<Rx> {
-        match corral_core::regex::parse_regex(pattern, self.limits) {
-            Ok(rx) => Ok(rx),
-            Err(Error::Regex { message, .. }) => self.err(at, message),
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
-fn byte_offset_of(text: &str, line: usize, column: usize) -> usize {
-    let mut off = 0;
-    for (i, l) in text.split_inclusive('\n').enumerate() {
-        if i + 1 == line {
-            return off + column.saturating_sub(1).min(l.len());
-        }
-        off += l.len();
-    }
-    text.len()
-}
-
-fn escape_regex(s: &str) -> String {
-    let mut out = String::new();
-    for c in s.chars() {
-        if c.is_ascii_punctuation() || c == ' ' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-// ------------------------------------------------------------------------------------ common
-
-/// Lark's `common` library, written out here (the same languages, as `dynamic_complete` lexes
-/// them: the non-greedy string and comment terminals end at their first closing delimiter).
-const COMMON: &str = r#"
-DIGIT: "0".."9"
-HEXDIGIT: "a".."f"|"A".."F"|DIGIT
-INT: DIGIT+
-SIGNED_INT: ["+"|"-"] INT
-DECIMAL: INT "." INT? | "." INT
-_EXP: ("e"|"E") SIGNED_INT
-FLOAT: INT _EXP | DECIMAL _EXP?
-SIGNED_FLOAT: ["+"|"-"] FLOAT
-NUMBER: FLOAT | INT
-SIGNED_NUMBER: ["+"|"-"] NUMBER
-ESCAPED_STRING: /"([^"\\\n]|\\[^\n])*"/
-LCASE_LETTER: "a".."z"
-UCASE_LETTER: "A".."Z"
-LETTER: UCASE_LETTER | LCASE_LETTER
-WORD: LETTER+
-CNAME: ("_"|LETTER) ("_"|LETTER|DIGIT)*
-WS_INLINE: (" "|/\t/)+
-WS: /[ \t\f\r\n]/+
-CR: /\r/
-LF: /\n/
-NEWLINE: (CR? LF)+
-SH_COMMENT: /#[^\n]*/
-CPP_COMMENT: /\/\/[^\n]*/
-C_COMMENT: /\/\*([^*]|\*+[^*\/])*\*+\//
-SQL_COMMENT: /--[^\n]*/
-"#;
-
-fn import_common(name: &str, alias: &str, at: usize, defs: &mut Vec<Def>, imported: &mut HashSet<String>, src: &str, limits: &Limits) -> R<()> {
-    let lib = Parser::new(COMMON, limits).grammar().expect("the built-in common library parses");
-    let by_name: HashMap<&str, &Def> = lib.defs.iter().map(|d| (d.name.as_str(), d)).collect();
-    let Some(root) = by_name.get(name) else {
-        let l = Location::at(src, at);
-        return Err(FormatError::Grammar(Error::GrammarSyntax { message: format!("common has no terminal '{name}'"), location: l }));
-    };
-    // The terminal under its alias, and the terminals it uses under private names.
-    let mut stack = vec![(*root, alias.to_string())];
-    while let Some((def, as_name)) = stack.pop() {
-        if !imported.insert(as_name.clone()) {
-            continue;
-        }
-        let mut body = def.body.clone();
-        rename_common(&mut body, at, &mut |n| {
-            let private = format!("__common_{n}");
-            if let Some(d) = by_name.get(n) {
-                stack.push((*d, private.clone()));
-            }
-            private
-        });
-        defs.push(Def { name: as_name, terminal: true, body, offset: at });
-    }
-    Ok(())
-}
-
-fn rename_common(l: &mut L, at: usize, f: &mut impl FnMut(&str) -> String) {
-    match l {
-        L::Seq(v) | L::Alt(v) => v.iter_mut().for_each(|x| rename_common(x, at, f)),
-        L::Rep(x, ..) => rename_common(x, at, f),
-        L::Ref(n, off) => {
-            *n = f(n);
-            *off = at;
-        }
-        L::Lex(_) | L::Embedded(_) => {}
-    }
-}
-
-// ------------------------------------------------------------------------------------ lowering
-
-fn lower(p: Parsed, src: &str) -> R<GrammarAst> {
-    let mut names: HashMap<&str, bool> = HashMap::new();
-    for d in &p.defs {
-        if names.insert(d.name.as_str(), d.terminal).is_some() {
-            return Err(FormatError::Grammar(Error::GrammarSyntax { message: format!("'{}' is defined twice", d.name), location: Location::at(src, d.offset) }));
-        }
-    }
-    if !names.contains_key("start") {
-        return Err(FormatError::Grammar(Error::GrammarInvalid { message: "the grammar has no 'start' rule (Lark's root)".into(), location: None }));
-    }
-    // A terminal may use terminals only.
-    for d in p.defs.iter().filter(|d| d.terminal) {
-        let mut bad = None;
-        visit_refs(&d.body, &mut |n, off| {
-            if bad.is_none() && names.get(n) == Some(&false) {
-                bad = Some((n.to_string(), off));
-            }
-        });
-        if let Some((n, off)) = bad {
-            return Err(FormatError::Grammar(Error::GrammarSyntax { message: format!("terminal '{}' uses rule '{n}': terminals may use terminals only", d.name), location: Location::at(src, off) }));
-        }
-    }
-    let has_ignore = !p.ignores.is_empty();
-    let ign = || Expr::Repeat { inner: Box::new(Expr::Ref { name: IGNORE.into(), offset: 0 }), min: 0, max: None };
-    let mut rules = Vec::new();
-    for d in &p.defs {
-        let expr = to_expr(&d.body, !d.terminal && has_ignore, &names, &ign);
-        rules.push(RuleDef { name: d.name.clone(), expr, offset: d.offset });
-    }
-    let mut root = vec![Expr::Ref { name: "start".into(), offset: 0 }];
-    if has_ignore {
-        let alts = p.ignores.iter().map(|l| to_expr(l, false, &names, &ign)).collect();
-        rules.push(RuleDef { name: IGNORE.into(), expr: Expr::Alt(alts), offset: 0 });
-        root.push(ign());
-    }
-    rules.push(RuleDef { name: ROOT.into(), expr: Expr::Seq(root), offset: 0 });
-    rules.extend(p.embedded);
-    Ok(GrammarAst { rules, source: src.to_string() })
-}
-
-fn visit_refs(l: &L, f: &mut impl FnMut(&str, usize)) {
-    match l {
-        L::Seq(v) | L::Alt(v) => v.iter().for_each(|x| visit_refs(x, f)),
-        L::Rep(x, ..) => visit_refs(x, f),
-        L::Ref(n, off) => f(n, *off),
-        L::Lex(_) | L::Embedded(_) => {}
-    }
-}
-
-/// `l` as an IR expression; in a rule body with `%ignore`, each terminal (written in place or
-/// named) and each embedded grammar may be preceded by ignored text.
-fn to_expr(l: &L, weave: bool, names: &HashMap<&str, bool>, ign: &impl Fn() -> Expr) -> Expr {
-    let lexeme = |e: Expr| if weave { Expr::Seq(vec![ign(), e]) } else { e };
-    match l {
-        L::Seq(v) => Expr::Seq(v.iter().map(|x| to_expr(x, weave, names, ign)).collect()),
-        L::Alt(v) => Expr::Alt(v.iter().map(|x| to_expr(x, weave, names, ign)).collect()),
-        L::Rep(x, min, max) => Expr::Repeat { inner: Box::new(to_expr(x, weave, names, ign)), min: *min, max: *max },
-        L::Lex(e) => lexeme(e.clone()),
-        L::Ref(n, off) => {
-            let r = Expr::Ref { name: n.clone(), offset: *off };
-            // An undefined name is left for lowering to report (with its line:col).
-            if names.get(n.as_str()).copied().unwrap_or(is_terminal_name(n)) {
-                lexeme(r)
-            } else {
-                r
+    fn regex_rx(&self, pattern: &str, flags: &str, start: usize, pat_at: usize) -> crate::Result<Rx> {
+        let mut prefix = String::new();
+        for f in flags.chars() {
+            match f {
+                'i' | 's' | 'x' | 'm' => {
+                    prefix.push_str("(?");
+                    prefix.push(f);
+                    prefix.push(')');
+                }
+                'u' => {}
+                other => {
+                    return Err(self.unsupported(start, format!("regex flag '{other}'"), "only the flags i, s, x, m and u are supported"));
+                }
             }
         }
-        L::Embedded(root) => lexeme(Expr::Ref { name: root.clone(), offset: 0 }),
+        let full = format!("{prefix}{pattern}");
+        corral_core::regex::parse_regex(&full, self.limits).map_err(|e| match e {
+            Error::Regex { message, offset } if message.contains("look-around") || message.contains("backreference") || message.contains("cannot be enforced") => {
+                let construct = if message.contains("backreference") { "regex back-reference" } else { "regex look-around" };
+                let at = offset.map(|o| pat_at + o.saturating_sub(prefix.len()).min(pattern.len())).filter(|a| self.src.is_char_boundary(*a)).unwrap_or(start);
+                self.unsupported(
+                    at,
+                    construct,
+                    format!("{message}; corral matches a terminal by its own text only (no look-around or back-references): rewrite /{pattern}/ without it"),
+                )
+            }
+            Error::Regex { message, offset } => {
+                // Point at the pattern's character when the offset is known (flags come first).
+                let at = offset.map(|o| pat_at + o.saturating_sub(prefix.len()).min(pattern.len())).unwrap_or(start);
+                let at = if self.src.is_char_boundary(at) { at } else { start };
+                self.err(at, message)
+            }
+            e => FormatError::Grammar(e),
+        })
+    }
+}
+
+/// The language of a string literal, case-insensitive when `ci`.
+fn literal_rx(s: &str, ci: bool) -> Rx {
+    if !ci {
+        return Rx::Literal(s.as_bytes().to_vec());
+    }
+    Rx::concat(
+        s.chars()
+            .map(|c| {
+                let mut set: Vec<(u32, u32)> = vec![(c as u32, c as u32)];
+                let lower: Vec<char> = c.to_lowercase().collect();
+                let upper: Vec<char> = c.to_uppercase().collect();
+                for v in [lower, upper] {
+                    if let [one] = v.as_slice() {
+                        set.push((*one as u32, *one as u32));
+                    }
+                }
+                Rx::char_class(&set, false)
+            })
+            .collect(),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lark's common.lark, as regexes with the language Lark's Earley gives each terminal.
+
+const COMMON: &[(&str, &str)] = &[
+    ("DIGIT", r"[0-9]"),
+    ("HEXDIGIT", r"[a-fA-F0-9]"),
+    ("INT", r"[0-9]+"),
+    ("SIGNED_INT", r"[+-]?[0-9]+"),
+    ("DECIMAL", r"[0-9]+\.[0-9]*|\.[0-9]+"),
+    ("_EXP", r"[eE][+-]?[0-9]+"),
+    ("FLOAT", r"[0-9]+[eE][+-]?[0-9]+|([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"),
+    ("SIGNED_FLOAT", r"[+-]?([0-9]+[eE][+-]?[0-9]+|([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)"),
+    ("NUMBER", r"[0-9]+[eE][+-]?[0-9]+|([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+"),
+    ("SIGNED_NUMBER", r"[+-]?([0-9]+[eE][+-]?[0-9]+|([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+)"),
+    // The first '"' not escaped by an odd number of backslashes ends the string; '.' stops at newlines.
+    ("ESCAPED_STRING", r#""([^"\\\n]|\\[^\n])*""#),
+    ("LCASE_LETTER", r"[a-z]"),
+    ("UCASE_LETTER", r"[A-Z]"),
+    ("LETTER", r"[a-zA-Z]"),
+    ("WORD", r"[a-zA-Z]+"),
+    ("CNAME", r"[_a-zA-Z][_a-zA-Z0-9]*"),
+    ("WS_INLINE", r"[ \t]+"),
+    ("WS", r"[ \t\x0c\r\n]+"),
+    ("CR", r"\r"),
+    ("LF", r"\n"),
+    ("NEWLINE", r"(\r?\n)+"),
+    ("SH_COMMENT", r"#[^\n]*"),
+    ("CPP_COMMENT", r"//[^\n]*"),
+    // Lazy in Lark: the comment ends at the first "*/".
+    ("C_COMMENT", r"/\*([^*]|\*+[^*/])*\*+/"),
+    ("SQL_COMMENT", r"--[^\n]*"),
+];
+
+fn common_def(name: &str) -> Option<&'static str> {
+    COMMON.iter().find(|c| c.0 == name).map(|c| c.1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lowering to the core's grammar IR
+
+struct Lowering<'a> {
+    src: &'a str,
+    limits: &'a Limits,
+    defs: HashMap<String, usize>,
+    parsed: Parsed,
+    rules: Vec<RuleDef>,
+    /// Template instances made so far: key → rule name.
+    instances: HashMap<String, String>,
+    pending: Vec<(usize, Vec<Expr>, String)>,
+    ignore: Option<Expr>,
+    json_count: usize,
+}
+
+/// Template-parameter bindings of the definition being lowered.
+type Bindings = HashMap<String, Expr>;
+
+impl<'a> Lowering<'a> {
+    fn run(src: &'a str, parsed: Parsed, limits: &'a Limits) -> crate::Result<GrammarAst> {
+        let mut defs = HashMap::new();
+        for (i, d) in parsed.defs.iter().enumerate() {
+            if defs.insert(d.name.clone(), i).is_some() {
+                return Err(syntax(src, d.offset, format!("'{}' is defined more than once", d.name)));
+            }
+        }
+        let mut lw = Lowering { src, limits, defs, parsed, rules: Vec::new(), instances: HashMap::new(), pending: Vec::new(), ignore: None, json_count: 0 };
+        // Imports.
+        let imports = std::mem::take(&mut lw.parsed.imports);
+        for (name, local, at) in &imports {
+            if lw.defs.contains_key(local) || lw.rules.iter().any(|r| &r.name == local) {
+                return Err(syntax(src, *at, format!("'{local}' is defined more than once (imported here)")));
+            }
+            let pattern = common_def(name).unwrap_or("");
+            let rx = corral_core::regex::parse_regex(pattern, limits)?;
+            lw.rules.push(RuleDef { name: local.clone(), expr: Expr::Terminal(rx), offset: *at });
+        }
+        // The ignored terminals.
+        let ignores = std::mem::take(&mut lw.parsed.ignores);
+        if !ignores.is_empty() {
+            let mut alts = Vec::new();
+            for (node, _at) in &ignores {
+                alts.push(lw.lower(node, true, &Bindings::new())?);
+            }
+            lw.rules.push(RuleDef { name: IGNORE_RULE.into(), expr: Expr::Alt(alts), offset: ignores[0].1 });
+            lw.ignore = Some(Expr::Repeat { inner: Box::new(Expr::Ref { name: IGNORE_RULE.into(), offset: ignores[0].1 }), min: 0, max: None });
+        }
+        // Definitions (templates only through their instances).
+        for i in 0..lw.parsed.defs.len() {
+            if !lw.parsed.defs[i].params.is_empty() {
+                continue;
+            }
+            let d = &lw.parsed.defs[i];
+            let (name, offset, terminal) = (d.name.clone(), d.offset, d.terminal);
+            let body = d.body.clone();
+            let expr = lw.lower(&body, terminal, &Bindings::new())?;
+            lw.rules.push(RuleDef { name, expr, offset });
+        }
+        while let Some((def, args, inst)) = lw.pending.pop() {
+            let d = &lw.parsed.defs[def];
+            let bind: Bindings = d.params.iter().cloned().zip(args).collect();
+            let (body, offset) = (d.body.clone(), d.offset);
+            let expr = lw.lower(&body, false, &bind)?;
+            lw.rules.push(RuleDef { name: inst, expr, offset });
+        }
+        let Some(&start) = lw.defs.get("start") else {
+            return Err(FormatError::Grammar(Error::GrammarInvalid { message: "the grammar has no 'start' rule".into(), location: None }));
+        };
+        if lw.parsed.defs[start].terminal || !lw.parsed.defs[start].params.is_empty() {
+            return Err(syntax(src, lw.parsed.defs[start].offset, "'start' must be a plain rule"));
+        }
+        let start_ref = Expr::Ref { name: "start".into(), offset: lw.parsed.defs[start].offset };
+        let root = match &lw.ignore {
+            Some(ign) => Expr::Seq(vec![ign.clone(), start_ref]),
+            None => start_ref,
+        };
+        lw.rules.push(RuleDef { name: ROOT_RULE.into(), expr: root, offset: 0 });
+        Ok(GrammarAst { rules: lw.rules, source: src.to_string() })
+    }
+
+    /// A token of a rule body: followed by any ignored terminals.
+    fn token(&self, e: Expr, in_terminal: bool) -> Expr {
+        match (&self.ignore, in_terminal) {
+            (Some(ign), false) => Expr::Seq(vec![e, ign.clone()]),
+            _ => e,
+        }
+    }
+
+    fn lower(&mut self, n: &Node, in_terminal: bool, bind: &Bindings) -> crate::Result<Expr> {
+        Ok(match n {
+            Node::Seq(v) => Expr::Seq(v.iter().map(|x| self.lower(x, in_terminal, bind)).collect::<crate::Result<_>>()?),
+            Node::Alt(v) => Expr::Alt(v.iter().map(|x| self.lower(x, in_terminal, bind)).collect::<crate::Result<_>>()?),
+            Node::Repeat { inner, min, max } => Expr::Repeat { inner: Box::new(self.lower(inner, in_terminal, bind)?), min: *min, max: *max },
+            Node::Token(rx) => {
+                let e = match rx {
+                    Rx::Literal(b) => Expr::Literal(b.clone()),
+                    rx => Expr::Terminal(rx.clone()),
+                };
+                self.token(e, in_terminal)
+            }
+            Node::Name { name, offset } => {
+                if let Some(e) = bind.get(name) {
+                    return Ok(e.clone());
+                }
+                let terminal = is_terminal_name(name);
+                if in_terminal && !terminal {
+                    return Err(syntax(self.src, *offset, format!("terminals cannot contain rules: '{name}' is a rule")));
+                }
+                if let Some(&i) = self.defs.get(name) {
+                    if !self.parsed.defs[i].params.is_empty() {
+                        return Err(syntax(self.src, *offset, format!("'{name}' is a template: use it as {name}{{...}}")));
+                    }
+                } else if !self.rules.iter().any(|r| &r.name == name) {
+                    return Err(syntax(self.src, *offset, format!("'{name}' is not defined")));
+                }
+                let r = Expr::Ref { name: name.clone(), offset: *offset };
+                if terminal {
+                    self.token(r, in_terminal)
+                } else {
+                    r
+                }
+            }
+            Node::Template { name, args, offset } => {
+                if in_terminal {
+                    return Err(syntax(self.src, *offset, "terminals cannot use templates"));
+                }
+                let Some(&def) = self.defs.get(name) else {
+                    return Err(syntax(self.src, *offset, format!("template '{name}' is not defined")));
+                };
+                let nparams = self.parsed.defs[def].params.len();
+                if nparams != args.len() {
+                    return Err(syntax(self.src, *offset, format!("template '{name}' takes {nparams} arguments, not {}", args.len())));
+                }
+                let args: Vec<Expr> = args.iter().map(|a| self.lower(a, false, bind)).collect::<crate::Result<_>>()?;
+                let key = format!("{name}{args:?}");
+                if let Some(inst) = self.instances.get(&key) {
+                    return Ok(Expr::Ref { name: inst.clone(), offset: *offset });
+                }
+                if self.instances.len() >= 10_000 {
+                    return Err(syntax(self.src, *offset, "too many template instances (does a template instantiate itself with growing arguments?)"));
+                }
+                let inst = format!("{name}{{#{}}}", self.instances.len());
+                self.instances.insert(key, inst.clone());
+                self.pending.push((def, args, inst.clone()));
+                Expr::Ref { name: inst, offset: *offset }
+            }
+            Node::Json { schema, offset } => {
+                if in_terminal {
+                    return Err(syntax(self.src, *offset, "%json cannot be used inside a terminal"));
+                }
+                let prefix = format!("%json{}.", self.json_count);
+                self.json_count += 1;
+                let opts = corral_schema::Options { limits: self.limits.clone(), ..Default::default() };
+                let (rules, root) = crate::embed::schema_rules(schema, &opts, &prefix, &line_col(self.src, *offset))?;
+                self.rules.extend(rules.into_iter().map(|mut r| {
+                    r.offset = *offset;
+                    r
+                }));
+                self.token(Expr::Ref { name: root, offset: *offset }, false)
+            }
+        })
     }
 }
 
@@ -800,34 +1008,70 @@ fn to_expr(l: &L, weave: bool, names: &HashMap<&str, bool>, ign: &impl Fn() -> E
 mod tests {
     use super::*;
 
-    fn c(text: &str) -> crate::Result<Grammar> {
-        compile(text, &Limits::default())
+    fn ok(src: &str) -> Grammar {
+        compile(src, &Limits::default()).unwrap_or_else(|e| panic!("{src}: {e}"))
+    }
+
+    fn err(src: &str) -> String {
+        compile(src, &Limits::default()).err().unwrap_or_else(|| panic!("{src} compiled")).to_string()
     }
 
     #[test]
-    fn compiles_the_common_library_and_ignore() {
-        c("start: NAME \"=\" NUMBER\n%import common.CNAME -> NAME\n%import common (NUMBER, WS)\n%ignore WS\n").unwrap();
-        c("?start: sum\n?sum: product | sum \"+\" product\n?product: NUMBER\n    | product \"*\" NUMBER\n%import common.NUMBER\n").unwrap();
+    fn compiles_basic_constructs() {
+        ok("start: a+ b? [c] (a | b)* c ~ 2 d ~ 1..3\na: \"a\"\nb: /b+/i\nc: \"c\"i\nd: \"0\"..\"9\"\n");
+        ok("?start: x -> alias\n!x.2: X\nX.-1: \"x\"\n");
+        ok("start: WS NUMBER\n%import common.WS\n%import common (NUMBER, INT)\n");
+        ok("start: NAME\n%import common.CNAME -> NAME\n");
+        ok("start: _sep{item, \",\"}\n_sep{x, s}: x (s x)*\nitem: /[a-z]+/\n");
+        ok("start: \"a\"\n    | \"b\"\n%ignore \" \"\n");
+        ok("%llguidance {}\nstart: %json {\"type\": \"integer\"}\n");
+        ok("start: x\nx[capture]: \"a\"\n");
     }
 
     #[test]
-    fn errors_name_line_and_column() {
-        match c("start: \"a\"\nb: (\n") {
-            Err(FormatError::Grammar(Error::GrammarSyntax { location, .. })) => assert_eq!(location.line, 3),
-            other => panic!("{other:?}"),
-        }
-        match c("start: x\n") {
-            Err(FormatError::Grammar(e)) => assert!(e.to_string().contains('x'), "{e}"),
-            other => panic!("{other:?}"),
-        }
-        match c("start: <|eot_id|>\n") {
-            Err(FormatError::Unsupported { construct, at, .. }) => {
-                assert_eq!(construct, "special token <|eot_id|>");
-                assert_eq!(at, "1:8");
+    fn refuses_with_the_construct_named() {
+        for (src, construct) in [
+            ("start: <|end|>\n", "special token <|end|>"),
+            ("start: <[12]>\n", "special token <[12]>"),
+            ("start: x\nx[max_tokens=5]: \"a\"\n", "max_tokens"),
+            ("start: x\nx[lazy]: \"a\"\n", "lazy"),
+            ("%declare X\nstart: \"a\"\n", "%declare"),
+            ("start: \"a\"\n%import python.NAME\n", "%import python"),
+            ("start: %regex {\"substring_words\": \"a b\"}\n", "%regex"),
+            ("start: /a/l\n", "regex flag 'l'"),
+            ("start: /a(?!b)/\n", "regex look-around"),
+        ] {
+            match compile(src, &Limits::default()) {
+                Err(FormatError::Unsupported { construct: c, at, .. }) => {
+                    assert_eq!(c, construct, "{src}");
+                    assert!(at.contains(':'), "{at}");
+                }
+                other => panic!("{src}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn syntax_errors_have_locations() {
+        let e = compile("start: a\na: (\"x\"\n", &Limits::default()).unwrap_err();
+        match e {
+            FormatError::Grammar(Error::GrammarSyntax { location, .. }) => assert_eq!(location.line, 2),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(c("start: _sep{x}\n"), Err(FormatError::Unsupported { .. })));
-        assert!(matches!(c("a: \"x\"\n"), Err(FormatError::Grammar(Error::GrammarInvalid { .. }))));
+        assert!(err("start: undefined_rule\n").contains("not defined"));
+        assert!(err("start: \"a\"\nstart: \"b\"\n").contains("more than once"));
+        assert!(err("A: a\na: \"x\"\nstart: A\n").contains("cannot contain rules"));
+        assert!(err("x: \"a\"\n").contains("start"));
+        assert!(err("start: /a(/\n").contains("regex"));
+    }
+
+    #[test]
+    fn never_panics_on_fragments() {
+        let src = "start: a{x, \"y\"} [b] (c | /d/i)~2..3 \"e\"..\"f\" %json {\"type\":\"string\"} -> z\n%ignore WS\n%import common.WS\n";
+        for i in 0..=src.len() {
+            if src.is_char_boundary(i) {
+                let _ = compile(&src[..i], &Limits::default());
+            }
+        }
     }
 }
