@@ -67,6 +67,10 @@ pub struct Terminal {
     pub label: String,
     /// Process-wide id of the terminal's language (see [`crate::intern`]).
     pub gid: u32,
+    /// For a terminal matched by token id ([`crate::token_class`]), its class. Such a
+    /// terminal's automaton is never run: no lexeme of it is started
+    /// ([`crate::step::start_lexemes`]); one token of the class completes it.
+    pub tokens: Option<std::sync::Arc<crate::token_class::TokenClass>>,
 }
 
 impl Terminal {

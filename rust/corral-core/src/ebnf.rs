@@ -43,6 +43,10 @@ pub enum Expr {
     /// so that a piece used all over a grammar (a JSON layout's separators) is one expression
     /// that lowering turns into symbols once.
     Token(std::sync::Arc<Expr>),
+    /// One token matched by id, not by text (see [`crate::token_class`]). Built
+    /// programmatically (Lark's `<|name|>`, structural tags' token formats); GBNF has no syntax
+    /// for it.
+    Tokens(std::sync::Arc<crate::token_class::TokenClass>),
     /// A key set: members in any order, each declared member at most once (see [`PermSpec`]).
     /// Built programmatically (JSON objects); GBNF has no syntax for it.
     Perm(Box<PermSpec>),

@@ -50,7 +50,7 @@ impl Grammar {
         if !dfa.is_empty_language() {
             prods.push(Production { lhs: 0, rhs: vec![Sym::t(0)] });
         }
-        terminals.push(Terminal { automaton: Arc::new(crate::term_dfa::TermDfa::built(dfa, gid)), label: "regex".into(), gid });
+        terminals.push(Terminal { automaton: Arc::new(crate::term_dfa::TermDfa::built(dfa, gid)), label: "regex".into(), gid, tokens: None });
         prods.push(Production { lhs: 1, rhs: vec![Sym::n(0)] });
         let cfg = Cfg::new(vec!["root".into(), "<start>".into()], prods, terminals, 1, 1, limits)?;
         Ok(Grammar { cfg: Arc::new(cfg), source: format!("regex:{pattern}").into(), max_fill_ms: limits.max_fill_ms })

@@ -40,6 +40,7 @@ pub mod rx;
 pub mod slice;
 pub mod step;
 pub mod term_dfa;
+pub mod token_class;
 pub mod token_set;
 pub mod toktrie;
 pub mod testutil;

@@ -92,6 +92,7 @@ pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
         label: String::new(),
         perms: Vec::new(),
         token_syms: FxHashMap::default(),
+        token_classes: FxHashMap::default(),
         syms: Vec::new(),
     };
     // In dependency order. A regular rule whose expression is too large to be one regex (or
@@ -147,7 +148,7 @@ fn contains_perm_or_token(e: &Expr) -> bool {
     match e {
         Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().any(contains_perm_or_token),
         Expr::Repeat { inner, .. } => contains_perm_or_token(inner),
-        Expr::Perm(_) | Expr::Token(_) => true,
+        Expr::Perm(_) | Expr::Token(_) | Expr::Tokens(_) => true,
         Expr::Ref { .. } | Expr::Literal(_) | Expr::Terminal(_) => false,
     }
 }
@@ -162,7 +163,7 @@ fn visit_refs(e: &Expr, f: &mut impl FnMut(&str, usize)) {
             p.members.iter().for_each(|(m, _)| visit_refs(m, f));
             p.extra.iter().chain(std::iter::once(&p.sep)).for_each(|x| visit_refs(x, f));
         }
-        Expr::Literal(_) | Expr::Terminal(_) => {}
+        Expr::Literal(_) | Expr::Terminal(_) | Expr::Tokens(_) => {}
     }
 }
 
@@ -233,6 +234,8 @@ struct Lowerer<'a> {
     /// The symbol of each atomic token lowered so far, by the address of its shared
     /// expression ([`Expr::Token`]): a layout's separators recur in every object and array.
     token_syms: FxHashMap<usize, Sym>,
+    /// Terminals matched by token id, by class.
+    token_classes: FxHashMap<crate::token_class::TokenClass, u32>,
     /// Scratch list for an atomic item's symbols.
     syms: Vec<Sym>,
 }
@@ -244,7 +247,7 @@ impl Lowerer<'_> {
             Expr::Ref { name, .. } => self.regular[self.index[name.as_str()]],
             Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().all(|x| self.is_regular(x)),
             Expr::Repeat { inner, .. } => self.is_regular(inner),
-            Expr::Perm(_) | Expr::Token(_) => false,
+            Expr::Perm(_) | Expr::Token(_) | Expr::Tokens(_) => false,
         }
     }
 
@@ -261,6 +264,7 @@ impl Lowerer<'_> {
             }
             Expr::Token(inner) => return self.to_rx(inner),
             Expr::Perm(_) => return Err(Error::GrammarInvalid { message: "a key set is not a regular language".into(), location: None }),
+            Expr::Tokens(_) => return Err(Error::GrammarInvalid { message: "a token matched by id is not a regular language over text".into(), location: None }),
         };
         if rx.nfa_size() > self.limits.max_nfa_states {
             return Err(Error::Limit {
@@ -498,7 +502,7 @@ impl Lowerer<'_> {
                 // lowering with `CORRAL_DEFER_AUTOMATA=0`.)
                 let (automaton, gid) = crate::intern::terminal(rx, self.limits, true)?;
                 let t = self.terminals.len() as u32;
-                self.terminals.push(Terminal { automaton: std::sync::Arc::new(automaton), label: self.label.clone(), gid });
+                self.terminals.push(Terminal { automaton: std::sync::Arc::new(automaton), label: self.label.clone(), gid, tokens: None });
                 self.term_index.insert(rx.clone(), t);
                 t
             }
@@ -582,6 +586,19 @@ impl Lowerer<'_> {
                 });
                 self.add_prod(lhs, vec![Sym::perm(k)])?;
                 Ok(Sym::n(lhs))
+            }
+            Expr::Tokens(class) => {
+                if let Some(&t) = self.token_classes.get(&**class) {
+                    return Ok(Sym::t(t));
+                }
+                // Its automaton is never run (no lexeme of it starts): a language of its own,
+                // which no text reaches, keeps its process-wide id apart from every other.
+                let marker = [&b"\xff\xfetoken "[..], format!("{class:?}").as_bytes()].concat();
+                let (automaton, gid) = crate::intern::terminal(&Rx::Literal(marker), self.limits, false)?;
+                let t = self.terminals.len() as u32;
+                self.terminals.push(Terminal { automaton: std::sync::Arc::new(automaton), label: class.label(), gid, tokens: Some(class.clone()) });
+                self.token_classes.insert((**class).clone(), t);
+                Ok(Sym::t(t))
             }
             Expr::Token(inner) if !self.is_regular(inner) => self.lower_item(inner),
             Expr::Literal(_) | Expr::Terminal(_) | Expr::Token(_) => {

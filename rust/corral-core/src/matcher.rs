@@ -8,7 +8,7 @@ use crate::mask_cache::{MaskCache, DEFAULT_MASK_CACHE_BYTES};
 use crate::mask_fill::Kept;
 use crate::error::{Error, Result};
 use crate::grammar::Grammar;
-use crate::step::{start_lexemes, step, Lexeme, StepScratch, NO_ROW};
+use crate::step::{start_lexemes, step, step_completing, Lexeme, StepScratch, NO_ROW};
 use crate::token_set::TokenSet;
 use crate::vocab::Vocabulary;
 use std::sync::Arc;
@@ -38,6 +38,10 @@ pub struct CompiledGrammar {
     initial_parser: Parser,
     initial_lex: Vec<Lexeme>,
     masks: MaskCache,
+    /// The terminals matched by token id ([`crate::token_class`]) with their tokens as a
+    /// bitmask (all zeros for a class the vocabulary cannot resolve: see
+    /// [`CompiledGrammar::check_tokens`]).
+    token_terms: Vec<(u32, Box<[u32]>)>,
 }
 
 impl CompiledGrammar {
@@ -82,7 +86,21 @@ impl CompiledGrammar {
         crate::warmup::build_in_background(order.iter().map(|&t| cfg.terminals[t as usize].automaton.clone()).filter(|a| a.if_built().is_none()).collect(), depth);
         crate::warmup::submit_first(first, vocab.clone());
         crate::warmup::submit(cfg.terminals.iter().map(|t| t.automaton.clone()).collect(), vocab.clone());
-        CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks }
+        let token_terms = Self::token_terms(grammar, &vocab).map(|(t, bits)| (t, bits.unwrap_or_else(|_| vec![0; vocab.mask_words()]).into())).collect();
+        CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks, token_terms }
+    }
+
+    /// The grammar's terminals matched by token id, each with its tokens resolved against
+    /// `vocab`.
+    fn token_terms<'a>(grammar: &'a Grammar, vocab: &'a Vocabulary) -> impl Iterator<Item = (u32, Result<Vec<u32>>)> + 'a {
+        grammar.cfg().terminals.iter().enumerate().filter_map(move |(i, t)| t.tokens.as_ref().map(|c| (i as u32, c.resolve(vocab))))
+    }
+
+    /// Checks that `vocab` has every token `grammar` names ([`crate::token_class`]); the error
+    /// names the first it lacks. [`CompiledGrammar::new`] does not check: a class it cannot
+    /// resolve matches no token.
+    pub fn check_tokens(grammar: &Grammar, vocab: &Vocabulary) -> Result<()> {
+        Self::token_terms(grammar, vocab).try_for_each(|(_, bits)| bits.map(|_| ()))
     }
 
     /// [`CompiledGrammar::new`], shared, with the start state's mask filled and cached: the
@@ -225,6 +243,13 @@ impl Matcher {
         if s.terminated {
             return Ok(false);
         }
+        if !self.g.token_terms.is_empty() && s.boundary != NO_ROW {
+            let also: Vec<(u32, u32)> = self.g.token_terms.iter().filter(|(t, bits)| bits[id as usize / 32] >> (id % 32) & 1 == 1 && self.parser.expected(s.boundary).contains(t)).map(|&(t, _)| (s.boundary, t)).collect();
+            if !also.is_empty() {
+                self.accept_completing(id, s, &also);
+                return Ok(true);
+            }
+        }
         if vocab.is_eos(id) {
             if self.is_accepting() {
                 self.hist.push(Snap { terminated: true, token: id, ..s });
@@ -240,6 +265,43 @@ impl Matcher {
             self.hist.last_mut().expect("just pushed").token = id;
         }
         Ok(ok)
+    }
+
+    /// Accepts token `id`, which completes the terminals matched by token id in `also` (pairs
+    /// of `s.boundary` and terminal) and, when its bytes continue the lexemes in progress,
+    /// those too: both ways into one parser row, as any two ways of splitting the text are.
+    fn accept_completing(&mut self, id: u32, s: Snap, also: &[(u32, u32)]) {
+        let cfg = self.g.grammar.cfg().clone();
+        let vocab = self.g.vocab.clone();
+        let bytes = if vocab.is_special(id) { &[][..] } else { vocab.token_bytes(id) };
+        self.work.clear();
+        self.work.extend_from_slice(&self.lex[s.lex_start as usize..s.lex_end as usize]);
+        let mut range = 0..self.work.len();
+        let mut alive = !bytes.is_empty();
+        if let Some((_, init)) = bytes.split_last() {
+            for &b in init {
+                let start = self.work.len();
+                let (_, ok) = step(&cfg, &mut self.parser, &mut self.work, range.clone(), b, &mut self.scratch);
+                if !ok {
+                    alive = false;
+                    break;
+                }
+                range = start..self.work.len();
+            }
+        }
+        let start = self.work.len();
+        let row = if alive {
+            let last = *bytes.last().expect("a live byte path has bytes");
+            step_completing(&cfg, &mut self.parser, &mut self.work, range, last, also, &mut self.scratch).0
+        } else {
+            self.parser.truncate(s.rows as usize);
+            let row = self.parser.push_row(&cfg, also);
+            start_lexemes(&cfg, &self.parser, row, &mut self.work);
+            row
+        };
+        let ls = self.lex.len() as u32;
+        self.lex.extend_from_slice(&self.work[start..]);
+        self.hist.push(Snap { rows: self.parser.num_rows() as u32, lex_start: ls, lex_end: self.lex.len() as u32, boundary: row, terminated: false, token: id });
     }
 
     /// Length of the longest prefix of `ids` that could be accepted in turn; the state is unchanged.
@@ -344,6 +406,15 @@ impl Matcher {
             mask[..words].fill(0);
             return Err(Error::FillTimeout { limit_ms: budget });
         }
+        let mut by_token = false;
+        if !self.g.token_terms.is_empty() && s.boundary != NO_ROW {
+            for (t, bits) in &self.g.token_terms {
+                if self.parser.expected(s.boundary).contains(t) {
+                    by_token = true;
+                    mask[..words].iter_mut().zip(bits.iter()).for_each(|(m, b)| *m |= b);
+                }
+            }
+        }
         let accepting = self.is_accepting();
         if accepting {
             for &e in vocab.eos_token_ids() {
@@ -355,6 +426,7 @@ impl Matcher {
         let eos: &[u32] = if accepting { vocab.eos_token_ids() } else { &[] };
         let with_eos = |ids: &[u32]| -> Box<[u32]> { ids.iter().chain(eos).copied().collect() };
         let kept = match self.filler.kept() {
+            _ if by_token => TokenSet::Bits(mask[..words].into()),
             Some(Kept::Ids(ids)) => TokenSet::Ids(with_eos(ids)),
             Some(Kept::Over(base, ids)) => base.with_ids(&with_eos(ids)),
             None => TokenSet::Bits(mask[..words].into()),

@@ -30,11 +30,15 @@ pub struct StepScratch {
     completed: Vec<(u32, u32)>,
 }
 
-/// Lexemes starting at a fresh parser row.
+/// Lexemes starting at a fresh parser row. (Terminals matched by token id start none: a
+/// token of their class completes them whole, see [`crate::token_class`].)
 #[inline]
 pub fn start_lexemes(cfg: &Cfg, parser: &Parser, row: u32, out: &mut Vec<Lexeme>) {
     for &t in parser.expected(row) {
-        out.push(Lexeme { row, term: t, state: cfg.terminals[t as usize].dfa().start() });
+        let term = &cfg.terminals[t as usize];
+        if term.tokens.is_none() {
+            out.push(Lexeme { row, term: t, state: term.dfa().start() });
+        }
     }
 }
 
@@ -43,8 +47,16 @@ pub fn start_lexemes(cfg: &Cfg, parser: &Parser, row: u32, out: &mut Vec<Lexeme>
 /// boundary row ([`NO_ROW`] if none) and whether the position is viable.
 #[inline]
 pub fn step(cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: std::ops::Range<usize>, b: u8, scratch: &mut StepScratch) -> (u32, bool) {
+    step_completing(cfg, parser, lex, from, b, &[], scratch)
+}
+
+/// [`step`], with `also` (pairs of origin row and terminal) completing at the new position
+/// too: the terminals matched by token id that the token whose last byte is `b` completes.
+#[inline]
+pub fn step_completing(cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: std::ops::Range<usize>, b: u8, also: &[(u32, u32)], scratch: &mut StepScratch) -> (u32, bool) {
     let out_start = lex.len();
     scratch.completed.clear();
+    scratch.completed.extend_from_slice(also);
     for i in from {
         let lx = lex[i];
         let dfa = cfg.terminals[lx.term as usize].dfa();

@@ -17,6 +17,8 @@ pub struct Vocabulary {
     trie: TokTrie,
     fingerprint: u64,
     cache: CiCache,
+    /// Added and special tokens by name ([`Vocabulary::with_token_names`]).
+    names: std::collections::HashMap<String, u32>,
 }
 
 /// Default byte budget of a vocabulary's token-set cache.
@@ -76,7 +78,7 @@ impl Vocabulary {
             mix(&e.to_le_bytes());
         }
         mix(&(size as u64).to_le_bytes());
-        Ok(Vocabulary { tokens, special: is_special, eos, size, trie, fingerprint: h, cache: CiCache::new(DEFAULT_CACHE_BUDGET) })
+        Ok(Vocabulary { tokens, special: is_special, eos, size, trie, fingerprint: h, cache: CiCache::new(DEFAULT_CACHE_BUDGET), names: Default::default() })
     }
 
     /// Model-side vocabulary size (logits width).
@@ -126,6 +128,36 @@ impl Vocabulary {
     pub fn with_cache_budget(mut self, bytes: usize) -> Vocabulary {
         self.cache = CiCache::new(bytes);
         self
+    }
+
+    /// This vocabulary with names for its added and special tokens (`<|eot_id|>`,
+    /// `[TOOL_CALLS]`): grammars that name tokens ([`crate::token_class`]) find them by these.
+    /// A special token has no bytes, so without its name a grammar can name it only by id.
+    /// Ids past the tokenizer are ignored.
+    pub fn with_token_names(mut self, names: Vec<(String, u32)>) -> Vocabulary {
+        let n = self.tokens.len() as u32;
+        let mut h = self.fingerprint;
+        let mut sorted: Vec<&(String, u32)> = names.iter().filter(|(_, id)| *id < n).collect();
+        sorted.sort();
+        for (name, id) in sorted {
+            for &b in name.as_bytes().iter().chain(&id.to_le_bytes()) {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x100000001b3);
+            }
+        }
+        self.fingerprint = h;
+        self.names = names.into_iter().filter(|(_, id)| *id < n).collect();
+        self
+    }
+
+    /// The id of the token named `name`: an added or special token of that name
+    /// ([`Vocabulary::with_token_names`]), else the lowest-numbered token whose bytes are
+    /// exactly `name`.
+    pub fn token_id(&self, name: &str) -> Option<u32> {
+        if let Some(&id) = self.names.get(name) {
+            return Some(id);
+        }
+        self.tokens.iter().position(|t| t.as_slice() == name.as_bytes()).map(|i| i as u32)
     }
 
     /// The shared cache of token sets per lexer configuration.
