@@ -36,7 +36,7 @@ pub fn rename(e: Expr, prefix: &str) -> Expr {
                 max,
             }))
         }
-        e @ (Expr::Literal(_) | Expr::Terminal(_)) => e,
+        e @ (Expr::Literal(_) | Expr::Terminal(_) | Expr::Tokens(_)) => e,
     }
 }
 
@@ -47,7 +47,7 @@ fn has_ref(e: &Expr) -> bool {
         Expr::Ref { .. } => true,
         Expr::Token(inner) => has_ref(inner),
         Expr::Perm(p) => p.members.iter().any(|(m, _)| has_ref(m)) || p.extra.as_ref().is_some_and(has_ref) || has_ref(&p.sep),
-        Expr::Literal(_) | Expr::Terminal(_) => false,
+        Expr::Literal(_) | Expr::Terminal(_) | Expr::Tokens(_) => false,
     }
 }
 
@@ -119,6 +119,6 @@ pub fn unbound_whitespace(e: &mut Expr, bound: u32) {
             }
             unbound_whitespace(&mut p.sep, bound);
         }
-        Expr::Literal(_) | Expr::Ref { .. } => {}
+        Expr::Literal(_) | Expr::Ref { .. } | Expr::Tokens(_) => {}
     }
 }

@@ -53,6 +53,8 @@ enum Node {
     Template { name: String, args: Vec<Node>, offset: usize },
     /// `%json { schema }`.
     Json { schema: serde_json::Value, offset: usize },
+    /// A special token: `<name>`, `<[id]>`, `<[a-b,c]>`, `<[^…]>`.
+    Tokens { class: corral_core::token_class::TokenClass, offset: usize },
 }
 
 #[derive(Debug)]
@@ -537,6 +539,30 @@ impl<'a> P<'a> {
         }
     }
 
+    /// The inside of `<[…]>`: `^`? then ids and inclusive ranges separated by commas.
+    fn token_ids(&self, text: &str, at: usize) -> crate::Result<corral_core::token_class::TokenClass> {
+        use corral_core::token_class::{TokenClass, TokenRef};
+        let (negated, list) = match text.strip_prefix('^') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let num = |s: &str| s.trim().parse::<u32>().map_err(|_| self.err(at, format!("'{s}' is not a token id in <[{text}]>")));
+        let mut refs = Vec::new();
+        for part in list.split(',') {
+            refs.push(match part.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (num(a)?, num(b)?);
+                    if a > b {
+                        return Err(self.err(at, format!("empty token range {a}-{b} in <[{text}]>")));
+                    }
+                    TokenRef::Range(a, b)
+                }
+                None => TokenRef::Id(num(part)?),
+            });
+        }
+        Ok(if negated { TokenClass::AllBut(refs) } else { TokenClass::OneOf(refs) })
+    }
+
     fn atom(&mut self) -> crate::Result<Node> {
         let start = self.pos;
         match self.peek() {
@@ -596,13 +622,19 @@ impl<'a> P<'a> {
                 }
             }
             Some(b'<') => {
-                let end = self.src[start..].find('>').map(|i| start + i + 1).unwrap_or(self.src.len());
-                let tok = &self.src[start..end.min(start + 40)];
-                Err(self.unsupported(
-                    start,
-                    format!("special token {tok}"),
-                    "special tokens in grammars are not supported yet (corral matches text; a special token has no text)",
-                ))
+                // llguidance's special-token lexeme: `<` then no whitespace or angle bracket up to `>`.
+                let len = self.src[start + 1..].find(|c: char| c == '<' || c == '>' || c.is_whitespace()).unwrap_or(self.src.len() - start - 1);
+                let end = start + 1 + len;
+                if len == 0 || self.src.as_bytes().get(end) != Some(&b'>') {
+                    return Err(self.err(start, "expected a special token: <name>, <[id]> or <[a-b,c]>"));
+                }
+                self.pos = end + 1;
+                let text = &self.src[start..=end];
+                let class = match text.strip_prefix("<[").and_then(|t| t.strip_suffix("]>")) {
+                    Some(ids) => self.token_ids(ids, start)?,
+                    None => corral_core::token_class::TokenClass::OneOf(vec![corral_core::token_class::TokenRef::Name(text.to_string())]),
+                };
+                Ok(Node::Tokens { class, offset: start })
             }
             Some(b'@') => Err(self.unsupported(start, "grammar reference @", "references to other grammars (@name) are not supported")),
             Some(b'&') => Err(self.unsupported(start, "& (lexeme intersection)", "llguidance's '&' operator is not supported")),
@@ -986,6 +1018,12 @@ impl<'a> Lowering<'a> {
                 self.pending.push((def, args, inst.clone()));
                 Expr::Ref { name: inst, offset: *offset }
             }
+            Node::Tokens { class, offset } => {
+                if in_terminal {
+                    return Err(syntax(self.src, *offset, format!("special token {} cannot be used inside a terminal (terminals match text)", class.label())));
+                }
+                self.token(Expr::Tokens(std::sync::Arc::new(class.clone())), false)
+            }
             Node::Json { schema, offset } => {
                 if in_terminal {
                     return Err(syntax(self.src, *offset, "%json cannot be used inside a terminal"));
@@ -1031,8 +1069,6 @@ mod tests {
     #[test]
     fn refuses_with_the_construct_named() {
         for (src, construct) in [
-            ("start: <|end|>\n", "special token <|end|>"),
-            ("start: <[12]>\n", "special token <[12]>"),
             ("start: x\nx[max_tokens=5]: \"a\"\n", "max_tokens"),
             ("start: x\nx[lazy]: \"a\"\n", "lazy"),
             ("%declare X\nstart: \"a\"\n", "%declare"),
@@ -1049,6 +1085,37 @@ mod tests {
                 other => panic!("{src}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn special_tokens() {
+        // Bytes 0..=255, EOS 256, and the special tokens <|call|> (257) and <|end|> (258).
+        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).chain([vec![], vec![], vec![]]).collect();
+        let vocab = corral_core::Vocabulary::new(toks, vec![256], vec![257, 258], None).unwrap().with_token_names(vec![("<|call|>".into(), 257), ("<|end|>".into(), 258)]);
+        let vocab = std::sync::Arc::new(vocab);
+        let accepts = |src: &str, ids: &[u32]| {
+            let g = compile(src, &Limits::default()).unwrap();
+            corral_core::CompiledGrammar::check_tokens(&g, &vocab).unwrap();
+            let mut m = corral_core::Matcher::new(std::sync::Arc::new(corral_core::CompiledGrammar::new(&g, vocab.clone())));
+            ids.iter().all(|&i| m.accept_token(i).unwrap()) && m.is_accepting()
+        };
+        let by_name = "start: TEXT | call\ncall: <|call|> \"f(\" NUM \")\" <|end|>\nTEXT: /[^{]+/\nNUM: /[0-9]+/\n";
+        let f = |s: &str| s.bytes().map(u32::from).collect::<Vec<_>>();
+        assert!(accepts(by_name, &[&[257][..], &f("f(12)"), &[258]].concat()));
+        assert!(accepts(by_name, &f("plain text")));
+        assert!(!accepts(by_name, &[&f("x"), &[257][..]].concat()));
+        // By id, by range list, and negated; with %ignore around them.
+        assert!(accepts("start: <[257]> \"a\" <[1-3,258]>\n", &[257, 97, 258]));
+        assert!(accepts("start: <[257]> \"a\" <[1-3,258]>\n", &[257, 97, 2]));
+        assert!(!accepts("start: <[257]> \"a\" <[1-3,258]>\n", &[257, 97, 4]));
+        assert!(accepts("start: <[^257]>+\n", &[258, 97]));
+        assert!(!accepts("start: <[^257]>+\n", &[257]));
+        assert!(accepts("start: \"a\" <|end|> \"b\"\n%ignore \" \"\n", &[97, 32, 258, 32, 98]));
+        // Not inside terminals; names the vocabulary lacks fail on pairing.
+        assert!(matches!(compile("start: X\nX: \"a\" <|end|>\n", &Limits::default()), Err(FormatError::Grammar(_))));
+        let g = compile("start: <|nope|>\n", &Limits::default()).unwrap();
+        assert!(corral_core::CompiledGrammar::check_tokens(&g, &vocab).unwrap_err().to_string().contains("<|nope|>"));
+        assert!(compile("start: <[x]>\n", &Limits::default()).is_err());
     }
 
     #[test]

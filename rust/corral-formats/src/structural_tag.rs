@@ -6,17 +6,21 @@
 //! * the current one, `{"type": "structural_tag", "format": {...}}` (a bare format object is
 //!   read too), with the format types of xgrammar 0.2.8: `const_string`, `json_schema`,
 //!   `grammar`, `regex`, `any_text`, `sequence`, `or`, `optional`, `plus`, `star`, `repeat`,
-//!   `tag`, `triggered_tags`, `tags_with_separator`, `dispatch`, and the deprecated
-//!   `qwen_xml_parameter`;
+//!   `tag`, `triggered_tags`, `tags_with_separator`, `dispatch`, the token-level `token`,
+//!   `exclude_token`, `any_tokens`, `token_triggered_tags`, `token_dispatch` (and `token`
+//!   as a tag's `begin`/`end`), and the deprecated `qwen_xml_parameter`;
 //! * the legacy one, `{"structures": [{"begin", "schema", "end"}], "triggers": [...]}`
 //!   (what `Grammar.from_structural_tag(tags, triggers)` took), read as a `triggered_tags`.
 //!
 //! Free text (in `any_text`, `triggered_tags` and `dispatch`) is built as exact byte automata
 //! (see [`text`]): text in which no trigger, excluded string or enclosing end occurs, and the
-//! text up to the first trigger occurrence. Token-level formats (`token`, `exclude_token`,
-//! `any_tokens`, `token_triggered_tags`, `token_dispatch`, token `begin`/`end`) and
-//! `any_text.max_tokens` are refused with [`FormatError::Unsupported`]: corral's grammars are
-//! over text, and a token budget is not a property of the text. `json_schema` styles: `json`,
+//! text up to the first trigger occurrence. Token-level formats are terminals matched by
+//! token id ([`corral_core::token_class`]): a named token, special or not, is allowed exactly
+//! where the format names it, and `exclude_token`/`any_tokens` allow any token of the
+//! tokenizer (special tokens included, EOS aside) but the excluded ones; `any_tokens.max_tokens`
+//! bounds their number. `any_text.max_tokens` is refused with [`FormatError::Unsupported`]:
+//! a token budget over text depends on how the text is tokenized, which is not a property of
+//! the text (`max_chars` bounds the text). `json_schema` styles: `json`,
 //! and the XML argument styles `qwen_xml`, `minimax_xml`, `glm_xml`, `deepseek_xml`,
 //! `deepseek_v4_1_xml`; the others (`minimax_m3_xml`, `cohere_xml`, `kimi_k3_xml`) and
 //! `json_schema.excludes` are refused.
@@ -34,6 +38,7 @@ use crate::embed;
 use crate::FormatError;
 use corral_core::ebnf::{Expr, GrammarAst, RuleDef};
 use corral_core::rx::Rx;
+use corral_core::token_class::{TokenClass, TokenRef};
 use corral_core::{Grammar, Limits};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -144,7 +149,52 @@ fn opt_count(o: &Map<String, Value>, key: &str, at: &str) -> crate::Result<Optio
 }
 
 /// Token-level formats: they name tokenizer tokens, which a text grammar cannot express.
-const TOKEN_FORMATS: &[&str] = &["token", "exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch"];
+/// A tag's begin or end: text, or one token (a `token` format).
+#[derive(Debug, Clone)]
+enum Delim {
+    Text(Vec<u8>),
+    Token(TokenRef),
+}
+
+impl Delim {
+    fn expr(&self) -> Expr {
+        match self {
+            Delim::Text(b) => Expr::Literal(b.clone()),
+            Delim::Token(t) => one_token(t.clone()),
+        }
+    }
+}
+
+/// One token by id or by name.
+fn one_token(t: TokenRef) -> Expr {
+    Expr::Tokens(Arc::new(TokenClass::OneOf(vec![t])))
+}
+
+/// Any number of tokens (at most `max`), none of them in `but`.
+fn tokens_but(but: Vec<TokenRef>, max: Option<u32>) -> Expr {
+    Expr::Repeat { inner: Box::new(Expr::Tokens(Arc::new(TokenClass::AllBut(but)))), min: 0, max }
+}
+
+/// A token reference: an id, or a token's string.
+fn token_ref(v: &Value, at: &str) -> crate::Result<TokenRef> {
+    match v {
+        Value::Number(n) => n.as_u64().filter(|&i| i <= u32::MAX as u64).map(|i| TokenRef::Id(i as u32)).ok_or_else(|| invalid(at, "a token id must be a non-negative integer")),
+        Value::String(s) if !s.is_empty() => Ok(TokenRef::Name(s.clone())),
+        Value::String(_) => Err(invalid(at, "a token string must not be empty")),
+        v => Err(invalid(at, format!("expected a token id or a token string, found {}", kind(v)))),
+    }
+}
+
+/// An optional list of token references (default empty).
+fn opt_token_refs(o: &Map<String, Value>, key: &str, at: &str) -> crate::Result<Vec<TokenRef>> {
+    match o.get(key) {
+        None => Ok(Vec::new()),
+        Some(v) => {
+            let kat = child(at, key);
+            array(v, &kat)?.iter().enumerate().map(|(i, t)| token_ref(t, &format!("{kat}/{i}"))).collect()
+        }
+    }
+}
 
 /// The JSON schema styles xgrammar 0.2.8 defines.
 const STYLES: &[&str] = &["json", "qwen_xml", "minimax_xml", "minimax_m3_xml", "deepseek_xml", "glm_xml", "cohere_xml", "kimi_k3_xml", "deepseek_v4_1_xml"];
@@ -324,11 +374,11 @@ impl Compiler<'_> {
                 Ok(if at_least_one { some } else { Expr::Repeat { inner: Box::new(some), min: 0, max: Some(1) } })
             }
             "dispatch" => self.dispatch(o, at, ends),
-            t if TOKEN_FORMATS.contains(&t) => Err(unsupported(
-                t,
-                at,
-                format!("'{t}' names tokenizer tokens; corral's grammars constrain text and cannot yet express token-level formats"),
-            )),
+            "token" => Ok(one_token(token_ref(req(o, "token", at)?, &child(at, "token"))?)),
+            "exclude_token" => Ok(Expr::Tokens(Arc::new(TokenClass::AllBut(opt_token_refs(o, "exclude_tokens", at)?)))),
+            "any_tokens" => Ok(tokens_but(opt_token_refs(o, "exclude_tokens", at)?, opt_count(o, "max_tokens", at)?)),
+            "token_triggered_tags" => self.token_triggered(o, at),
+            "token_dispatch" => self.token_dispatch(o, at, ends),
             other => Err(invalid(&child(at, "type"), format!("unknown format type '{other}'"))),
         }
     }
@@ -343,41 +393,120 @@ impl Compiler<'_> {
         }
     }
 
-    /// A `begin`/`end` field that must be a string (token formats are refused).
-    fn tag_string<'v>(&self, v: &'v Value, at: &str) -> crate::Result<&'v str> {
+    /// A tag's `begin` or `end`: a string, or a `token` format.
+    fn delim(&self, v: &Value, at: &str) -> crate::Result<Delim> {
         match v {
-            Value::String(s) => Ok(s),
-            Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("token") => {
-                Err(unsupported("token", at, "a token as a tag delimiter names a tokenizer token; corral's grammars constrain text and cannot yet express it"))
-            }
-            v => Err(invalid(at, format!("expected a string, found {}", kind(v)))),
+            Value::String(s) => Ok(Delim::Text(s.as_bytes().to_vec())),
+            Value::Object(o) => match o.get("type").and_then(Value::as_str) {
+                Some("token") => Ok(Delim::Token(token_ref(req(o, "token", at)?, &child(at, "token"))?)),
+                _ => Err(invalid(at, "expected a string or a 'token' format")),
+            },
+            v => Err(invalid(at, format!("expected a string or a 'token' format, found {}", kind(v)))),
         }
     }
 
-    /// `begin content end` (end: one string or a list of alternatives).
+    /// `begin content end` (end: one string or token, or a list of alternatives).
     fn tag(&mut self, v: &Value, at: &str) -> crate::Result<Expr> {
         let (begin, content, ends) = self.tag_parts(v, at)?;
-        Ok(Expr::Seq(vec![Expr::Literal(begin), content, end_alt(&ends)]))
+        Ok(Expr::Seq(vec![begin.expr(), content, end_alt(&ends)]))
     }
 
-    /// A tag's begin (bytes), compiled content and end alternatives.
-    fn tag_parts(&mut self, v: &Value, at: &str) -> crate::Result<(Vec<u8>, Expr, Vec<Vec<u8>>)> {
+    /// A tag's begin, compiled content and end alternatives. The content may not contain
+    /// the tag's text ends (so that the first one ends it); a token end needs no such rule.
+    fn tag_parts(&mut self, v: &Value, at: &str) -> crate::Result<(Delim, Expr, Vec<Delim>)> {
         let o = obj(v, at)?;
         self.expect_tag(v, at)?;
-        let begin = self.tag_string(req(o, "begin", at)?, &child(at, "begin"))?.as_bytes().to_vec();
+        let begin = self.delim(req(o, "begin", at)?, &child(at, "begin"))?;
         let end_at = child(at, "end");
-        let ends: Vec<Vec<u8>> = match req(o, "end", at)? {
+        let ends: Vec<Delim> = match req(o, "end", at)? {
             Value::Array(list) => {
                 if list.is_empty() {
                     return Err(invalid(&end_at, "a tag's end list must not be empty"));
                 }
-                list.iter().enumerate().map(|(i, e)| Ok(string(e, &format!("{end_at}/{i}"))?.as_bytes().to_vec())).collect::<crate::Result<_>>()?
+                list.iter().enumerate().map(|(i, e)| Ok(Delim::Text(string(e, &format!("{end_at}/{i}"))?.as_bytes().to_vec()))).collect::<crate::Result<_>>()?
             }
-            e => vec![self.tag_string(e, &end_at)?.as_bytes().to_vec()],
+            e => vec![self.delim(e, &end_at)?],
         };
-        let nonempty: Vec<Vec<u8>> = ends.iter().filter(|e| !e.is_empty()).cloned().collect();
-        let content = self.format(req(o, "content", at)?, &child(at, "content"), Some(&nonempty))?;
+        let text_ends: Vec<Vec<u8>> = ends.iter().filter_map(|e| match e {
+            Delim::Text(b) if !b.is_empty() => Some(b.clone()),
+            _ => None,
+        }).collect();
+        let by_token = ends.iter().any(|e| matches!(e, Delim::Token(_)));
+        let content_ends = if by_token && text_ends.is_empty() { None } else { Some(&text_ends[..]) };
+        let content = self.format(req(o, "content", at)?, &child(at, "content"), content_ends)?;
         Ok((begin, content, ends))
+    }
+
+    /// `token_triggered_tags`: any tokens but the triggers (and `exclude_tokens`), in which a
+    /// trigger token starts the tag that begins with it.
+    fn token_triggered(&mut self, o: &Map<String, Value>, at: &str) -> crate::Result<Expr> {
+        let triggers = opt_token_refs(o, "trigger_tokens", at)?;
+        if triggers.is_empty() {
+            return Err(invalid(&child(at, "trigger_tokens"), "trigger_tokens must not be empty"));
+        }
+        let tags = array(req(o, "tags", at)?, &child(at, "tags"))?;
+        if tags.is_empty() {
+            return Err(invalid(&child(at, "tags"), "token-triggered tags need at least one tag"));
+        }
+        let mut but = triggers.clone();
+        but.extend(opt_token_refs(o, "exclude_tokens", at)?);
+        let at_least_one = opt_bool(o, "at_least_one", at, false)?;
+        let stop_after_first = opt_bool(o, "stop_after_first", at, false)?;
+        let mut whole = Vec::new();
+        for (i, t) in tags.iter().enumerate() {
+            let tat = format!("{at}/tags/{i}");
+            let (begin, content, ends) = self.tag_parts(t, &tat)?;
+            match &begin {
+                // (An id and a name may be one token: only the vocabulary can tell.)
+                Delim::Token(b) if triggers.contains(b) || triggers.iter().any(|t| std::mem::discriminant(t) != std::mem::discriminant(b)) => {}
+                Delim::Token(_) => return Err(invalid(&child(&tat, "begin"), "the tag's begin token is none of the trigger tokens")),
+                Delim::Text(_) => return Err(invalid(&child(&tat, "begin"), "tags of token_triggered_tags begin with a token format, not a string")),
+            }
+            whole.push(Expr::Seq(vec![begin.expr(), content, end_alt(&ends)]));
+        }
+        let free = self.rule(tokens_but(but, None));
+        let whole = self.rule(Expr::Alt(whole));
+        let call = self.rule(Expr::Seq(vec![free.clone(), whole.clone()]));
+        // As triggered_tags.
+        let expr = match (at_least_one, stop_after_first) {
+            (false, false) => Expr::Seq(vec![Expr::Repeat { inner: Box::new(call), min: 0, max: None }, free]),
+            (true, false) => Expr::Seq(vec![whole, Expr::Repeat { inner: Box::new(call), min: 0, max: None }, free]),
+            (false, true) => Expr::Alt(vec![free, call]),
+            (true, true) => whole,
+        };
+        Ok(self.rule(expr))
+    }
+
+    /// `token_dispatch`: any tokens but the rules' tokens (and `exclude_tokens`), in which a
+    /// rule's token must be followed by the rule's format; with `loop`, free tokens resume.
+    fn token_dispatch(&mut self, o: &Map<String, Value>, at: &str, ends: Ends) -> crate::Result<Expr> {
+        let rules_at = child(at, "rules");
+        let rules = array(req(o, "rules", at)?, &rules_at)?;
+        if rules.is_empty() {
+            return Err(invalid(&rules_at, "token_dispatch needs at least one rule"));
+        }
+        let looping = opt_bool(o, "loop", at, true)?;
+        let mut but = Vec::new();
+        let mut calls = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            let rat = format!("{rules_at}/{i}");
+            let pair = array(r, &rat)?;
+            if pair.len() != 2 {
+                return Err(invalid(&rat, "a token_dispatch rule is a [token, format] pair"));
+            }
+            let t = token_ref(&pair[0], &format!("{rat}/0"))?;
+            if but.contains(&t) {
+                return Err(invalid(&format!("{rat}/0"), "duplicate dispatch token"));
+            }
+            but.push(t.clone());
+            let f = self.format(&pair[1], &format!("{rat}/1"), ends)?;
+            calls.push(Expr::Seq(vec![one_token(t), f]));
+        }
+        but.extend(opt_token_refs(o, "exclude_tokens", at)?);
+        let free = self.rule(tokens_but(but, None));
+        let call = self.rule(Expr::Seq(vec![free.clone(), Expr::Alt(calls)]));
+        let expr = if looping { Expr::Seq(vec![Expr::Repeat { inner: Box::new(call), min: 0, max: None }, free]) } else { Expr::Alt(vec![free, call]) };
+        Ok(self.rule(expr))
     }
 
     /// `any_text`: UTF-8 text without the excluded strings (and the enclosing tag's ends),
@@ -457,6 +586,9 @@ impl Compiler<'_> {
         let mut whole: Vec<Expr> = Vec::new();
         for (v, tat) in tags {
             let (begin, content, tag_ends) = self.tag_parts(v, tat)?;
+            let Delim::Text(begin) = begin else {
+                return Err(invalid(&child(tat, "begin"), "tags of triggered_tags begin with a string; use token_triggered_tags for a token"));
+            };
             let matching: Vec<usize> = (0..triggers.len()).filter(|&i| begin.starts_with(&triggers[i])).collect();
             let t = match matching.as_slice() {
                 [t] => *t,
@@ -867,10 +999,10 @@ fn patterns(forbidden: &[Vec<u8>], triggers: &[Vec<u8>]) -> Vec<(Vec<u8>, Role)>
 }
 
 /// The end alternatives of a tag as one expression.
-fn end_alt(ends: &[Vec<u8>]) -> Expr {
+fn end_alt(ends: &[Delim]) -> Expr {
     match ends {
-        [one] => Expr::Literal(one.clone()),
-        many => Expr::Alt(many.iter().map(|e| Expr::Literal(e.clone())).collect()),
+        [one] => one.expr(),
+        many => Expr::Alt(many.iter().map(Delim::expr).collect()),
     }
 }
 
@@ -934,6 +1066,60 @@ mod tests {
         m.accept_bytes(text.as_bytes()) && m.is_accepting()
     }
 
+    /// Whether the token ids `ids` are accepted in turn and end the output, over a vocabulary
+    /// of the 256 bytes, EOS (256) and the special tokens `<|call|>` (257) and `<|end|>` (258).
+    fn accepts_ids(tag: &Value, ids: &[u32]) -> bool {
+        let g = compile(tag, &Limits::default()).expect("compiles");
+        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).chain([vec![], vec![], vec![]]).collect();
+        let vocab = corral_core::Vocabulary::new(toks, vec![256], vec![257, 258], None).unwrap().with_token_names(vec![("<|call|>".into(), 257), ("<|end|>".into(), 258)]);
+        corral_core::CompiledGrammar::check_tokens(&g, &vocab).expect("the vocabulary has the tokens");
+        let mut m = corral_core::Matcher::new(std::sync::Arc::new(corral_core::CompiledGrammar::new(&g, std::sync::Arc::new(vocab))));
+        ids.iter().all(|&i| m.accept_token(i).unwrap()) && m.is_accepting()
+    }
+
+    fn ids(text: &str) -> Vec<u32> {
+        text.bytes().map(u32::from).collect()
+    }
+
+    #[test]
+    fn token_formats() {
+        let (call, end) = (257u32, 258u32);
+        let cat = |parts: &[&[u32]]| parts.concat();
+        // A tag delimited by special tokens around a JSON value.
+        let tag = json!({"type": "tag", "begin": {"type": "token", "token": "<|call|>"}, "content": {"type": "json_schema", "json_schema": {"type": "integer"}}, "end": {"type": "token", "token": 258}});
+        assert!(accepts_ids(&tag, &cat(&[&[call], &ids("42"), &[end]])));
+        assert!(!accepts_ids(&tag, &cat(&[&ids("<|call|>"), &ids("42"), &[end]])), "the token's text is not the token");
+        assert!(!accepts_ids(&tag, &cat(&[&[call], &ids("4x"), &[end]])));
+        // Token-triggered tags in free tokens.
+        let trig = json!({"type": "token_triggered_tags", "trigger_tokens": ["<|call|>"], "tags": [
+            {"type": "tag", "begin": {"type": "token", "token": "<|call|>"}, "content": {"type": "const_string", "value": "x"}, "end": {"type": "token", "token": "<|end|>"}}]});
+        assert!(accepts_ids(&trig, &cat(&[&ids("hi "), &[call], &ids("x"), &[end], &ids("!")])));
+        assert!(accepts_ids(&trig, &ids("only text")));
+        assert!(!accepts_ids(&trig, &cat(&[&ids("hi "), &[call], &ids("y")])));
+        assert!(accepts_ids(&trig, &cat(&[&ids("a"), &[end]])), "free tokens: any but the triggers");
+        let mut strict = trig.clone();
+        strict["exclude_tokens"] = json!(["<|end|>"]);
+        assert!(!accepts_ids(&strict, &cat(&[&ids("a"), &[end]])), "nor the excluded ones");
+        assert!(accepts_ids(&strict, &cat(&[&ids("a"), &[call], &ids("x"), &[end]])), "which may still end a tag");
+        let stop = json!({"type": "token_triggered_tags", "trigger_tokens": [257], "at_least_one": true, "stop_after_first": true, "tags": trig["tags"]});
+        assert!(accepts_ids(&stop, &[call, b'x' as u32, end]));
+        assert!(!accepts_ids(&stop, &cat(&[&ids("a"), &[call, b'x' as u32, end]])));
+        assert!(!accepts_ids(&stop, &[call, b'x' as u32, end, b'a' as u32]));
+        // any_tokens with a budget and exclusions; exclude_token.
+        let any = json!({"type": "sequence", "elements": [{"type": "any_tokens", "exclude_tokens": ["a"], "max_tokens": 2}, {"type": "token", "token": 258}]});
+        assert!(accepts_ids(&any, &[b'b' as u32, call, end]), "special tokens count among any tokens");
+        assert!(!accepts_ids(&any, &[b'b' as u32, b'c' as u32, b'd' as u32, end]), "three tokens where two are allowed");
+        assert!(!accepts_ids(&any, &[b'a' as u32, end]));
+        let one = json!({"type": "exclude_token", "exclude_tokens": [257]});
+        assert!(accepts_ids(&one, &[end]) && accepts_ids(&one, &[b'q' as u32]));
+        assert!(!accepts_ids(&one, &[call]) && !accepts_ids(&one, &[b'q' as u32, b'q' as u32]));
+        // token_dispatch, once.
+        let disp = json!({"type": "token_dispatch", "loop": false, "rules": [[257, {"type": "const_string", "value": "go"}]]});
+        assert!(accepts_ids(&disp, &cat(&[&ids("ab"), &[call], &ids("go")])));
+        assert!(!accepts_ids(&disp, &cat(&[&ids("ab"), &[call], &ids("go"), &[call], &ids("go")])));
+        assert!(accepts_ids(&disp, &ids("abc")));
+    }
+
     #[test]
     fn closes_objects_with_properties_only() {
         let s = close_objects(&json!({"type": "object", "properties": {"a": {"type": "object", "properties": {}}}, "$defs": {"x": {"properties": {}, "additionalProperties": true}}}));
@@ -950,12 +1136,17 @@ mod tests {
             FormatError::InvalidTag { pointer, .. } => assert_eq!(pointer, "/format/elements/0"),
             e => panic!("{e:?}"),
         }
-        let e = compile(&json!({"type": "structural_tag", "format": {"type": "tag", "begin": "a", "content": {"type": "token", "token": 5}, "end": "b"}}), &Limits::default()).unwrap_err();
+        let e = compile(&json!({"type": "structural_tag", "format": {"type": "tag", "begin": "a", "content": {"type": "any_text", "max_tokens": 5}, "end": "b"}}), &Limits::default()).unwrap_err();
         match e {
             FormatError::Unsupported { construct, at, .. } => {
-                assert_eq!(construct, "token");
-                assert_eq!(at, "/format/content");
+                assert_eq!(construct, "max_tokens");
+                assert_eq!(at, "/format/content/max_tokens");
             }
+            e => panic!("{e:?}"),
+        }
+        let e = compile(&json!({"type": "structural_tag", "format": {"type": "any_tokens", "exclude_tokens": [3, -1]}}), &Limits::default()).unwrap_err();
+        match e {
+            FormatError::InvalidTag { pointer, .. } => assert_eq!(pointer, "/format/exclude_tokens/1"),
             e => panic!("{e:?}"),
         }
         for bad in [json!(1), json!({}), json!({"type": 3}), json!({"type": "structural_tag"}), json!({"type": "nope"})] {

@@ -473,7 +473,7 @@ fn is_plain(e: &Expr) -> bool {
         Expr::Literal(_) | Expr::Terminal(_) => true,
         Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().all(is_plain),
         Expr::Repeat { inner, .. } => is_plain(inner),
-        Expr::Ref { .. } | Expr::Perm(_) | Expr::Token(_) => false,
+        Expr::Ref { .. } | Expr::Perm(_) | Expr::Token(_) | Expr::Tokens(_) => false,
     }
 }
 
