@@ -342,8 +342,6 @@ def test_errors_carry_locations():
 @pytest.mark.parametrize(
     "text, construct",
     [
-        ("start: <|eot_id|>\n", "special token <|eot_id|>"),
-        ("start: x <[128000]>\nx: \"a\"\n", "special token <[128000]>"),
         ("start: x\nx[max_tokens=3]: /[a-z]+/\n", "max_tokens"),
         ("start: x\nx[stop=\"\"]: /[a-z]+/\n", "stop"),
         ("%declare _INDENT\nstart: \"a\"\n", "%declare"),
@@ -465,3 +463,76 @@ def test_corpus_lark_grammar_sentences():
     samples = [GRAMMARS["arith"].lstrip(), GRAMMARS["lists"].lstrip(), "start: a\n", "start: a b\n", "start a\n", "start: (a\n"]
     for s in samples:
         assert corral_accepts(g, s.encode()) == lark_accepts(parser, s), s
+
+
+# ---------------------------------------------------------------------------------------
+# Special tokens (llguidance's <|name|>, <[id]>, <[a-b,c]>), masks against llguidance
+# ---------------------------------------------------------------------------------------
+
+SPECIAL_GRAMMARS = [
+    (
+        'start: "Answer: " WORD | call\ncall: <|python_tag|> "get(" NUM ")" <|eom_id|>\nWORD: /[a-z]+/\nNUM: /[0-9]+/\n',
+        ["<|python_tag|>", "get(42)", "<|eom_id|>"],
+    ),
+    ('start: "Answer: " WORD | call\ncall: <|python_tag|> "get(" NUM ")" <|eom_id|>\nWORD: /[a-z]+/\nNUM: /[0-9]+/\n', ["Answer: yes"]),
+    ('start: <[128006]> ROLE <[128007]> "\\n\\n" BODY <[128008,128009]>\nROLE: "user" | "assistant"\nBODY: /[a-z ]+/\n',
+     ["<|start_header_id|>", "assistant", "<|end_header_id|>", "\n\nhi there", "<|eom_id|>"]),
+    ('start: item+\nitem: <[128010-128012]> WORD\nWORD: /[a-z]+/\n', ["<|python_tag|>", "ab", "<|python_tag|>", "c"]),
+]
+
+
+@functools.lru_cache(maxsize=None)
+def _llama3_pair():
+    from tokenizers_util import llama3
+
+    llg = pytest.importorskip("llguidance")
+    import llguidance.tiktoken  # noqa: F401
+
+    enc = llama3()
+    # One EOS on both sides (<|eot_id|>; llguidance takes one).
+    vocab = corral.Vocabulary.from_tiktoken(enc, eos_token_ids=[128009])
+    lltok = llg.tiktoken.lltokenizer_from_encoding(enc, n_vocab=vocab.size, eos_token=128009)
+    return enc, vocab, llg, lltok
+
+
+@pytest.mark.parametrize("grammar, pieces", SPECIAL_GRAMMARS)
+def test_special_tokens_match_llguidance_llama3(grammar, pieces):
+    """Special tokens by name, id and id ranges are allowed exactly where the grammar names
+    them: corral's allowed-token sets equal llguidance's at every step."""
+    import numpy as np
+
+    enc, vocab, llg, lltok = _llama3_pair()
+    n = vocab.size
+    words = (n + 31) // 32
+    m = corral.Matcher(corral.CompiledGrammar(corral.Grammar.from_lark(grammar), vocab))
+    # (Without no_forcing, llguidance allows only the tokenizer's own first token of a forced
+    # string, e.g. "get" and not "g" or "ge" before "get(": a choice of tokenization, not
+    # of the language.)
+    lm = llg.LLMatcher(lltok, llg.grammar_from("lark", '%llguidance {"no_forcing": true}\n' + grammar), log_level=0)
+    assert not lm.is_error(), lm.get_error()
+    ids = [t for p in pieces for t in enc.encode(p, allowed_special="all")]
+
+    def bits(mask):
+        return set(np.nonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[:n])[0].tolist())
+
+    for step, t in enumerate(ids + [None]):
+        a = np.zeros(words, dtype=np.int32)
+        m.fill_next_token_bitmask(a)
+        b = np.zeros(words, dtype=np.int32)
+        lm.unsafe_compute_mask_ptr(b.ctypes.data, words * 4)
+        got, want = bits(a), bits(b)
+        assert got == want, f"step {step}: only corral {sorted(got - want)[:8]}, only llguidance {sorted(want - got)[:8]}"
+        if t is None:
+            break
+        assert m.accept_token(t) and lm.consume_token(t), (step, t)
+    assert m.is_accepting()
+
+
+def test_special_token_errors():
+    _, vocab, _, _ = _llama3_pair()
+    with pytest.raises(corral.TokenizerError, match="no_such"):
+        corral.CompiledGrammar(corral.Grammar.from_lark("start: <|no_such|>\n"), vocab)
+    with pytest.raises(corral.GrammarSyntaxError, match="inside a terminal"):
+        corral.Grammar.from_lark('start: X\nX: "a" <|eom_id|>\n')
+    with pytest.raises(corral.GrammarSyntaxError, match="token id"):
+        corral.Grammar.from_lark("start: <[12x]>\n")

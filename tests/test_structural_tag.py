@@ -834,12 +834,6 @@ def test_invalid_json_text():
 @pytest.mark.parametrize(
     "fmt, construct, location",
     [
-        ({"type": "token", "token": 5}, "token", "/format"),
-        ({"type": "exclude_token", "exclude_tokens": [1]}, "exclude_token", "/format"),
-        ({"type": "any_tokens"}, "any_tokens", "/format"),
-        ({"type": "token_triggered_tags", "trigger_tokens": [1], "tags": []}, "token_triggered_tags", "/format"),
-        ({"type": "token_dispatch", "rules": []}, "token_dispatch", "/format"),
-        ({"type": "tag", "begin": {"type": "token", "token": "<|a|>"}, "content": {"type": "const_string", "value": "x"}, "end": "b"}, "token", "/format/begin"),
         ({"type": "sequence", "elements": [{"type": "any_text", "max_tokens": 10}]}, "max_tokens", "/format/elements/0/max_tokens"),
         ({"type": "json_schema", "json_schema": WEATHER, "excludes": ["x"]}, "excludes", "/format/excludes"),
         ({"type": "json_schema", "json_schema": WEATHER, "style": "cohere_xml"}, "style 'cohere_xml'", "/format/style"),
@@ -1008,3 +1002,132 @@ def test_trigger_split_across_tokens_llama3():
         b = vocab.token_bytes(t)
         assert b'\n{"name": "'.startswith(b) or b.startswith(b'\n{"name": "') or b'{"name": "'.startswith(b) or b.startswith(b'{"name": "'), b
     assert not m.is_accepting()
+
+
+# ---------------------------------------------------------------------------------------
+# Token formats (special tokens), masks against xgrammar on Llama 3
+# ---------------------------------------------------------------------------------------
+
+PY_TAG, EOM = "<|python_tag|>", "<|eom_id|>"
+
+
+def _py_call(content: Optional[dict] = None) -> dict:
+    return {"type": "tag", "begin": {"type": "token", "token": PY_TAG},
+            "content": content or {"type": "json_schema", "json_schema": WEATHER}, "end": {"type": "token", "token": EOM}}
+
+
+@pytest.mark.parametrize(
+    "fmt, pieces",
+    [
+        (_py_call(), [PY_TAG, json.dumps(W1), EOM]),
+        ({"type": "token_triggered_tags", "trigger_tokens": [PY_TAG], "tags": [_py_call()]}, ["Sure. ", PY_TAG, json.dumps(W2, ensure_ascii=False), EOM, " Done."]),
+        ({"type": "token_triggered_tags", "trigger_tokens": [PY_TAG], "tags": [_py_call()], "exclude_tokens": [EOM], "at_least_one": True}, [PY_TAG, json.dumps(W1), EOM, "ok"]),
+        ({"type": "sequence", "elements": [{"type": "any_tokens", "exclude_tokens": [EOM, "<|eot_id|>"]}, {"type": "token", "token": EOM}]}, ["free text <|start_header_id|> here", EOM]),
+        ({"type": "sequence", "elements": [{"type": "any_tokens", "max_tokens": 3}, {"type": "const_string", "value": "!"}]}, ["a b", "!"]),
+        ({"type": "sequence", "elements": [{"type": "exclude_token", "exclude_tokens": [PY_TAG]}, {"type": "token", "token": 128008}]}, ["x", EOM]),
+        ({"type": "token_dispatch", "rules": [[PY_TAG, {"type": "json_schema", "json_schema": SEARCH}]], "loop": False}, ["Let me search ", PY_TAG, json.dumps(S1)]),
+    ],
+)
+def test_token_formats_match_xgrammar_llama3(fmt, pieces):
+    """Named special tokens, 'any token' classes and a token budget, walked token by token on
+    Llama 3: corral's allowed text tokens equal xgrammar's at every step. xgrammar knows a
+    special token only by its text (its vocabulary must spell it), so it also allows special
+    tokens as text (inside JSON strings, in free text); corral allows one only where a format
+    names it or in a token class. So corral's allowed special tokens are a subset of
+    xgrammar's, and equal to them inside token classes. Both run with <|eot_id|> as the
+    only stop token: xgrammar cannot match a stop token named by a format (see
+    test_named_stop_token_difference)."""
+    enc, _, _ = _llama3()
+    vocab = _llama3_eot_only()
+    n = vocab.size
+    specials = set(enc._special_tokens.values())
+    info = _xgr_named_info(vocab.eos_token_ids)
+    tag = wrap(fmt)
+    ids: List[int] = []
+    for p in pieces:
+        ids += enc.encode(p, allowed_special="all")
+    m = corral.Matcher(corral.CompiledGrammar(corral.Grammar.from_structural_tag(tag), vocab))
+    x = xgr.GrammarMatcher(xgr.GrammarCompiler(info, cache_enabled=False).compile_structural_tag(json.dumps(tag)))
+    # As in test_masks_match_xgrammar_llama3: escapes and number continuations inside JSON.
+    escapes = {i for i in range(n) if b"\\" in vocab.token_bytes(i) or vocab.token_bytes(i)[:1] in (b".", b"e", b"E")}
+    token_level = fmt["type"] in ("exclude_token", "any_tokens") or fmt["type"] == "sequence" and fmt["elements"][0]["type"] in ("exclude_token", "any_tokens")
+    for step, t in enumerate(ids + [None]):
+        a, b = _allowed_corral(m, n), _allowed_xgr(x, n)
+        where = f"step {step} after {ids[:step]}: only corral {sorted(a - b)[:10]}, only xgrammar {sorted(b - a)[:10]}"
+        text = b"".join(vocab.token_bytes(i) for i in ids[:step])
+        try:
+            text.decode("utf-8")
+            assert (a - specials) - escapes == (b - specials) - escapes, where
+        except UnicodeDecodeError:
+            # Inside a character split across tokens (see test_masks_match_xgrammar_llama3).
+            assert a <= b, where
+        assert a & specials <= b & specials, where
+        if token_level and step == 0:
+            assert a & specials == b & specials, where
+        if t is None:
+            break
+        assert m.accept_token(t), f"corral refuses token {t} at step {step}"
+        assert x.accept_token(t), f"xgrammar refuses token {t} at step {step}"
+    assert m.is_accepting()
+
+
+@functools.lru_cache(maxsize=None)
+def _llama3_eot_only() -> corral.Vocabulary:
+    enc, _, _ = _llama3()
+    return corral.Vocabulary.from_tiktoken(enc, eos_token_ids=[128009])
+
+
+def _xgr_named_info(stop_token_ids: List[int]) -> Any:
+    """Llama 3 for xgrammar with each special token spelled by its name (xgrammar finds a
+    token format's token by its text)."""
+    enc, vocab, _ = _llama3()
+    names = {i: name for name, i in enc._special_tokens.items()}
+    toks = [names[i].encode() if i in names else vocab.token_bytes(i) for i in range(vocab.size)]
+    return xgr.TokenizerInfo(toks, xgr.VocabType.RAW, vocab_size=vocab.size, stop_token_ids=stop_token_ids)
+
+
+def test_named_stop_token_difference():
+    """Llama 3.1 ends a <|python_tag|> call with <|eom_id|>, one of its stop tokens. xgrammar
+    0.2.8 never allows a stop token that a token format names (its tag cannot end); corral
+    allows it there, and after the grammar ends allows the stop tokens as usual."""
+    enc, vocab, _ = _llama3()
+    tag = wrap(_py_call({"type": "const_string", "value": "x"}))
+    x_ids = [128010, enc.encode("x")[0]]
+    x = xgr.GrammarMatcher(xgr.GrammarCompiler(_xgr_named_info(vocab.eos_token_ids)).compile_structural_tag(json.dumps(tag)))
+    assert all(x.accept_token(t) for t in x_ids)
+    assert not x.accept_token(128008), "xgrammar now matches a named stop token: update docs"
+    m = corral.Matcher(corral.CompiledGrammar(corral.Grammar.from_structural_tag(tag), vocab))
+    assert all(m.accept_token(t) for t in x_ids)
+    assert _allowed_corral(m, vocab.size) == {128008}
+    assert m.accept_token(128008) and m.is_accepting() and not m.is_terminated()
+    assert _allowed_corral(m, vocab.size) == set(vocab.eos_token_ids)
+
+
+def test_special_tokens_only_where_named_llama3():
+    """A text grammar never allows a special token; a tag naming <|python_tag|> allows it
+    there and nowhere else, and its text spelled by ordinary tokens is not the token."""
+    enc, vocab, _ = _llama3()
+    n = vocab.size
+    pt, eom = vocab.token_id(PY_TAG), vocab.token_id(EOM)
+    assert vocab.is_special(pt) and vocab.is_special(eom)
+    m = corral.Matcher(corral.CompiledGrammar(corral.Grammar.from_structural_tag(wrap(_py_call())), vocab))
+    assert _allowed_corral(m, n) == {pt}
+    assert not m.accept_bytes(PY_TAG.encode())
+    assert m.accept_token(pt)
+    assert pt not in _allowed_corral(m, n) and eom not in _allowed_corral(m, n)
+    for t in enc.encode(json.dumps(W1)):
+        assert m.accept_token(t)
+    assert eom in _allowed_corral(m, n)
+    assert m.accept_token(eom) and m.is_accepting()
+    text = corral.Matcher(corral.CompiledGrammar(corral.Grammar.from_structural_tag(wrap({"type": "any_text"})), vocab))
+    specials = set(enc._special_tokens.values())
+    assert _allowed_corral(text, n) & specials == set(vocab.eos_token_ids), "text: no special token but EOS"
+
+
+def test_unknown_token_names_fail_on_compile():
+    _, vocab, _ = _llama3()
+    g = corral.Grammar.from_structural_tag(wrap({"type": "token", "token": "<|no_such_token|>"}))
+    with pytest.raises(corral.TokenizerError, match="no_such_token"):
+        corral.CompiledGrammar(g, vocab)
+    with pytest.raises(corral.TokenizerError, match="outside the vocabulary"):
+        corral.CompiledGrammar(corral.Grammar.from_structural_tag(wrap({"type": "token", "token": 10**7})), vocab)

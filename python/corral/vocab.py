@@ -33,7 +33,7 @@ import os
 import re
 import threading
 import weakref
-from typing import Any, Callable, Iterable, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 from . import _native
 from .errors import TokenizerError, UsageError
@@ -95,8 +95,12 @@ class Vocabulary:
         special_token_ids: Iterable[int] = (),
         vocab_size: int | None = None,
         encode: Callable[[bytes], Sequence[int]] | None = None,
+        token_names: Mapping[str, int] | None = None,
     ) -> "Vocabulary":
         """Builds a vocabulary from each token's bytes (``None`` or ``b""``: never produced).
+
+        ``token_names`` names special tokens (``{"<|end|>": 2}``), so that grammars can name
+        them (Lark's ``<|end|>``, structural tags' ``{"type": "token", "token": "<|end|>"}``).
 
         ``encode``, when given, is the tokenizer's encoder: ``encode(text: bytes)`` returns the
         ids the tokenizer gives ``text`` (no BOS/special tokens). It enables :meth:`encode`
@@ -112,7 +116,8 @@ class Vocabulary:
         toks = [bytes(t) if t is not None else b"" for t in tokens]
         if encode is not None and not callable(encode):
             raise UsageError(f"encode must be a callable (bytes -> list of ids), got {type(encode).__name__}")
-        native = _native.Vocabulary(toks, list(eos_token_ids), list(special_token_ids), vocab_size)
+        names = sorted((str(k), int(v)) for k, v in (token_names or {}).items())
+        native = _native.Vocabulary(toks, list(eos_token_ids), list(special_token_ids), vocab_size, names)
         return cls(native, _CallableEncoder(encode) if encode is not None else None)
 
     @classmethod
@@ -304,8 +309,21 @@ class Vocabulary:
         return self._native.token_bytes(token_id)
 
     def is_special(self, token_id: int) -> bool:
-        """Whether ``token_id`` is special (never produced by a grammar, EOS aside)."""
+        """Whether ``token_id`` is special: no text grammar produces it (EOS aside); a grammar
+        that names it (Lark's ``<|name|>``, a structural tag's ``token`` format) allows it
+        exactly where it names it."""
         return self._native.is_special(token_id)
+
+    def token_id(self, name: str) -> int | None:
+        """The id of the token a grammar names ``name``: an added or special token of that
+        name, else the lowest-numbered token whose bytes are exactly ``name``; None if none.
+
+        >>> v = Vocabulary.from_bytes([b"a", b"", b""], eos_token_ids=[2], special_token_ids=[1],
+        ...                           token_names={"<|call|>": 1})
+        >>> v.token_id("<|call|>"), v.token_id("a"), v.token_id("zz")
+        (1, 0, None)
+        """
+        return self._native.token_id(name)
 
     @property
     def can_encode(self) -> bool:
@@ -542,8 +560,12 @@ def _finish(
     extra_special: IdsArg,
     vocab_size: int | None,
     what: str,
+    names: Mapping[str, int] | None = None,
 ) -> Vocabulary:
-    """Blanks special/EOS bytes, checks ``vocab_size`` and builds the native vocabulary."""
+    """Blanks special/EOS bytes, checks ``vocab_size`` and builds the native vocabulary.
+
+    ``names`` are the added and special tokens' names, by which grammars name tokens
+    (Lark's ``<|name|>``, structural tags' ``token`` formats)."""
     n = len(tokens)
     eos_ids = sorted(set(eos))
     special = set(specials)
@@ -566,7 +588,8 @@ def _finish(
     for i in special.union(eos_ids):
         if i < n:
             tokens[i] = b""
-    return cls(_native.Vocabulary(tokens, eos_ids, sorted(special), size))
+    named = sorted((k, v) for k, v in (names or {}).items() if 0 <= v < n)
+    return cls(_native.Vocabulary(tokens, eos_ids, sorted(special), size, named))
 
 
 def _detect_eos(names: Sequence[dict[str, int]], what: str, extra: Iterable[int] = ()) -> list[int]:
@@ -751,7 +774,7 @@ def _build_huggingface(cls: type, tokenizer: Any, eos: IdsArg, extra_special: Id
         eos_ids = _detect_eos([added_names, model_vocab], what, declared_eos)
     else:
         eos_ids = _as_ids(eos, "eos_token_ids")
-    v = _finish(cls, tokens, specials, eos_ids, extra_special, vocab_size, what)
+    v = _finish(cls, tokens, specials, eos_ids, extra_special, vocab_size, what, added_names)
     if hasattr(backend, "encode"):
         v._encoder = _HuggingFaceEncoder(backend)
     return v
@@ -789,7 +812,7 @@ def _build_tiktoken(cls: type, encoding: Any, eos: IdsArg, extra_special: IdsArg
                 pass  # a hole in the id space
     what = f"tiktoken encoding {getattr(encoding, 'name', '?')!r}"
     eos_ids = _detect_eos([specials_by_name], what) if eos is None else _as_ids(eos, "eos_token_ids")
-    v = _finish(cls, tokens, special_ids, eos_ids, extra_special, vocab_size, what)
+    v = _finish(cls, tokens, special_ids, eos_ids, extra_special, vocab_size, what, specials_by_name)
     if callable(getattr(encoding, "encode_ordinary", None)):
         v._encoder = _TiktokenEncoder(encoding)
     return v
@@ -837,7 +860,8 @@ def _build_sentencepiece(cls: type, sp: Any, eos: IdsArg, extra_special: IdsArg,
         eos_ids = _detect_eos([names], what, [eid] if 0 <= eid < n else [])
     else:
         eos_ids = _as_ids(eos, "eos_token_ids")
-    v = _finish(cls, tokens, specials, eos_ids, extra_special, vocab_size, what)
+    special_names = {p: i for p, i in names.items() if i in specials}
+    v = _finish(cls, tokens, specials, eos_ids, extra_special, vocab_size, what, special_names)
     if callable(getattr(sp, "encode", None)):
         v._encoder = _SentencePieceEncoder(sp)
     return v

@@ -69,12 +69,12 @@ struct PyVocabulary {
 #[pymethods]
 impl PyVocabulary {
     #[new]
-    #[pyo3(signature = (tokens, eos_token_ids, special_token_ids=Vec::new(), vocab_size=None))]
-    fn new(py: Python<'_>, tokens: Vec<Vec<u8>>, eos_token_ids: Vec<u32>, special_token_ids: Vec<u32>, vocab_size: Option<usize>) -> PyResult<Self> {
+    #[pyo3(signature = (tokens, eos_token_ids, special_token_ids=Vec::new(), vocab_size=None, token_names=Vec::new()))]
+    fn new(py: Python<'_>, tokens: Vec<Vec<u8>>, eos_token_ids: Vec<u32>, special_token_ids: Vec<u32>, vocab_size: Option<usize>, token_names: Vec<(String, u32)>) -> PyResult<Self> {
         guard(py, || {
             // (JSON Schema formats' automata are built on the background thread meanwhile.)
             corral_schema::formats_in_background();
-            let v = py.detach(|| core::Vocabulary::new(tokens, eos_token_ids, special_token_ids, vocab_size)).map_err(|e| to_py(py, e))?;
+            let v = py.detach(|| core::Vocabulary::new(tokens, eos_token_ids, special_token_ids, vocab_size).map(|v| v.with_token_names(token_names))).map_err(|e| to_py(py, e))?;
             let inner = Arc::new(v);
             // (A first compile and walk, on the background thread: the first request then
             // runs warm code; once per process.)
@@ -116,6 +116,11 @@ impl PyVocabulary {
     fn token_bytes<'py>(&self, py: Python<'py>, id: u32) -> PyResult<Bound<'py, PyBytes>> {
         self.inner.check_id(id).map_err(|e| to_py(py, e))?;
         Ok(PyBytes::new(py, self.inner.token_bytes(id)))
+    }
+    /// The id of the token named `name` (an added or special token's name, else a token whose
+    /// bytes are exactly `name`), or None.
+    fn token_id(&self, name: &str) -> Option<u32> {
+        self.inner.token_id(name)
     }
     /// Whether some (non-special) token's bytes strictly extend `prefix`.
     fn has_token_extending(&self, prefix: &[u8]) -> bool {
@@ -393,6 +398,7 @@ impl PyCompiledGrammar {
         guard(py, || {
             let g = grammar.get().inner.clone();
             let v = native_vocab(&vocab)?;
+            core::CompiledGrammar::check_tokens(&g, &v).map_err(|e| to_py(py, e))?;
             let inner = py.detach(|| core::CompiledGrammar::prepared(&g, v));
             Ok(PyCompiledGrammar { inner, vocab: vocab.unbind(), grammar })
         })
