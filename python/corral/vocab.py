@@ -452,7 +452,7 @@ def _builtin(name: str) -> Vocabulary:
         strings[i] = s
     tokens = _byte_level_decode(strings)
     eos = vocab[eos_name]
-    v = _finish(Vocabulary, tokens, {eos}, [eos], None, None, f"built-in vocabulary {name!r}")
+    v = _finish(Vocabulary, tokens, {eos}, [eos], None, None, f"built-in vocabulary {name!r}", {eos_name: eos})
     # GPT-2's merge ranks are its token ids (merge i made token 256 + i), so rank-ordered
     # byte-pair merging with the ids as ranks is GPT-2's own BPE.
     v._encoder = _RankBpeEncoder(v._native, _GPT2_PATTERN)

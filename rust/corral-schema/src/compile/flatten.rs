@@ -172,7 +172,10 @@ impl<'a> Compiler<'a> {
                     };
                     f.enums = Some(match f.enums.take() {
                         None => vals,
-                        Some(cur) => cur.into_iter().filter(|x| vals.iter().any(|y| json_eq(x, y))).collect(),
+                        Some(cur) => {
+                            let keys: std::collections::HashSet<String> = vals.iter().map(json_key).collect();
+                            cur.into_iter().filter(|x| keys.contains(&json_key(x))).collect()
+                        }
                     });
                     f.enum_ptr = format!("{p}/{k}").into();
                 }

@@ -3,20 +3,53 @@
 
 use super::*;
 
+/// From this many string values on, an `enum` is one automaton of all of them
+/// ([`string_set`]) rather than an alternation of one automaton per value.
+const MANY_STRINGS: usize = 64;
+
+/// The quoted JSON strings whose values are `strings`, in every spelling, as one automaton:
+/// the minimal automaton of the values' characters ([`corral_core::byte_automaton::minimal_acyclic`],
+/// linear in their length, prefixes and suffixes shared) encoded as JSON. A 100,000-value
+/// enum was an alternation of 100,000 automata, too large to lower as one terminal, and so
+/// 100,000 terminals that every fill walked.
+fn string_set(strings: &[&str]) -> Rx {
+    let chars: Vec<Vec<u32>> = strings.iter().map(|s| s.chars().map(|c| c as u32).collect()).collect();
+    let words: Vec<&[u32]> = chars.iter().map(|w| w.as_slice()).collect();
+    let states = corral_core::byte_automaton::minimal_acyclic(&words);
+    let mut d = crate::cdfa::CDfa { trans: Vec::with_capacity(states.len()), accept: Vec::with_capacity(states.len()), start: 0 };
+    for (acc, row) in states {
+        d.trans.push(row.into_iter().map(|(c, t)| (c, c, t)).collect());
+        d.accept.push(acc);
+    }
+    let quote = || Rx::Literal(b"\"".to_vec());
+    Rx::concat(vec![quote(), Rx::Automaton(std::sync::Arc::new(crate::encode::json_automaton(&d))), quote()])
+}
+
 impl<'a> Compiler<'a> {
     pub(super) fn leaf(&mut self, f: Flat<'a>, items: &[Item<'a>], depth: u32) -> Res<Expr> {
-        let is_excluded = |v: &Value| f.excluded.iter().any(|x| json_eq(x, v));
+        // (Sets by key: an enum of 100,000 values must not compare every pair.)
+        let excluded: std::collections::HashSet<String> = f.excluded.iter().map(json_key).collect();
+        let is_excluded = |v: &Value| !excluded.is_empty() && excluded.contains(&json_key(v));
         if let Some(vals) = &f.enums {
             let mut alts = Vec::new();
-            let mut seen: Vec<Value> = Vec::new();
+            let mut seen: std::collections::HashSet<String> = std::collections::HashSet::with_capacity(vals.len());
+            let mut strings: Vec<&str> = Vec::new();
             for v in vals {
-                if seen.iter().any(|s| json_eq(s, v)) || is_excluded(v) || value_type(v, self.draft) & f.types == 0 {
+                if value_type(v, self.draft) & f.types == 0 || is_excluded(v) || !seen.insert(json_key(v)) {
                     continue;
                 }
-                seen.push(v.clone());
                 if self.valid_all(v, items)? {
-                    alts.push(self.value_expr(v, depth)?);
+                    match v {
+                        Value::String(s) => strings.push(s),
+                        _ => alts.push(self.value_expr(v, depth)?),
+                    }
                 }
+            }
+            if strings.len() >= MANY_STRINGS {
+                alts.insert(0, token(Expr::Terminal(string_set(&strings))));
+            } else {
+                let lits: Vec<Expr> = strings.iter().map(|s| Expr::Terminal(self.enc.literal(s))).collect();
+                alts.splice(0..0, lits);
             }
             return Ok(alt(alts));
         }

@@ -179,6 +179,49 @@ fn json_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// A key equal for exactly the values [`json_eq`] calls equal (numbers by value, object
+/// members in any order): for sets of values without quadratic comparisons.
+fn json_key(v: &Value) -> String {
+    fn put(v: &Value, out: &mut String) {
+        match v {
+            Value::Number(n) => match Dec::from_json(n) {
+                Some(d) => {
+                    out.push('n');
+                    out.push_str(&d.to_string());
+                }
+                None => {
+                    out.push('N');
+                    out.push_str(&n.to_string());
+                }
+            },
+            Value::Array(a) => {
+                out.push('[');
+                for x in a {
+                    put(x, out);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            Value::Object(o) => {
+                let mut keys: Vec<&String> = o.keys().collect();
+                keys.sort();
+                out.push('{');
+                for k in keys {
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    put(&o[k], out);
+                    out.push(',');
+                }
+                out.push('}');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    put(v, &mut out);
+    out
+}
+
 #[derive(Clone, Debug)]
 struct Group<'a> {
     id: String,
@@ -548,6 +591,9 @@ pub(crate) struct Compiler<'a> {
     uneval_root: Option<Rc<str>>,
     /// [`Compiler::length_expr`]'s strings of any characters so far, by length bounds.
     any_strings: FxHashMap<(u64, Option<u64>), Rx>,
+    /// The [`json_key`]s of a long `enum`, by the key of the item holding it: validating each
+    /// of an enum's values against it must not compare every pair.
+    enum_keys: FxHashMap<Rc<str>, Rc<FxHashSet<String>>>,
 }
 
 /// Every character a JSON string may hold (the Unicode scalar values).
@@ -627,6 +673,7 @@ fn compile_ast(schema: &Value, opts: &Options) -> Res<(GrammarAst, String, FxHas
         skip_uneval: 0,
         uneval_root: None,
         any_strings: FxHashMap::default(),
+        enum_keys: FxHashMap::default(),
     };
     let root_base = match schema.get(if draft == Draft::Draft4 { "id" } else { "$id" }).and_then(|v| v.as_str()) {
         Some(id) => join_uri("urn:corral:root", id),

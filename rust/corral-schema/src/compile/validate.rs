@@ -86,7 +86,16 @@ impl<'a> Compiler<'a> {
                 }
                 "x-corral-types" => value_type(v, self.draft) & (s.as_u64().unwrap_or(127) as u8) != 0,
                 "enum" => {
-                    s.as_array().is_some_and(|a| a.iter().any(|x| json_eq(x, v))) || (m.get("nullable") == Some(&Value::Bool(true)) && v.is_null())
+                    let found = match s.as_array() {
+                        // (The item's key names its content: the same key, the same enum.)
+                        Some(a) if a.len() > 32 => {
+                            let keys = self.enum_keys.entry(it.key.clone()).or_insert_with(|| Rc::new(a.iter().map(json_key).collect())).clone();
+                            keys.contains(&json_key(v))
+                        }
+                        Some(a) => a.iter().any(|x| json_eq(x, v)),
+                        None => false,
+                    };
+                    found || (m.get("nullable") == Some(&Value::Bool(true)) && v.is_null())
                 }
                 "const" => json_eq(s, v),
                 "x-corral-not-enum" => !s.as_array().is_some_and(|a| a.iter().any(|x| json_eq(x, v))),
