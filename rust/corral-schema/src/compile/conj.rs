@@ -94,13 +94,44 @@ impl<'a> Compiler<'a> {
         }
         let mut overlap = vec![vec![false; n]; n];
         let mut any = false;
+        // Branches with an enum (or const) admit only its values: two such branches whose
+        // value sets share none are disjoint, so only the pairs that share a value, or that
+        // involve another branch, are checked (a oneOf of 10,000 consts checked 50 million
+        // pairs).
+        let mut by_value: FxHashMap<String, Vec<usize>> = FxHashMap::default();
+        let mut finite = vec![false; n];
+        for (i, f) in flats.iter().enumerate() {
+            if let Some(vals) = &f.enums {
+                finite[i] = true;
+                let mut keys: Vec<String> = vals.iter().map(json_key).collect();
+                keys.sort_unstable();
+                keys.dedup();
+                for k in keys {
+                    by_value.entry(k).or_default().push(i);
+                }
+            }
+        }
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        for list in by_value.values() {
+            for (x, &i) in list.iter().enumerate() {
+                pairs.extend(list[x + 1..].iter().map(|&j| (i, j)));
+            }
+        }
         for i in 0..n {
             for j in i + 1..n {
-                if !self.disjoint(&flats[i], &flats[j], &conjs[i], &conjs[j], 2)? {
-                    overlap[i][j] = true;
-                    overlap[j][i] = true;
-                    any = true;
+                if !finite[i] || !finite[j] {
+                    pairs.push((i, j));
                 }
+            }
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
+        for (i, j) in pairs {
+            corral_core::budget::check()?;
+            if !self.disjoint(&flats[i], &flats[j], &conjs[i], &conjs[j], 2)? {
+                overlap[i][j] = true;
+                overlap[j][i] = true;
+                any = true;
             }
         }
         if !any {
