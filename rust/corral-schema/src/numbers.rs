@@ -16,7 +16,7 @@
 
 use crate::cdfa::{CDfa, TooBig};
 use crate::strings::{lit, rep, star};
-use corral_core::rx::Rx;
+use corral_core::Rx;
 use std::cmp::Ordering;
 use std::sync::OnceLock;
 

@@ -16,7 +16,7 @@ use crate::numbers::{self, Bound, Dec};
 use crate::strings::{self, any_char, ecma_search, format_lang, lit, rep, star, Encoder, FormatLang};
 use crate::{Compiled, Draft, Options, PropertyOrder, SchemaError, SchemaWarning, Whitespace};
 use corral_core::ebnf::{Expr, GrammarAst, PermSpec, RuleDef};
-use corral_core::rx::Rx;
+use corral_core::Rx;
 use corral_core::Grammar;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{json, Map, Value};
