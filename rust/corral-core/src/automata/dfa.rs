@@ -8,7 +8,6 @@ use crate::runtime::byteset::ByteSet;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::limits::{Limits, LIMIT_HINT};
 use crate::automata::nfa::Nfa;
-use crate::frontend::rx::Rx;
 use rustc_hash::FxHashMap;
 
 /// The dead state: no continuation is possible.
@@ -118,9 +117,17 @@ pub struct Dfa {
     plain: PlainMemo,
 }
 
-/// Memo of [`crate::vocab::slice::PlainMoves`] (a clone starts empty).
+/// States of the plain-text slice's automaton of string prefixes ([`crate::vocab::slice`]).
+pub(crate) const PLAIN_STATES: usize = 8;
+
+/// Per plain-prefix state ([`crate::vocab::slice`]), an automaton's bytes grouped by (its
+/// class, next plain-prefix state): one representative byte, the next state and every byte
+/// of the group. Built by the slice, memoized here per automaton.
+pub(crate) type PlainMoves = [Vec<(u8, u8, ByteSet)>; PLAIN_STATES];
+
+/// Memo of [`PlainMoves`] (a clone starts empty).
 #[derive(Debug, Default)]
-struct PlainMemo(std::sync::OnceLock<Box<crate::vocab::slice::PlainMoves>>);
+struct PlainMemo(std::sync::OnceLock<Box<PlainMoves>>);
 
 impl Clone for PlainMemo {
     fn clone(&self) -> Self {
@@ -172,18 +179,8 @@ const LANG_UNKNOWN: u32 = u32::MAX;
 const LANG_NONE: u32 = u32::MAX - 1;
 
 impl Dfa {
-    /// Compiles `rx` to a DFA for its language minus the empty string.
-    /// [`Dfa::nullable`] tells whether the empty string was in the language.
-    pub fn from_rx(rx: &Rx, limits: &Limits) -> Result<Dfa> {
-        if let Some(d) = crate::automata::bounded_repeat::build(rx, state_limit(limits)) {
-            return Ok(d);
-        }
-        if let Some(rows) = crate::automata::det_concat::deterministic_rows(rx, state_limit(limits).saturating_sub(1)) {
-            return Ok(Self::from_rows(&rows));
-        }
-        let nfa = Nfa::build(rx, limits)?;
-        Self::from_nfa(&nfa, limits)
-    }
+    // `Dfa::from_rx`, which picks a construction (bounded repeat, deterministic concatenation,
+    // subset construction), is in `crate::automata::construct`: the constructions build `Dfa`s.
 
     /// Byte equivalence classes from the boundaries of byte ranges: per byte its class, and
     /// the number of classes.
@@ -308,7 +305,7 @@ impl Dfa {
         Self::assemble(classes, n_classes, (trans, Vec::new(), Vec::new(), Vec::new()), accepting, start, false, live_bytes)
     }
 
-    fn from_nfa(nfa: &Nfa, limits: &Limits) -> Result<Dfa> {
+    pub(crate) fn from_nfa(nfa: &Nfa, limits: &Limits) -> Result<Dfa> {
         let (classes, n_classes) = Self::classes_of(nfa.edges.iter().map(|&(lo, hi, _)| (lo, hi)));
 
         let closure = |set: &mut Vec<u32>, stack: &mut Vec<u32>, seen: &mut Vec<bool>| {
@@ -699,23 +696,23 @@ impl Dfa {
         }
     }
 
-    /// The process-wide id of the language `state` accepts, if it has one (see
-    /// [`crate::automata::fingerprint`]); computed once per state.
+    /// `Dfa::language_id` (in [`crate::automata::fingerprint`]): memoized per state, `compute`
+    /// giving the id of a loop state's language.
     ///
     /// Only a loop state has one (see `Dfa::loop_like`): the languages worth sharing across
     /// automata are those of loops ("the rest of any string", a pattern's repeated class). A
     /// key's state partway through the declared names goes elsewhere on every byte (the
     /// names' next characters, or the rest of any string) and its language is that object's
     /// alone; computing its id was a sixth of the cold fills inside keys, for nothing shared.
-    pub fn language_id(&self, state: u32) -> Option<u32> {
+    pub(crate) fn memo_language_id(&self, state: u32, compute: fn(&Dfa, u32) -> Option<u32>) -> Option<u32> {
         use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
         let memo = self.lang.0.get_or_init(|| (0..self.accepting.len()).map(|_| AtomicU32::new(LANG_UNKNOWN)).collect());
         let slot = &memo[state as usize];
         match slot.load(Relaxed) {
             LANG_UNKNOWN => {
                 let id = match self.loop_like(state) {
-                    Some(t) if t == state => crate::automata::fingerprint::language_id(self, state),
-                    Some(t) => self.language_id(t),
+                    Some(t) if t == state => compute(self, state),
+                    Some(t) => self.memo_language_id(t, compute),
                     None => None,
                 };
                 slot.store(id.unwrap_or(LANG_NONE), Relaxed);
@@ -763,9 +760,9 @@ impl Dfa {
         weight.iter().max_by_key(|w| (w.1, std::cmp::Reverse(w.0))).map(|w| w.0)
     }
 
-    /// The memoized [`crate::vocab::slice::PlainMoves`] of this automaton; never waits for another
+    /// The memoized [`PlainMoves`] of this automaton; never waits for another
     /// thread building them ([`crate::runtime::race_once`]).
-    pub(crate) fn plain_moves(&self, build: impl FnOnce(&Dfa) -> crate::vocab::slice::PlainMoves) -> &crate::vocab::slice::PlainMoves {
+    pub(crate) fn plain_moves(&self, build: impl FnOnce(&Dfa) -> PlainMoves) -> &PlainMoves {
         crate::runtime::race_once::get_or_race(&self.plain.0, || Box::new(build(self))).as_ref()
     }
 
@@ -870,6 +867,7 @@ impl Dfa {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frontend::rx::Rx;
 
     fn lit(s: &str) -> Rx {
         Rx::Literal(s.as_bytes().to_vec())

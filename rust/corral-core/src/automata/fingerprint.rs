@@ -44,6 +44,14 @@ fn table() -> &'static Mutex<IdTable<Vec<u32>>> {
 /// Marks the dead state in a serialized table.
 const NONE: u32 = u32::MAX;
 
+impl Dfa {
+    /// The process-wide id of the language `state` accepts, if it has one; computed once per
+    /// state (only a loop state has one: see `Dfa::memo_language_id`).
+    pub fn language_id(&self, state: u32) -> Option<u32> {
+        self.memo_language_id(state, language_id)
+    }
+}
+
 /// The language id of `state` of `dfa`, or `None` when more than [`MAX_STATES`] states are
 /// reachable from it.
 pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {

@@ -9,7 +9,7 @@
 //! of the small trie of the remaining tokens — the same set, found in a tenth of the time.
 
 use crate::runtime::byteset::ByteSet;
-use crate::automata::dfa::{Dfa, DEAD};
+use crate::automata::dfa::{Dfa, PlainMoves, DEAD};
 use crate::vocab::toktrie::TokTrie;
 
 /// Most (DFA state, plain-prefix state) pairs [`PlainSlice::exceptions`] explores: a
@@ -28,7 +28,7 @@ const E0: u8 = 4; // after E0: A0..BF then one
 const ED: u8 = 5; // after ED: 80..9F then one (no surrogates)
 const F0: u8 = 6; // after F0: 90..BF then two
 const F4: u8 = 7; // after F4: 80..8F then two
-const STATES: usize = 8;
+const STATES: usize = crate::automata::dfa::PLAIN_STATES;
 
 /// The next plain-prefix state after byte `b`, or `None` when no plain string continues so.
 fn step(p: u8, b: u8) -> Option<u8> {
@@ -56,9 +56,6 @@ fn step(p: u8, b: u8) -> Option<u8> {
     }
 }
 
-/// Per plain-prefix state, an automaton's bytes grouped by (its class, next plain-prefix
-/// state): one representative byte, the next state and every byte of the group.
-pub(crate) type PlainMoves = [Vec<(u8, u8, ByteSet)>; STATES];
 
 /// [`build_plain_moves`], memoized per automaton: every state of a key automaton that a
 /// slice might serve asks for it (building it was 7% of cold fills at key positions).
@@ -120,6 +117,23 @@ fn map_nodes(full: &TokTrie, sub: &TokTrie) -> Vec<u32> {
         out.push(j as u32);
     }
     out
+}
+
+impl TokTrie {
+    /// The plain-text slice of this trie's tokens, built on first use ([`crate::Vocabulary`]
+    /// builds it with the vocabulary, so no mask fill pays for it).
+    pub fn plain_slice(&self) -> &PlainSlice {
+        self.memo(PlainSlice::new)
+    }
+}
+
+impl crate::vocab::toktrie::TrieMemo for PlainSlice {
+    fn memory_bytes(&self) -> usize {
+        PlainSlice::memory_bytes(self)
+    }
+    fn clone_box(&self) -> Box<dyn crate::vocab::toktrie::TrieMemo> {
+        Box::new(self.clone())
+    }
 }
 
 /// A vocabulary's plain tokens and the trie of the others.

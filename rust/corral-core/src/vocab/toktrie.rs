@@ -41,8 +41,32 @@ pub struct TokTrie {
     children: Vec<u32>,
     /// The distinct byte sets of `below` and `children` (index 0: the empty set of a leaf).
     byte_sets: Vec<ByteSet>,
-    /// The plain-text slice ([`TokTrie::plain_slice`]).
-    slice: std::sync::OnceLock<Box<crate::vocab::slice::PlainSlice>>,
+    /// The plain-text slice (`TokTrie::plain_slice`, [`crate::vocab::slice`]), built on first use.
+    slice: MemoSlot,
+}
+
+/// What a module above the trie memoizes per trie: the plain-text slice
+/// ([`crate::vocab::slice`]), which reads the trie. Held type-erased, so that the trie does not
+/// import the slice.
+pub(crate) trait TrieMemo: std::any::Any + Send + Sync + std::fmt::Debug {
+    /// Heap bytes held (counted in [`TokTrie::memory_bytes`]).
+    fn memory_bytes(&self) -> usize;
+    /// A copy, for a cloned trie.
+    fn clone_box(&self) -> Box<dyn TrieMemo>;
+}
+
+/// The memo of [`TrieMemo`]; a clone copies it, as a typed memo would.
+#[derive(Debug, Default)]
+struct MemoSlot(std::sync::OnceLock<Box<dyn TrieMemo>>);
+
+impl Clone for MemoSlot {
+    fn clone(&self) -> Self {
+        let slot = std::sync::OnceLock::new();
+        if let Some(m) = self.0.get() {
+            let _ = slot.set(m.clone_box());
+        }
+        MemoSlot(slot)
+    }
 }
 
 impl TokTrie {
@@ -165,10 +189,11 @@ impl TokTrie {
         &self.token_ids[self.tok_starts[i] as usize..self.tok_starts[end] as usize]
     }
 
-    /// The plain-text slice of this trie's tokens ([`crate::vocab::slice`]), built on first use
-    /// ([`crate::Vocabulary`] builds it with the vocabulary, so no mask fill pays for it).
-    pub fn plain_slice(&self) -> &crate::vocab::slice::PlainSlice {
-        self.slice.get_or_init(|| Box::new(crate::vocab::slice::PlainSlice::new(self)))
+    /// The memo of type `T` (one type per trie: the plain-text slice), built by `build` on
+    /// first use.
+    pub(crate) fn memo<T: TrieMemo>(&self, build: impl FnOnce(&TokTrie) -> T) -> &T {
+        let m: &dyn std::any::Any = self.slice.0.get_or_init(|| Box::new(build(self))).as_ref();
+        m.downcast_ref::<T>().expect("a trie memoizes one type")
     }
 
     /// Nodes under the first bytes in `bytes`: what a walk from a state whose live bytes
@@ -257,7 +282,7 @@ impl TokTrie {
 
     /// Heap bytes used.
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + (self.below.len() + self.children.len()) * 4 + self.byte_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.get().map_or(0, |s| s.memory_bytes())
+        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + (self.below.len() + self.children.len()) * 4 + self.byte_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.0.get().map_or(0, |s| s.memory_bytes())
     }
 }
 
