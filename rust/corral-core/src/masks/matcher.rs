@@ -3,7 +3,8 @@
 use crate::masks::mask_fill::Filler;
 use crate::parser::cfg::Cfg;
 use crate::masks::ci_cache::Lexer;
-use crate::parser::earley::{hash_step, Parser};
+use crate::parser::earley::Parser;
+use crate::runtime::hash::hash_step;
 use crate::masks::mask_cache::{MaskCache, DEFAULT_MASK_CACHE_BYTES};
 use crate::masks::mask_fill::Kept;
 use crate::runtime::error::{Error, Result};

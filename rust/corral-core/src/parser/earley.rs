@@ -4,6 +4,7 @@
 //! Rows are created only at terminal boundaries; inside a terminal the DFA does the work.
 
 use crate::parser::cfg::{Cfg, Sym};
+use crate::runtime::hash::hash_step;
 use crate::parser::perm::PermStates;
 use rustc_hash::FxHashSet;
 
@@ -46,22 +47,6 @@ pub struct Parser {
     stamp: u32,
     /// Structural hashes of the first `hashes.len()` rows (see [`Parser::row_hash`]).
     hashes: Vec<u128>,
-}
-
-#[inline]
-fn mix64(mut x: u64) -> u64 {
-    // splitmix64 finaliser
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d049bb133111eb);
-    x ^ (x >> 31)
-}
-
-/// Combines `v` into a 128-bit running hash (two independent 64-bit lanes).
-#[inline]
-pub fn hash_step(h: u128, v: u64) -> u128 {
-    let lo = mix64((h as u64) ^ v.wrapping_mul(0x9e3779b97f4a7c15));
-    let hi = mix64(((h >> 64) as u64).wrapping_add(v ^ 0x5851f42d4c957f2d).rotate_left(17));
-    ((hi as u128) << 64) | lo as u128
 }
 
 const LINEAR_DEDUP: usize = 24;

@@ -162,9 +162,9 @@ impl PermStates {
         if let Some(&i) = self.index.get(&s) {
             return i;
         }
-        let mut h = crate::parser::earley::hash_step(s.count as u128, s.used.len() as u64);
+        let mut h = crate::runtime::hash::hash_step(s.count as u128, s.used.len() as u64);
         for &w in &s.used {
-            h = crate::parser::earley::hash_step(h, w);
+            h = crate::runtime::hash::hash_step(h, w);
         }
         let i = self.states.len() as u32;
         self.states.push(s.clone());

@@ -3,6 +3,7 @@
 pub(crate) mod budget;
 pub(crate) mod byteset;
 pub(crate) mod error;
+pub(crate) mod hash;
 pub(crate) mod limits;
 pub(crate) mod off_cpu;
 pub(crate) mod race_once;
