@@ -8,12 +8,10 @@
 //! the same text spelled by other tokens goes through the grammar's text symbols only.
 //!
 //! Names are resolved against the vocabulary when the grammar is paired with one
-//! ([`TokenClass::resolve`]): a name is first looked up among the tokenizer's added and
+//! (`TokenClass::resolve`, in [`crate::vocab::vocab`]): a name is first looked up among the tokenizer's added and
 //! special tokens ([`crate::Vocabulary::with_token_names`]), then among the tokens whose bytes
 //! are exactly the name.
 
-use crate::runtime::error::{Error, Result};
-use crate::vocab::vocab::Vocabulary;
 
 /// One token, by id or by its name in the tokenizer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -56,52 +54,12 @@ impl TokenClass {
             TokenClass::AllBut(v) => format!("any token but {}", list(v)),
         }
     }
-
-    /// The class's token ids as a bitmask of `vocab.mask_words()` words. Errors name a token
-    /// the vocabulary lacks or an id outside it.
-    pub fn resolve(&self, vocab: &Vocabulary) -> Result<Vec<u32>> {
-        let words = vocab.mask_words();
-        let n = vocab.num_tokens() as u32;
-        let mut listed = vec![0u32; words];
-        let refs = match self {
-            TokenClass::OneOf(v) | TokenClass::AllBut(v) => v,
-        };
-        for r in refs {
-            let (lo, hi) = match r {
-                TokenRef::Id(i) => (*i, *i),
-                TokenRef::Range(a, b) => (*a, *b),
-                TokenRef::Name(name) => {
-                    let id = vocab.token_id(name).ok_or_else(|| Error::Vocabulary(format!("the grammar names token {name:?}, which the vocabulary has neither as an added or special token nor as a token's text")))?;
-                    (id, id)
-                }
-            };
-            if lo > hi || hi >= n {
-                return Err(Error::Vocabulary(format!("the grammar names token {r}, outside the vocabulary's {n} token ids")));
-            }
-            for i in lo..=hi {
-                listed[i as usize / 32] |= 1 << (i % 32);
-            }
-        }
-        if let TokenClass::AllBut(_) = self {
-            for (i, w) in listed.iter_mut().enumerate() {
-                // Ids past the tokenizer (padding) stay out.
-                let lo = i as u32 * 32;
-                let valid = if lo + 32 <= n { u32::MAX } else if lo >= n { 0 } else { (1u32 << (n - lo)) - 1 };
-                *w = !*w & valid;
-            }
-            for &e in vocab.eos_token_ids() {
-                if e < n {
-                    listed[e as usize / 32] &= !(1 << (e % 32));
-                }
-            }
-        }
-        Ok(listed)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::vocab::Vocabulary;
 
     fn vocab() -> Vocabulary {
         let toks: Vec<Vec<u8>> = vec![b"a".to_vec(), b"b".to_vec(), vec![], vec![], b"<x>".to_vec()];

@@ -1,6 +1,7 @@
 //! A tokenizer's vocabulary as the matcher sees it: token id to exact bytes, special and
 //! end-of-sequence ids, the model-side size (padding included), and the token trie.
 
+use crate::frontend::token_class::{TokenClass, TokenRef};
 use crate::runtime::error::{Error, Result};
 use crate::masks::ci_cache::CiCache;
 use crate::vocab::toktrie::TokTrie;
@@ -182,5 +183,49 @@ impl Vocabulary {
         } else {
             Err(Error::Usage(format!("token id {id} is out of range for a vocabulary of size {}", self.size)))
         }
+    }
+}
+
+/// A grammar's token classes ([`crate::frontend::token_class`]) resolved against a vocabulary.
+impl TokenClass {
+    /// The class's token ids as a bitmask of `vocab.mask_words()` words. Errors name a token
+    /// the vocabulary lacks or an id outside it.
+    pub fn resolve(&self, vocab: &Vocabulary) -> Result<Vec<u32>> {
+        let words = vocab.mask_words();
+        let n = vocab.num_tokens() as u32;
+        let mut listed = vec![0u32; words];
+        let refs = match self {
+            TokenClass::OneOf(v) | TokenClass::AllBut(v) => v,
+        };
+        for r in refs {
+            let (lo, hi) = match r {
+                TokenRef::Id(i) => (*i, *i),
+                TokenRef::Range(a, b) => (*a, *b),
+                TokenRef::Name(name) => {
+                    let id = vocab.token_id(name).ok_or_else(|| Error::Vocabulary(format!("the grammar names token {name:?}, which the vocabulary has neither as an added or special token nor as a token's text")))?;
+                    (id, id)
+                }
+            };
+            if lo > hi || hi >= n {
+                return Err(Error::Vocabulary(format!("the grammar names token {r}, outside the vocabulary's {n} token ids")));
+            }
+            for i in lo..=hi {
+                listed[i as usize / 32] |= 1 << (i % 32);
+            }
+        }
+        if let TokenClass::AllBut(_) = self {
+            for (i, w) in listed.iter_mut().enumerate() {
+                // Ids past the tokenizer (padding) stay out.
+                let lo = i as u32 * 32;
+                let valid = if lo + 32 <= n { u32::MAX } else if lo >= n { 0 } else { (1u32 << (n - lo)) - 1 };
+                *w = !*w & valid;
+            }
+            for &e in vocab.eos_token_ids() {
+                if e < n {
+                    listed[e as usize / 32] &= !(1 << (e % 32));
+                }
+            }
+        }
+        Ok(listed)
     }
 }
