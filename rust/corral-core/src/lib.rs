@@ -40,13 +40,13 @@ pub use frontend::regex::parse_regex;
 pub use frontend::rx::{normalize_ranges, Rx};
 pub use frontend::token_class::{TokenClass, TokenRef};
 pub use masks::batch::fill_batch;
-pub use masks::ci_cache::{CiCache, CiEntry, Lexer};
 pub use masks::matcher::{CacheMiss, CompiledGrammar, Matcher};
 pub use parser::cfg::Cfg;
 pub use parser::grammar::Grammar;
 pub use runtime::byteset::ByteSet;
 pub use runtime::error::{Error, Location, Result};
 pub use runtime::limits::{Limits, LIMIT_HINT};
+pub use vocab::ci_cache::{CiCache, CiEntry, Lexer};
 pub use vocab::toktrie::TokTrie;
 pub use vocab::vocab::Vocabulary;
 
@@ -57,7 +57,8 @@ pub mod ebnf {
 
 /// Terminal automata by process-wide id (shared by every grammar that uses a terminal).
 pub mod intern {
-    pub use crate::automata::intern::{terminal, terminal_dfa};
+    pub use crate::automata::intern::terminal_dfa;
+    pub use crate::automata::term_dfa::terminal;
 }
 
 /// Terminal automata built at compile time or on first use.
@@ -72,7 +73,8 @@ pub mod budget {
 
 /// The background warm-up thread.
 pub mod warmup {
-    pub use crate::runtime::warmup::{drop_in_background, enabled, in_background, may_use_pool, wait_idle, warm};
+    pub use crate::masks::warm::warm;
+    pub use crate::runtime::warmup::{drop_in_background, enabled, in_background, may_use_pool, wait_idle};
 }
 
 /// Helper threads placed on another CPU than the caller's.

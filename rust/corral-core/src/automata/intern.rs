@@ -6,7 +6,6 @@ use crate::runtime::error::{Error, Result};
 use crate::automata::id_table::{second_chance, IdTable, MAX_IDS};
 use crate::runtime::limits::{Limits, LIMIT_HINT};
 use crate::frontend::rx::Rx;
-use crate::automata::term_dfa::TermDfa;
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -72,7 +71,7 @@ fn cached(id: u32) -> Option<Arc<Dfa>> {
 
 /// [`cached`], as a limit error when it has more states than `limits` allow (it may have been
 /// built under larger ones).
-fn cached_within(id: u32, limits: &Limits) -> Result<Option<Arc<Dfa>>> {
+pub(crate) fn cached_within(id: u32, limits: &Limits) -> Result<Option<Arc<Dfa>>> {
     match cached(id) {
         Some(d) => check_size(&d, limits).map(|()| Some(d)),
         None => Ok(None),
@@ -89,25 +88,8 @@ fn insert(id: u32, d: &Arc<Dfa>) {
     }
 }
 
-/// The terminal of `rx`: its automaton — cached, built now, or (when `defer` and
-/// [`crate::automata::det_concat::deferrable`] allows) left to be built on first use
-/// ([`TermDfa`]) — and its process-wide id.
-pub fn terminal(rx: &Rx, limits: &Limits, defer: bool) -> Result<(TermDfa, u32)> {
-    let id = terminal_id(rx)?;
-    if let Some(d) = cached_within(id, limits)? {
-        return Ok((TermDfa::built(d, id), id));
-    }
-    if defer {
-        if let Some(d) = crate::automata::det_concat::deferrable(rx, crate::automata::dfa::state_limit(limits)) {
-            return Ok((TermDfa::deferred(rx.clone(), id, d), id));
-        }
-    }
-    let d = build(rx, id, limits)?;
-    Ok((TermDfa::built(d, id), id))
-}
-
 /// Builds the automaton of terminal `id` (expression `rx`) and caches it.
-fn build(rx: &Rx, id: u32, limits: &Limits) -> Result<Arc<Dfa>> {
+pub(crate) fn build(rx: &Rx, id: u32, limits: &Limits) -> Result<Arc<Dfa>> {
     let d = Arc::new(Dfa::from_rx(rx, limits)?);
     insert(id, &d);
     check_size(&d, limits)?;

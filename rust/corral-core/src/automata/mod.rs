@@ -1,6 +1,7 @@
 //! Automata: each terminal's [`rx::Rx`](crate::frontend::rx::Rx) compiled to a byte-level DFA, with the process-wide caches and ids of terminal languages.
 
 pub(crate) mod bounded_repeat;
+pub(crate) mod canonical;
 pub(crate) mod construct;
 pub(crate) mod det_concat;
 pub(crate) mod dfa;

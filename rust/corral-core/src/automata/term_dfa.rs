@@ -56,6 +56,8 @@
 
 use crate::automata::dfa::Dfa;
 use crate::frontend::rx::Rx;
+use crate::runtime::error::Result;
+use crate::runtime::limits::Limits;
 use std::sync::{Arc, OnceLock};
 
 /// Longest a caller spins while another thread of this process builds the automaton, before
@@ -145,7 +147,7 @@ impl TermDfa {
         let rx = self.rx.as_ref().expect("an unbuilt automaton keeps its expression");
         let built = crate::automata::intern::build_deferred(rx, self.gid);
         let d = self.dfa.get_or_init(|| built);
-        crate::runtime::warmup::canonical_after_build(d);
+        crate::automata::canonical::canonical_after_build(d);
         d
     }
 
@@ -227,4 +229,56 @@ pub fn build_all(terms: &[Arc<TermDfa>]) {
 pub fn defer_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| !std::env::var("CORRAL_DEFER_AUTOMATA").is_ok_and(|v| v.trim() == "0"))
+}
+
+/// Queues the construction of the deferred automata `terms` ([`crate::automata::term_dfa`]), in order,
+/// each followed by its canonical states for tokens of at most `k` bytes (what the
+/// canonical-state jobs do for the automata the compile built). Queued at the front of the
+/// urgent jobs — a fill that meets an automaton not built yet builds it, while one that meets
+/// missing canonical states only keys its entries by the states themselves — so only a
+/// `crate::masks::warm::submit_first` queued after it runs first; when a later compile queues one while the
+/// builds run, they stop between automata to let it run. Without a background thread does
+/// nothing (the fills build them).
+pub fn build_in_background(terms: Vec<Arc<TermDfa>>, k: usize) {
+    if !crate::runtime::warmup::enabled() {
+        return;
+    }
+    crate::automata::canonical::set_canon_depth(k);
+    if terms.is_empty() {
+        return;
+    }
+    let job: crate::runtime::warmup::Job = Box::new(move || {
+        // (Read when the job starts: this compile's own `submit_first`, queued after it, has
+        // run by then.)
+        let mut seen = crate::runtime::warmup::first_submits();
+        for t in &terms {
+            let now = crate::runtime::warmup::first_submits();
+            if now != seen {
+                seen = now;
+                crate::runtime::warmup::drain_urgent();
+            }
+            let d = t.get();
+            if d.defer_canonical() {
+                d.compute_canonical(k);
+            }
+        }
+    });
+    crate::runtime::warmup::queue_urgent_front(job);
+}
+
+/// The terminal of `rx`: its automaton (by its process-wide id, [`crate::automata::intern`]) — cached, built now, or (when `defer` and
+/// [`crate::automata::det_concat::deferrable`] allows) left to be built on first use
+/// ([`TermDfa`]) — and its process-wide id.
+pub fn terminal(rx: &Rx, limits: &Limits, defer: bool) -> Result<(TermDfa, u32)> {
+    let id = crate::automata::intern::terminal_id(rx)?;
+    if let Some(d) = crate::automata::intern::cached_within(id, limits)? {
+        return Ok((TermDfa::built(d, id), id));
+    }
+    if defer {
+        if let Some(d) = crate::automata::det_concat::deferrable(rx, crate::automata::dfa::state_limit(limits)) {
+            return Ok((TermDfa::deferred(rx.clone(), id, d), id));
+        }
+    }
+    let d = crate::automata::intern::build(rx, id, limits)?;
+    Ok((TermDfa::built(d, id), id))
 }

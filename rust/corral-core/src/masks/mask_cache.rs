@@ -15,7 +15,7 @@
 //! itself. Bounded by a byte budget that counts shared bitmasks too (the token-set cache may
 //! drop their entries first); when full it starts over.
 
-use crate::masks::token_set::TokenSet;
+use crate::vocab::token_set::TokenSet;
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,4 @@
-//! Filling a next-token bitmask from the level caches of [`crate::masks::ci_cache`].
+//! Filling a next-token bitmask from the level caches of [`crate::vocab::ci_cache`].
 //!
 //! Level 0 is a copy of the cached context-independent set. For each group of trie nodes
 //! where terminals could end, the parser pushes one row (the only context-dependent work),
@@ -16,10 +16,10 @@
 //! chart has one row per trie node at most (exact either way).
 
 use crate::parser::cfg::Cfg;
-use crate::masks::ci_cache::{CiCache, CiEntry, Level, Lexer, MAX_KEY_LEXEMES};
+use crate::vocab::ci_cache::{CiCache, CiEntry, Level, Lexer, MAX_KEY_LEXEMES};
 use crate::parser::earley::Parser;
 use crate::parser::step::{start_lexemes, step, Lexeme, StepScratch};
-use crate::masks::token_set::{set_ids, TokenSet, MAX_LISTED};
+use crate::vocab::token_set::{set_ids, TokenSet, MAX_LISTED};
 use crate::vocab::toktrie::TokTrie;
 use std::sync::Arc;
 

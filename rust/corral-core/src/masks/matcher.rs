@@ -2,7 +2,7 @@
 
 use crate::masks::mask_fill::Filler;
 use crate::parser::cfg::Cfg;
-use crate::masks::ci_cache::Lexer;
+use crate::vocab::ci_cache::Lexer;
 use crate::parser::earley::Parser;
 use crate::runtime::hash::hash_step;
 use crate::masks::mask_cache::{MaskCache, DEFAULT_MASK_CACHE_BYTES};
@@ -10,7 +10,7 @@ use crate::masks::mask_fill::Kept;
 use crate::runtime::error::{Error, Result};
 use crate::parser::grammar::Grammar;
 use crate::parser::step::{start_lexemes, step, step_completing, Lexeme, StepScratch, NO_ROW};
-use crate::masks::token_set::TokenSet;
+use crate::vocab::token_set::TokenSet;
 use crate::vocab::vocab::Vocabulary;
 use std::sync::Arc;
 
@@ -63,8 +63,8 @@ impl CompiledGrammar {
         let depth = vocab.trie().max_depth();
         let (big, small): (Vec<Arc<crate::automata::dfa::Dfa>>, Vec<Arc<crate::automata::dfa::Dfa>>) =
             cfg.terminals.iter().filter_map(|t| t.automaton.if_built()).filter(|d| !d.has_canonical(depth)).cloned().partition(|d| d.num_states() >= EAGER_CANONICAL_STATES);
-        let big = crate::runtime::warmup::canonical_in_background(big, depth);
-        let _left_to_fills = crate::runtime::warmup::canonical_in_background(small, depth);
+        let big = crate::automata::canonical::canonical_in_background(big, depth);
+        let _left_to_fills = crate::automata::canonical::canonical_in_background(small, depth);
         match big.as_slice() {
             [] => {}
             [d] => d.compute_canonical(depth),
@@ -78,15 +78,15 @@ impl CompiledGrammar {
         // Automata whose construction lowering deferred ([`crate::automata::term_dfa`]) are built by
         // the background thread: the nearest terminals' with their warm-up, then the rest
         // in order of distance from the start, each with its canonical states
-        // ([`crate::runtime::warmup::build_in_background`], queued at the front before the nearest
+        // ([`crate::automata::term_dfa::build_in_background`], queued at the front before the nearest
         // terminals' warm-up is, so it runs right after it), ahead of the other canonical
         // states and warm-ups; a fill that meets one first builds it itself. (Without a
         // background thread, the fills build them and compute their canonical states.)
         let order = cfg.terminals_by_distance();
         let first: Vec<Arc<crate::automata::term_dfa::TermDfa>> = order.iter().take(FIRST_WARMED).map(|&t| cfg.terminals[t as usize].automaton.clone()).collect();
-        crate::runtime::warmup::build_in_background(order.iter().map(|&t| cfg.terminals[t as usize].automaton.clone()).filter(|a| a.if_built().is_none()).collect(), depth);
-        crate::runtime::warmup::submit_first(first, vocab.clone());
-        crate::runtime::warmup::submit(cfg.terminals.iter().map(|t| t.automaton.clone()).collect(), vocab.clone());
+        crate::automata::term_dfa::build_in_background(order.iter().map(|&t| cfg.terminals[t as usize].automaton.clone()).filter(|a| a.if_built().is_none()).collect(), depth);
+        crate::masks::warm::submit_first(first, vocab.clone());
+        crate::masks::warm::submit(cfg.terminals.iter().map(|t| t.automaton.clone()).collect(), vocab.clone());
         let token_terms = Self::token_terms(grammar, &vocab).map(|(t, bits)| (t, bits.unwrap_or_else(|_| vec![0; vocab.mask_words()]).into())).collect();
         CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks, token_terms }
     }
@@ -357,7 +357,7 @@ impl Matcher {
     /// is written; on a miss, what [`Matcher::fill_missed`] needs to fill it (`mask` is then
     /// unspecified). A caller that releases a lock around fills (the Python binding, the GIL)
     /// can skip that for hits. A position whose key is new is looked up again by what its
-    /// lexemes' states still accept ([`crate::masks::ci_cache::Lexer::key`]); computing that key can read an
+    /// lexemes' states still accept ([`crate::vocab::ci_cache::Lexer::key`]); computing that key can read an
     /// automaton's language or canonical-state tables for the first time (tens of
     /// microseconds, once per state), which a fill would otherwise do itself; on a miss the
     /// fill computes the same keys again for its first level (tens of nanoseconds a lexeme).

@@ -500,7 +500,7 @@ impl Lowerer<'_> {
             None => {
                 // (Deferred when it can be: built after the compile, or at the end of
                 // lowering with `CORRAL_DEFER_AUTOMATA=0`.)
-                let (automaton, gid) = crate::automata::intern::terminal(rx, self.limits, true)?;
+                let (automaton, gid) = crate::automata::term_dfa::terminal(rx, self.limits, true)?;
                 let t = self.terminals.len() as u32;
                 self.terminals.push(Terminal { automaton: std::sync::Arc::new(automaton), label: self.label.clone(), gid, tokens: None });
                 self.term_index.insert(rx.clone(), t);
@@ -594,7 +594,7 @@ impl Lowerer<'_> {
                 // Its automaton is never run (no lexeme of it starts): a language of its own,
                 // which no text reaches, keeps its process-wide id apart from every other.
                 let marker = [&b"\xff\xfetoken "[..], format!("{class:?}").as_bytes()].concat();
-                let (automaton, gid) = crate::automata::intern::terminal(&Rx::Literal(marker), self.limits, false)?;
+                let (automaton, gid) = crate::automata::term_dfa::terminal(&Rx::Literal(marker), self.limits, false)?;
                 let t = self.terminals.len() as u32;
                 self.terminals.push(Terminal { automaton: std::sync::Arc::new(automaton), label: class.label(), gid, tokens: Some(class.clone()) });
                 self.token_classes.insert((**class).clone(), t);

@@ -1,5 +1,5 @@
-//! Background warm-up: the per-terminal work a lazy engine would do at its first fills,
-//! done on one process-wide background thread right after a grammar is compiled.
+//! The background warm-up thread and its job queues: the per-terminal work a lazy engine would
+//! do at its first fills, done on one process-wide thread right after a grammar is compiled.
 //!
 //! The first fill that meets a terminal pays for the tables its cache keys need (canonical
 //! states, [`crate::automata::dfa::Dfa::canonical_state`]; language ids of string-like states) and for
@@ -11,17 +11,17 @@
 //! the thread has not computed yet keys its entries by the states themselves (correct, shared
 //! by nothing) rather than waiting or computing it twice.
 //!
-//! The terminals nearest the grammar's start ([`submit_first`]) go first, ahead of everything
+//! The terminals nearest the grammar's start ([`crate::masks::warm::submit_first`]) go first, ahead of everything
 //! queued: the fill right after a compile's first token (a root object's key position, after
 //! `{"`) needs their entries within tens of microseconds of the compile, and behind every
 //! automaton's canonical states they were ready only milliseconds later.
 //!
 //! Right behind them, the same thread builds the automata whose construction the compile
-//! deferred ([`build_in_background`], [`crate::automata::term_dfa`]), nearest the start first, each
+//! deferred ([`crate::automata::term_dfa::build_in_background`]), nearest the start first, each
 //! with its canonical states.
 //!
 //! Then the same thread computes the canonical states of every automaton built by the compile
-//! ([`canonical_in_background`]) ahead of the rest of the warm-up: a length-bounded string's
+//! ([`crate::automata::canonical::canonical_in_background`]) ahead of the rest of the warm-up: a length-bounded string's
 //! thousands of states take milliseconds, a key automaton's decision that it needs no table
 //! tens of microseconds, and until they exist fills key their caches by the states themselves
 //! (correct, but shared by nothing) instead of waiting.
@@ -34,29 +34,13 @@
 //! then compiling computes the large automata's canonical states itself, and the fills the
 //! others' when they first meet them (and build the deferred automata they meet).
 
-use crate::masks::ci_cache::Lexer;
-use crate::automata::dfa::{Dfa, DEAD};
-use crate::automata::term_dfa::TermDfa;
-use crate::vocab::vocab::Vocabulary;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Most time one grammar's warm-up may take; the rest is left to the fills.
-pub const MAX_WARMUP: Duration = Duration::from_millis(200);
-
-/// Most time the warm-up of one grammar's nearest terminals may take ([`submit_first`]): it
-/// runs ahead of everything queued without yielding, so compiles arriving back to back must
-/// not keep the rest of the queue waiting long.
-const MAX_FIRST_WARMUP: Duration = Duration::from_millis(20);
-
-/// Automata with more states are skipped: their opening walks are no more likely to be
-/// needed than any other (their canonical states are computed ahead of the warm-up).
-const MAX_STATES: usize = 4096;
-
-type Job = Box<dyn FnOnce() + Send>;
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
 struct Worker {
     tx: Mutex<Sender<Job>>,
@@ -192,12 +176,6 @@ pub fn enabled() -> bool {
     worker().is_some()
 }
 
-/// Queues the warm-up of the terminals `dfas` against `vocab`. Returns at once; does nothing
-/// when warm-up is off.
-pub fn submit(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
-    in_background(move || warm(&dfas, &vocab, MAX_WARMUP));
-}
-
 /// Most jobs queued for [`drop_in_background`] to queue one more.
 const MAX_PENDING_DROPS: usize = 64;
 
@@ -227,22 +205,6 @@ pub fn in_background(job: impl FnOnce() + Send + 'static) -> bool {
     sent.is_ok()
 }
 
-/// Queues the warm-up of the terminals `dfas` ahead of every job already queued (canonical
-/// states included): the terminals a generation meets first, whose entries the first fills
-/// after compiling need (a JSON object's keys after its opening brace) — queued behind the
-/// canonical states of every automaton, they were ready only milliseconds later. Until an
-/// automaton's canonical states exist, fills and this warm-up key its entries by the states
-/// themselves, so the two meet in the cache. Does nothing when warm-up is off.
-pub fn submit_first(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
-    let Some(w) = worker() else { return };
-    if dfas.is_empty() {
-        return;
-    }
-    let job: Job = Box::new(move || warm_terminals(&dfas, &vocab, MAX_FIRST_WARMUP, false));
-    queue_urgent(w, |q| q.push_front(job), 1);
-    FIRST_SUBMITS.fetch_add(1, Ordering::AcqRel);
-}
-
 /// Adds `queued` jobs to the urgent queue through `push` (under its lock) and wakes the thread
 /// with a no-op on the channel; without a thread (it could not start) runs them here.
 fn queue_urgent(w: &Worker, push: impl FnOnce(&mut VecDeque<Job>), queued: usize) {
@@ -255,75 +217,53 @@ fn queue_urgent(w: &Worker, push: impl FnOnce(&mut VecDeque<Job>), queued: usize
     }
 }
 
-/// Hands the canonical states of `dfas` (for tokens of at most `k` bytes) to the background
-/// thread, ahead of every warm-up, and returns at once with the automata it did not take —
-/// all of them when warm-up is off (the caller then computes them). Automata whose table
-/// exists or is being computed already are dropped.
-pub fn canonical_in_background(dfas: Vec<Arc<Dfa>>, k: usize) -> Vec<Arc<Dfa>> {
-    let Some(w) = worker() else { return dfas };
-    let jobs: Vec<Job> = dfas.into_iter().filter(|d| d.defer_canonical()).map(|d| -> Job { Box::new(move || d.compute_canonical(k)) }).collect();
+/// Grammars whose nearest terminals were queued (`crate::masks::warm::submit_first`, through
+/// [`queue_first`]) so far in this process: a running `build_in_background`
+/// ([`crate::automata::term_dfa`]) yields when a later compile has queued its own.
+static FIRST_SUBMITS: AtomicUsize = AtomicUsize::new(0);
+
+/// [`FIRST_SUBMITS`] now.
+pub(crate) fn first_submits() -> usize {
+    FIRST_SUBMITS.load(Ordering::Acquire)
+}
+
+/// Queues `job` at the front of the urgent jobs, as the warm-up of a grammar's nearest
+/// terminals, and counts it in [`FIRST_SUBMITS`]. Does nothing without a thread.
+pub(crate) fn queue_first(job: Job) {
+    let Some(w) = worker() else { return };
+    queue_urgent(w, |q| q.push_front(job), 1);
+    FIRST_SUBMITS.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Queues `job` at the front of the urgent jobs. Returns false, and drops `job`, without a
+/// thread.
+pub(crate) fn queue_urgent_front(job: Job) -> bool {
+    let Some(w) = worker() else { return false };
+    queue_urgent(w, |q| q.push_front(job), 1);
+    true
+}
+
+/// Queues `jobs` behind the urgent jobs queued so far (none when `jobs` is empty). Returns
+/// false, and drops them, without a thread.
+pub(crate) fn queue_urgent_back(jobs: Vec<Job>) -> bool {
+    let Some(w) = worker() else { return false };
     if !jobs.is_empty() {
         let n = jobs.len();
         queue_urgent(w, |q| q.extend(jobs), n);
     }
-    Vec::new()
+    true
 }
 
-/// The token depth of the last compile's canonical states (see [`canonical_after_build`]); 0
-/// before any.
-static CANON_DEPTH: AtomicUsize = AtomicUsize::new(0);
-
-/// Hands the canonical states of `d`, a deferred automaton a fill has just built
-/// ([`crate::automata::term_dfa`]), to the background thread, as the compile does for the automata it
-/// built: otherwise the fill that meets its first state computes them itself (a
-/// length-bounded string's table took 1.3 ms inside such a fill). Does nothing on the
-/// background thread itself (its builds are followed by the computation), without one, or
-/// before any compile.
-pub fn canonical_after_build(d: &Arc<Dfa>) {
-    let k = CANON_DEPTH.load(Ordering::Acquire);
-    if k == 0 || std::thread::current().name() == Some(THREAD_NAME) {
-        return;
+/// Runs the urgent jobs queued so far, here (called by long jobs between their steps).
+pub(crate) fn drain_urgent() {
+    if let Some(w) = worker() {
+        drain(&w.urgent, &w.pending);
     }
-    let _ = canonical_in_background(vec![d.clone()], k);
 }
 
-/// Grammars whose nearest terminals were queued ([`submit_first`]) so far in this process: a
-/// running [`build_in_background`] yields when a later compile has queued its own.
-static FIRST_SUBMITS: AtomicUsize = AtomicUsize::new(0);
-
-/// Queues the construction of the deferred automata `terms` ([`crate::automata::term_dfa`]), in order,
-/// each followed by its canonical states for tokens of at most `k` bytes (what the
-/// canonical-state jobs do for the automata the compile built). Queued at the front of the
-/// urgent jobs — a fill that meets an automaton not built yet builds it, while one that meets
-/// missing canonical states only keys its entries by the states themselves — so only a
-/// [`submit_first`] queued after it runs first; when a later compile queues one while the
-/// builds run, they stop between automata to let it run. Without a background thread does
-/// nothing (the fills build them).
-pub fn build_in_background(terms: Vec<Arc<TermDfa>>, k: usize) {
-    let Some(w) = worker() else { return };
-    CANON_DEPTH.store(k, Ordering::Release);
-    if terms.is_empty() {
-        return;
-    }
-    let job: Job = Box::new(move || {
-        // (Read when the job starts: this compile's own `submit_first`, queued after it, has
-        // run by then.)
-        let mut seen = FIRST_SUBMITS.load(Ordering::Acquire);
-        for t in &terms {
-            let now = FIRST_SUBMITS.load(Ordering::Acquire);
-            if now != seen {
-                seen = now;
-                if let Some(w) = worker() {
-                    drain(&w.urgent, &w.pending);
-                }
-            }
-            let d = t.get();
-            if d.defer_canonical() {
-                d.compute_canonical(k);
-            }
-        }
-    });
-    queue_urgent(w, |q| q.push_front(job), 1);
+/// Whether the calling thread is the warm-up thread, by its name.
+pub(crate) fn is_warmup_thread() -> bool {
+    std::thread::current().name() == Some(THREAD_NAME)
 }
 
 /// Blocks until every queued warm-up has finished (for tests and benchmarks that want to
@@ -332,50 +272,6 @@ pub fn wait_idle() {
     if let Some(w) = worker() {
         while w.pending.load(Ordering::Acquire) > 0 {
             std::thread::sleep(Duration::from_micros(200));
-        }
-    }
-}
-
-/// The warm-up itself (also callable directly): for each terminal, in grammar order, its
-/// canonical states, and the cache entries of its start state and of the states one byte in
-/// (after a string's opening quote) — which computes their language ids on the way. Stops
-/// after `budget`.
-pub fn warm(dfas: &[Arc<TermDfa>], vocab: &Vocabulary, budget: Duration) {
-    warm_terminals(dfas, vocab, budget, true)
-}
-
-/// [`warm`], running the queued urgent jobs between terminals when `yield_to_urgent`.
-fn warm_terminals(dfas: &[Arc<TermDfa>], vocab: &Vocabulary, budget: Duration, yield_to_urgent: bool) {
-    let t0 = Instant::now();
-    let trie = vocab.trie();
-    let depth = trie.max_depth();
-    let words = vocab.mask_words();
-    let cache = vocab.cache();
-    let urgent = worker().filter(|_| yield_to_urgent);
-    for term in dfas {
-        if let Some(w) = urgent {
-            drain(&w.urgent, &w.pending);
-        }
-        if t0.elapsed() > budget {
-            return;
-        }
-        let dfa = term.get();
-        let start = dfa.start();
-        // (An empty language's start is the dead state: nothing to walk.)
-        if dfa.num_states() > MAX_STATES || start == DEAD {
-            continue;
-        }
-        dfa.canonical_state(start, depth);
-        let mut states = vec![start];
-        for b in 0..=255u8 {
-            let s = dfa.next(start, b);
-            if s != DEAD && !states.contains(&s) {
-                states.push(s);
-            }
-        }
-        for s in states {
-            let l = Lexer { dfa, state: s, gid: term.gid() };
-            cache.get(trie, &[l.key(depth)], || vec![l], words);
         }
     }
 }
@@ -439,11 +335,11 @@ mod tests {
         let class = crate::frontend::byte_automaton::ByteAutomaton::new(vec![vec![(b'a', b'c', 1)], vec![]], vec![false, true], 0);
         let body = Rx::Repeat { inner: std::sync::Arc::new(Rx::Automaton(Arc::new(class))), min: 0, max: Some(40) };
         let rx = Rx::Concat(vec![Rx::Literal(b"\"".to_vec()), body, Rx::Literal(b"\"".to_vec()), Rx::Literal(b"#canon-test".to_vec())].into());
-        let (t, _) = crate::automata::intern::terminal(&rx, &crate::runtime::limits::Limits::default(), true).unwrap();
+        let (t, _) = crate::automata::term_dfa::terminal(&rx, &crate::runtime::limits::Limits::default(), true).unwrap();
         assert!(t.if_built().is_none(), "deferred");
         let k = 16;
         // (A compile sets the depth when it queues its own deferred automata: none here.)
-        super::build_in_background(vec![Arc::new(crate::automata::intern::terminal(&Rx::Literal(b"#canon-other".to_vec()), &crate::runtime::limits::Limits::default(), true).unwrap().0)], k);
+        crate::automata::term_dfa::build_in_background(vec![Arc::new(crate::automata::term_dfa::terminal(&Rx::Literal(b"#canon-other".to_vec()), &crate::runtime::limits::Limits::default(), true).unwrap().0)], k);
         super::wait_idle();
         let d = t.get().clone();
         super::wait_idle();

@@ -3,7 +3,7 @@
 
 use crate::frontend::token_class::{TokenClass, TokenRef};
 use crate::runtime::error::{Error, Result};
-use crate::masks::ci_cache::CiCache;
+use crate::vocab::ci_cache::CiCache;
 use crate::vocab::toktrie::TokTrie;
 
 /// Token id to bytes, built once per tokenizer and shared (`Send + Sync`). Besides the

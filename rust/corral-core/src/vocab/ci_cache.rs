@@ -12,7 +12,7 @@
 
 use crate::runtime::byteset::ByteSet;
 use crate::automata::dfa::{Dfa, DEAD};
-use crate::masks::token_set::{TokenCollector, TokenSet, MAX_NEAR};
+use crate::vocab::token_set::{TokenCollector, TokenSet, MAX_NEAR};
 use crate::vocab::toktrie::TokTrie;
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
