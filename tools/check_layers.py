@@ -8,9 +8,9 @@ are left out. A module is a file (`layer/module.rs`); in corral-schema, a top-le
 its folder (`compile/…` is `compile`). corral-core's layers and the ones each may import are
 declared in LAYERS below.
 
-Python: module-level `import corral.x` / `from corral[.x] import …` / `from . import …` lines
-between the modules of python/corral (imports inside functions are run-time, not import-time,
-dependencies and are left out).
+Python: every `import corral.x` / `from corral[.x] import …` / `from .x import …` between the
+modules of python/corral, inside functions too (imports of the package's `__init__`, its
+public facade, are not counted).
 
 Usage: python3 tools/check_layers.py [--repo DIR]   (exit status 1 and a list of problems if any)
 """
@@ -241,15 +241,17 @@ def root_reexports(lib: Path, depth: int) -> dict[str, str]:
 # Python package.
 
 def python_module_graph(pkg: Path) -> tuple[dict[str, dict[str, int]], dict[str, Path]]:
+    """Module -> {imported module: first line} for the modules of package `pkg`. Every import
+    counts, those inside functions included (a deferred import is still a dependency: cli and
+    demo importing each other's helpers is a cycle). Imports of the package itself (`import
+    corral`, `from corral import X` for a name that is not a module) reach its `__init__`,
+    the public facade, and are not counted."""
     name = pkg.name
-    mods = {f.stem: f for f in pkg.glob("*.py")}
+    mods = {f.stem: f for f in pkg.glob("*.py") if f.stem != "__init__"}
     graph: dict[str, dict[str, int]] = {m: {} for m in mods}
     for mod, f in mods.items():
         tree = ast.parse(f.read_text(encoding="utf-8"), str(f))
-        # Module-level statements, including those under if/try at module level (not in defs).
-        stack = list(tree.body)
-        while stack:
-            node = stack.pop()
+        for node in ast.walk(tree):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name.split(".")[1] for a in node.names if a.name.startswith(name + ".")]
@@ -260,11 +262,6 @@ def python_module_graph(pkg: Path) -> tuple[dict[str, dict[str, int]], dict[str,
                 elif node.level == 0 and (base == name or base.startswith(name + ".")):
                     rest = base[len(name) + 1:]
                     targets = [rest.split(".")[0]] if rest else [a.name for a in node.names]
-            elif isinstance(node, (ast.If, ast.Try)):
-                for field in ("body", "orelse", "finalbody"):
-                    stack.extend(getattr(node, field, []))
-                for h in getattr(node, "handlers", []):
-                    stack.extend(h.body)
             for t in targets:
                 if t in mods and t != mod:
                     graph[mod].setdefault(t, node.lineno)

@@ -16,7 +16,7 @@
 //! each used once (session 23).
 
 use crate::cdfa::CDfa;
-use crate::numbers::{Dec, Op};
+use crate::decimal::{Dec, Op};
 use std::cmp::Ordering;
 
 /// A comparison so far: equal, smaller, larger (`Ordering` as one byte).

@@ -40,10 +40,7 @@ const T_NUMS: u8 = T_INT | T_NUM;
 /// Largest number of states of a code-point automaton built while compiling.
 const DFA_LIMIT: usize = 50_000;
 
-/// Largest code-point automaton made one terminal (and four times that in bytes); larger
-/// ones become one rule per state. `uri-reference` has 182 states; the exact leap seconds of
-/// `date-time` (11,007) stay rules.
-pub(crate) const AUTOMATON_TERMINAL_STATES: usize = 2000;
+pub(crate) use crate::encode::AUTOMATON_TERMINAL_STATES;
 
 /// The code-point automaton of a pattern or format (`key`), built once per process: formats
 /// and common patterns recur across schemas. Outcomes are deterministic (a pattern is too
