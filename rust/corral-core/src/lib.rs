@@ -4,18 +4,20 @@
 //!
 //! # Map of the layers
 //!
-//! Each folder is a layer; data flows down this list, and a layer imports only the layers
-//! above it here (`tools/check_layers.py` enforces this, and that no module imports cycle).
+//! Each folder is a layer, listed in import order: a layer imports only layers listed before
+//! it (parser and vocab not each other). Data flows from `frontend/` down to `apply/`;
+//! `runtime/` is beneath all. `tools/check_layers.py` (in `make test`) enforces the order and
+//! that no two modules import each other, directly or around a cycle.
 //!
 //! | layer | holds |
 //! |---|---|
-//! | `runtime/` | beneath all: [`Error`], [`Limits`], the compile budget, the background warm-up thread, helper-thread placement, `ByteSet`, race-once memos |
-//! | `frontend/` | syntax to ASTs: GBNF (`ebnf`), regex (`regex` → `rx::Rx`), byte automata built by a front end (`byte_automaton`), token classes |
-//! | `automata/` | one terminal's `Rx` → NFA → DFA (`nfa`, `dfa`, `det_concat`, `bounded_repeat`), state equivalence (`kequiv`), language ids (`fingerprint`), terminal caches and ids (`intern`, `id_table`), terminals built on first use (`term_dfa`) |
-//! | `parser/` | the AST lowered (`lower`) to a CFG over DFA terminals (`cfg`), the compiled [`Grammar`], the Earley parser (`earley`, `perm` for any-order members) and the joint byte step (`step`) |
-//! | `vocab/` | the [`Vocabulary`], its token trie (`toktrie`) and plain-text slice (`slice`) |
-//! | `masks/` | token sets cached per lexer state (`ci_cache`), whole-mask cache, mask filling, the [`Matcher`] and [`CompiledGrammar`], batch fills |
-//! | `apply/` | a bitmask applied to logits rows (`logits`, x86-64 kernels in `logits_simd`) |
+//! | `runtime/` | beneath all: [`Error`], [`Limits`], the compile `budget`, the background `warmup` thread and its queues, helper-thread placement (`off_cpu`), [`ByteSet`], `hash`, `race_once` memos |
+//! | `frontend/` | syntax to ASTs: GBNF (`ebnf`), regex (`regex` → [`Rx`], `rx`), automata built directly by a front end ([`ByteAutomaton`]), token classes (`token_class`) |
+//! | `automata/` | one terminal's `Rx` → NFA → [`Dfa`] (`construct` picks `bounded_repeat`, `det_concat` or `nfa`; `dfa`, `live_sets`), state equivalence (`kequiv`), language ids (`fingerprint`), terminal ids and caches (`intern`, `id_table`), terminals built on first use (`term_dfa`), canonical states on the warm-up thread (`canonical`) |
+//! | `parser/` | the AST lowered (`lower`) to a [`Cfg`] over DFA terminals, the compiled [`Grammar`], the Earley parser (`earley`; `perm` for any-order members) and the joint byte step (`step`) |
+//! | `vocab/` | the [`Vocabulary`], its [`TokTrie`] and plain-text `slice`, and the token sets per lexer state it caches ([`CiCache`] in `ci_cache`, `token_set`) |
+//! | `masks/` | next-token bitmasks: the whole-mask cache (`mask_cache`), filling (`mask_fill`), the [`Matcher`] and [`CompiledGrammar`] (`matcher`), [`fill_batch`] (`batch`), the warm-up of a grammar's terminals (`warm`) |
+//! | `apply/` | a bitmask applied to logits rows ([`mask_rows`] in `logits`; x86-64 kernels in `logits_simd`) |
 //!
 //! `testutil` (tests, benches and examples; `cfg(test)` or the `testing` feature) reads any layer.
 //!

@@ -1,4 +1,5 @@
-//! Automata: each terminal's [`rx::Rx`](crate::frontend::rx::Rx) compiled to a byte-level DFA, with the process-wide caches and ids of terminal languages.
+//! Automata: each terminal's [`Rx`](crate::frontend::rx::Rx) compiled to a byte-level DFA, with
+//! the process-wide caches and ids of terminal languages.
 
 pub(crate) mod bounded_repeat;
 pub(crate) mod canonical;

@@ -1,4 +1,5 @@
-//! Front ends: grammar and regex syntax to ASTs ([`ebnf`], [`regex`] to [`rx`]), the byte automata front ends build directly, and token classes.
+//! Front ends: grammar and regex syntax to ASTs ([`ebnf`], [`regex`] to [`rx`]), the byte
+//! automata front ends build directly, and token classes.
 
 pub(crate) mod byte_automaton;
 pub(crate) mod ebnf;

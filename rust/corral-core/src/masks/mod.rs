@@ -1,4 +1,5 @@
-//! Masks: next-token bitmasks from the parser state and the vocabulary, the caches behind them, and the per-sequence matcher.
+//! Masks: next-token bitmasks from the parser state and the vocabulary: the whole-mask cache,
+//! filling, the per-sequence matcher, batch fills, and the warm-up of a grammar's terminals.
 
 pub(crate) mod batch;
 pub(crate) mod mask_cache;

@@ -1,4 +1,5 @@
-//! Parser: the grammar lowered to a CFG over automaton terminals, and the Earley parser that runs it one byte at a time.
+//! Parser: the grammar lowered to a CFG over automaton terminals, and the Earley parser that
+//! runs it one byte at a time.
 
 pub(crate) mod cfg;
 pub(crate) mod earley;

@@ -1,4 +1,5 @@
-//! Runtime: errors, limits and budgets, background threads, and the small shared types beneath every layer.
+//! Runtime: errors, limits and budgets, background threads, and the small shared types beneath
+//! every layer.
 
 pub(crate) mod budget;
 pub(crate) mod byteset;

@@ -1,4 +1,5 @@
-//! Vocabulary: a tokenizer's tokens as bytes, their trie, and the plain-text slice of it.
+//! Vocabulary: a tokenizer's tokens as bytes, their trie, the plain-text slice of it, and the
+//! token sets per lexer state that the vocabulary caches for every grammar.
 
 pub(crate) mod ci_cache;
 pub(crate) mod slice;
