@@ -1,4 +1,4 @@
-//! The plain-text slice ([`corral_core::slice`]) gives exactly what a walk of the whole trie
+//! The plain-text slice (corral-core's `vocab/slice.rs`) gives exactly what a walk of the whole trie
 //! gives: same tokens, same lexeme ends, on the real Llama 3 vocabulary, for string bodies
 //! that take every plain token and for length-bounded ones that take only the short ones.
 

@@ -15,7 +15,7 @@
 //! Free text (in `any_text`, `triggered_tags` and `dispatch`) is built as exact byte automata
 //! (see [`text`]): text in which no trigger, excluded string or enclosing end occurs, and the
 //! text up to the first trigger occurrence. Token-level formats are terminals matched by
-//! token id ([`corral_core::token_class`]): a named token, special or not, is allowed exactly
+//! token id ([`corral_core::TokenClass`]): a named token, special or not, is allowed exactly
 //! where the format names it, and `exclude_token`/`any_tokens` allow any token of the
 //! tokenizer (special tokens included, EOS aside) but the excluded ones; `any_tokens.max_tokens`
 //! bounds their number. `any_text.max_tokens` is refused with [`FormatError::Unsupported`]:
