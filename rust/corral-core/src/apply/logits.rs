@@ -46,7 +46,7 @@ impl Lane for u16 {
 }
 
 /// For each byte of mask bits, eight lanes that are all-ones where the bit is set.
-pub fn lane_table<T: Lane>() -> Vec<[T; 8]> {
+pub(crate) fn lane_table<T: Lane>() -> Vec<[T; 8]> {
     (0..256u32).map(|byte| std::array::from_fn(|i| if byte >> i & 1 == 1 { T::ONES } else { T::ZERO })).collect()
 }
 

@@ -9,7 +9,7 @@
 
 /// Writes `neg_inf` into every lane of `row[..32 * words]` whose bit in `mask` is clear.
 /// Returns the OR of the mask words, or `None` when no kernel fits this machine.
-pub fn mask_words_u32(row: &mut [u32], mask: &[u32], words: usize, neg_inf: u32) -> Option<u32> {
+pub(crate) fn mask_words_u32(row: &mut [u32], mask: &[u32], words: usize, neg_inf: u32) -> Option<u32> {
     assert!(row.len() >= words * 32 && mask.len() >= words);
     #[cfg(target_arch = "x86_64")]
     {
@@ -27,7 +27,7 @@ pub fn mask_words_u32(row: &mut [u32], mask: &[u32], words: usize, neg_inf: u32)
 }
 
 /// [`mask_words_u32`] for 16-bit lanes (f16, bf16); AVX-512BW only.
-pub fn mask_words_u16(row: &mut [u16], mask: &[u32], words: usize, neg_inf: u16) -> Option<u32> {
+pub(crate) fn mask_words_u16(row: &mut [u16], mask: &[u32], words: usize, neg_inf: u16) -> Option<u32> {
     assert!(row.len() >= words * 32 && mask.len() >= words);
     #[cfg(target_arch = "x86_64")]
     {
@@ -55,7 +55,7 @@ mod x86 {
     /// # Safety
     /// AVX-512F must be present and `row` valid for `32 * words` writes.
     #[target_feature(enable = "avx512f")]
-    pub unsafe fn u32_avx512(row: *mut u32, mask: &[u32], words: usize, neg_inf: u32) -> u32 {
+    pub(super) unsafe fn u32_avx512(row: *mut u32, mask: &[u32], words: usize, neg_inf: u32) -> u32 {
         let v = _mm512_set1_epi32(neg_inf as i32);
         let mut any = 0u32;
         for (w, &bits) in mask[..words].iter().enumerate() {
@@ -80,7 +80,7 @@ mod x86 {
     /// # Safety
     /// AVX-512BW must be present and `row` valid for `32 * words` writes.
     #[target_feature(enable = "avx512f,avx512bw")]
-    pub unsafe fn u16_avx512(row: *mut u16, mask: &[u32], words: usize, neg_inf: u16) -> u32 {
+    pub(super) unsafe fn u16_avx512(row: *mut u16, mask: &[u32], words: usize, neg_inf: u16) -> u32 {
         let v = _mm512_set1_epi16(neg_inf as i16);
         let mut any = 0u32;
         for (w, &bits) in mask[..words].iter().enumerate() {
@@ -99,7 +99,7 @@ mod x86 {
     /// # Safety
     /// AVX2 must be present and `row` valid for `32 * words` writes.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn u32_avx2(row: *mut u32, mask: &[u32], words: usize, neg_inf: u32) -> u32 {
+    pub(super) unsafe fn u32_avx2(row: *mut u32, mask: &[u32], words: usize, neg_inf: u32) -> u32 {
         let v = _mm256_set1_epi32(neg_inf as i32);
         let lane_bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
         let zero = _mm256_setzero_si256();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// thread, ahead of every warm-up, and returns at once with the automata it did not take —
 /// all of them when warm-up is off (the caller then computes them). Automata whose table
 /// exists or is being computed already are dropped.
-pub fn canonical_in_background(dfas: Vec<Arc<Dfa>>, k: usize) -> Vec<Arc<Dfa>> {
+pub(crate) fn canonical_in_background(dfas: Vec<Arc<Dfa>>, k: usize) -> Vec<Arc<Dfa>> {
     if !warmup::enabled() {
         return dfas;
     }
@@ -36,7 +36,7 @@ pub(crate) fn set_canon_depth(k: usize) {
 /// length-bounded string's table took 1.3 ms inside such a fill). Does nothing on the
 /// background thread itself (its builds are followed by the computation), without one, or
 /// before any compile.
-pub fn canonical_after_build(d: &Arc<Dfa>) {
+pub(crate) fn canonical_after_build(d: &Arc<Dfa>) {
     let k = CANON_DEPTH.load(Ordering::Acquire);
     if k == 0 || warmup::is_warmup_thread() {
         return;

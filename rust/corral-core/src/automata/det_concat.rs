@@ -57,7 +57,7 @@ impl Rows {
     }
 
     /// Every state's edges, state by state.
-    pub fn all_edges(&self) -> impl Iterator<Item = &Edge> + '_ {
+    pub(crate) fn all_edges(&self) -> impl Iterator<Item = &Edge> + '_ {
         (0..self.len()).flat_map(move |s| self.row(s).iter())
     }
 
@@ -138,7 +138,7 @@ fn chain_rows(parts: &[Rx], max_states: usize) -> Option<Rows> {
 
 /// What lowering needs of a terminal whose automaton is built later ([`deferrable`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Deferred {
+pub(crate) struct Deferred {
     /// Whether the expression matches the empty string.
     pub nullable: bool,
     /// Whether it matches no non-empty string (the automaton's language is empty).
@@ -278,7 +278,7 @@ fn chain(x: &Rx) -> Option<Chain> {
 /// case of an escape's hex digits), so every other alternative is in one state after any of
 /// them: a set is determined by its first member, and there are at most as many sets as
 /// states of all the alternatives. Both bounds must be within `max_states`.
-pub fn deferrable(rx: &Rx, max_states: usize) -> Option<Deferred> {
+pub(crate) fn deferrable(rx: &Rx, max_states: usize) -> Option<Deferred> {
     match rx {
         Rx::Alt(xs) => {
             let mut d = Deferred { nullable: false, empty: true, max_states: 2 };

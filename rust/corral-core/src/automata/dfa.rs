@@ -17,7 +17,7 @@ pub const DEAD: u32 = 0;
 /// memory of 32-bit ids; the dense tables of literal-heavy automata were a fifth of a large
 /// schema's compile, mostly first touches of fresh memory). `max_dfa_states` above it is
 /// lowered to it.
-pub const MAX_STATES: usize = 1 << 16;
+pub(crate) const MAX_STATES: usize = 1 << 16;
 
 /// Automata built from deterministic rows with at most this many live edges per state on
 /// average keep them sparse ([`Dfa::from_rows`]).
@@ -79,7 +79,7 @@ pub(crate) fn state_limit_error(limits: &Limits) -> Error {
 }
 
 /// The state limit a construction under `limits` works to.
-pub fn state_limit(limits: &Limits) -> usize {
+pub(crate) fn state_limit(limits: &Limits) -> usize {
     limits.max_dfa_states.min(MAX_STATES)
 }
 

@@ -25,7 +25,7 @@ use std::sync::{Mutex, OnceLock};
 /// each with their escapes, and would pay up to a few hundred microseconds for an id only
 /// that object uses. Over the 100 benchmark schemas' walks, 64 → 32 took fills over 100 µs
 /// from 480–493 to 354–385 with the same cache sharing (16 lost it: 6,672 entries, not 6,455).
-pub const MAX_STATES: usize = 32;
+pub(crate) const MAX_STATES: usize = 32;
 
 /// Bytes of serialized automata each id table may hold ([`crate::automata::id_table`]).
 const TABLE_BYTES: usize = 32 << 20;
@@ -54,7 +54,7 @@ impl Dfa {
 
 /// The language id of `state` of `dfa`, or `None` when more than [`MAX_STATES`] states are
 /// reachable from it.
-pub fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
+pub(crate) fn language_id(dfa: &Dfa, state: u32) -> Option<u32> {
     // Byte runs of equal class, in byte order.
     let mut runs: Vec<(u8, u8, u8)> = Vec::new();
     for b in 0..=255u8 {

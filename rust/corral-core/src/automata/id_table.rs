@@ -9,13 +9,13 @@ use rustc_hash::FxHashMap;
 use std::hash::Hash;
 
 /// Ids are below this (the top bit marks language ids in the token-set cache keys).
-pub const MAX_IDS: u32 = 1 << 31;
+pub(crate) const MAX_IDS: u32 = 1 << 31;
 
 /// Second-chance eviction over a map whose entries are flagged when used: when `total +
 /// incoming` exceeds `budget`, the entries not used since the last eviction go and the flags
 /// of the rest are cleared; if what is left plus `incoming` still exceeds half the budget,
 /// everything goes. `total` is the map's weight, recomputed with `weight`.
-pub fn second_chance<K, V>(map: &mut FxHashMap<K, (V, bool)>, total: &mut usize, incoming: usize, budget: usize, weight: impl Fn(&K, &V) -> usize) {
+pub(crate) fn second_chance<K, V>(map: &mut FxHashMap<K, (V, bool)>, total: &mut usize, incoming: usize, budget: usize, weight: impl Fn(&K, &V) -> usize) {
     if *total + incoming <= budget {
         return;
     }
@@ -28,7 +28,7 @@ pub fn second_chance<K, V>(map: &mut FxHashMap<K, (V, bool)>, total: &mut usize,
 }
 
 /// Ids by key, within a budget of `weight(key)` units ([`second_chance`] eviction).
-pub struct IdTable<K> {
+pub(crate) struct IdTable<K> {
     by_key: FxHashMap<K, (u32, bool)>,
     /// Weight of the keys held.
     total: usize,
@@ -40,12 +40,12 @@ pub struct IdTable<K> {
 
 impl<K: Eq + Hash> IdTable<K> {
     /// An empty table holding keys of at most `budget` total `weight`.
-    pub fn new(budget: usize, weight: fn(&K) -> usize) -> IdTable<K> {
+    pub(crate) fn new(budget: usize, weight: fn(&K) -> usize) -> IdTable<K> {
         IdTable { by_key: FxHashMap::default(), total: 0, budget, weight, next: 0 }
     }
 
     /// The id of `key`, if it has one (marked used).
-    pub fn get<Q>(&mut self, key: &Q) -> Option<u32>
+    pub(crate) fn get<Q>(&mut self, key: &Q) -> Option<u32>
     where
         K: std::borrow::Borrow<Q>,
         Q: Eq + Hash + ?Sized,
@@ -57,7 +57,7 @@ impl<K: Eq + Hash> IdTable<K> {
     }
 
     /// Records `key` with `id` (an id given by another table for the same thing).
-    pub fn insert(&mut self, key: K, id: u32) {
+    pub(crate) fn insert(&mut self, key: K, id: u32) {
         let size = (self.weight)(&key);
         let weight = self.weight;
         second_chance(&mut self.by_key, &mut self.total, size, self.budget, |k, _| weight(k));
@@ -67,7 +67,7 @@ impl<K: Eq + Hash> IdTable<K> {
     }
 
     /// The id of `key`, a new one when it has none; `None` once [`MAX_IDS`] were given.
-    pub fn intern(&mut self, key: K) -> Option<u32> {
+    pub(crate) fn intern(&mut self, key: K) -> Option<u32> {
         if let Some(id) = self.get(&key) {
             return Some(id);
         }
@@ -76,7 +76,7 @@ impl<K: Eq + Hash> IdTable<K> {
 
     /// A new id for `key`, which the caller just found has none ([`IdTable::get`]); `None`
     /// once [`MAX_IDS`] were given.
-    pub fn intern_new(&mut self, key: K) -> Option<u32> {
+    pub(crate) fn intern_new(&mut self, key: K) -> Option<u32> {
         if self.next >= MAX_IDS {
             return None;
         }

@@ -23,7 +23,7 @@ fn table() -> &'static Mutex<IdTable<Rx>> {
 /// while it is in the bounded table, [`crate::automata::id_table`]; DFA construction is deterministic,
 /// so equal ids mean identical automata and state numbers). Ids are never reused; running out
 /// of them is a limit error.
-pub fn terminal_id(rx: &Rx) -> Result<u32> {
+pub(crate) fn terminal_id(rx: &Rx) -> Result<u32> {
     let mut t = table().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(id) = t.get(rx) {
         return Ok(id);

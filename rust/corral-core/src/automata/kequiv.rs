@@ -12,7 +12,7 @@
 
 /// The result of [`k_equivalence`].
 #[derive(Debug, Clone, Default)]
-pub struct KEquiv {
+pub(crate) struct KEquiv {
     /// For each state, the smallest state of its k-equivalence class.
     pub rep: Vec<u32>,
     /// For each state whose class was split off another class during refinement: the
@@ -85,7 +85,7 @@ pub fn untouched_member(list: &mut Vec<u32>, class: &[u32], c: u32, stamp: &[u32
 /// is worth nothing to caches keyed by state. Only long chains (length-bounded strings,
 /// counted repetitions) gain; [`crate::automata::dfa::Dfa`] keeps only edges between states that look
 /// alike to find those.
-pub fn has_path_longer_than<T: Copy + Into<u32>>(trans: &[T], classes: usize, dead: u32, k: usize, keep: impl Fn(u32, u32) -> bool) -> bool {
+pub(crate) fn has_path_longer_than<T: Copy + Into<u32>>(trans: &[T], classes: usize, dead: u32, k: usize, keep: impl Fn(u32, u32) -> bool) -> bool {
     let n = trans.len() / classes.max(1);
     // Tarjan's algorithm, iteratively; components come out sinks first, so each one's
     // longest path (its size plus the longest of its successors') is known when it closes.
@@ -172,7 +172,7 @@ pub fn has_path_longer_than<T: Copy + Into<u32>>(trans: &[T], classes: usize, de
 
 /// Bounded equivalence of a DFA's states. `trans[s * classes + c]` is the successor of `s`
 /// on byte class `c`; state `dead` is the dead state.
-pub fn k_equivalence<T: Copy + Into<u32>>(trans: &[T], classes: usize, accepting: &[bool], dead: u32, k: usize) -> KEquiv {
+pub(crate) fn k_equivalence<T: Copy + Into<u32>>(trans: &[T], classes: usize, accepting: &[bool], dead: u32, k: usize) -> KEquiv {
     let n = accepting.len();
     if n == 0 {
         return KEquiv::default();

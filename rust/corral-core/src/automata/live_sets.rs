@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap;
 
 /// Byte sets per state, each distinct set stored once.
 #[derive(Debug, Clone, Default)]
-pub struct LiveSets {
+pub(crate) struct LiveSets {
     /// Per state, its set's index in `sets`.
     id: Vec<u16>,
     /// The distinct sets.
@@ -22,7 +22,7 @@ pub struct LiveSets {
 impl LiveSets {
     /// The set of state `s`.
     #[inline(always)]
-    pub fn get(&self, s: usize) -> &ByteSet {
+    pub(crate) fn get(&self, s: usize) -> &ByteSet {
         &self.sets[self.id[s] as usize]
     }
 
@@ -34,18 +34,18 @@ impl LiveSets {
     }
 
     /// Number of states.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.id.len()
     }
 
     /// Heap bytes.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.id.capacity() * 2 + self.sets.capacity() * std::mem::size_of::<ByteSet>()
     }
 }
 
 /// Builds a [`LiveSets`] state by state.
-pub struct LiveSetsBuilder {
+pub(crate) struct LiveSetsBuilder {
     out: LiveSets,
     /// The index of each set seen so far.
     index: FxHashMap<ByteSet, u16>,
@@ -53,13 +53,13 @@ pub struct LiveSetsBuilder {
 
 impl LiveSetsBuilder {
     /// A builder with room for `states` states.
-    pub fn with_capacity(states: usize) -> LiveSetsBuilder {
+    pub(crate) fn with_capacity(states: usize) -> LiveSetsBuilder {
         LiveSetsBuilder { out: LiveSets { id: Vec::with_capacity(states), sets: Vec::new() }, index: FxHashMap::default() }
     }
 
     /// Adds the next state's set. At most 65,536 states (a DFA's state ids are 16-bit), so
     /// at most that many distinct sets and every index fits.
-    pub fn push(&mut self, set: ByteSet) {
+    pub(crate) fn push(&mut self, set: ByteSet) {
         let id = match self.out.id.last() {
             // (Consecutive states often share a set: the count states of a bounded string
             // are interleaved with few others.)
@@ -84,7 +84,7 @@ impl LiveSetsBuilder {
     }
 
     /// The sets pushed.
-    pub fn finish(mut self) -> LiveSets {
+    pub(crate) fn finish(mut self) -> LiveSets {
         self.out.sets.shrink_to_fit();
         self.out
     }

@@ -8,7 +8,7 @@ use regex_syntax::utf8::Utf8Sequences;
 /// A byte-level NFA with one start and one accepting state, stored as compressed rows
 /// (one allocation per kind of edge, not two per state).
 #[derive(Debug, Clone)]
-pub struct Nfa {
+pub(crate) struct Nfa {
     /// Number of states.
     pub num_states: usize,
     /// Byte edges of state `s`: `edges[edge_start[s]..edge_start[s + 1]]`, as `(lo, hi, to)`.
@@ -28,13 +28,13 @@ pub struct Nfa {
 impl Nfa {
     /// Byte edges leaving `s`.
     #[inline]
-    pub fn edges_of(&self, s: u32) -> &[(u8, u8, u32)] {
+    pub(crate) fn edges_of(&self, s: u32) -> &[(u8, u8, u32)] {
         &self.edges[self.edge_start[s as usize] as usize..self.edge_start[s as usize + 1] as usize]
     }
 
     /// Epsilon successors of `s`.
     #[inline]
-    pub fn eps_of(&self, s: u32) -> &[u32] {
+    pub(crate) fn eps_of(&self, s: u32) -> &[u32] {
         &self.eps[self.eps_start[s as usize] as usize..self.eps_start[s as usize + 1] as usize]
     }
 }
@@ -212,7 +212,7 @@ impl Builder<'_> {
 
 impl Nfa {
     /// Builds the NFA of `rx`, failing with a limit error if it grows too large.
-    pub fn build(rx: &Rx, limits: &Limits) -> Result<Nfa> {
+    pub(crate) fn build(rx: &Rx, limits: &Limits) -> Result<Nfa> {
         let mut b = Builder { n: 0, edges: Vec::new(), eps: Vec::new(), limits };
         let start = b.add()?;
         let accept = b.build(rx, start)?;

@@ -239,7 +239,7 @@ pub fn defer_enabled() -> bool {
 /// `crate::masks::warm::submit_first` queued after it runs first; when a later compile queues one while the
 /// builds run, they stop between automata to let it run. Without a background thread does
 /// nothing (the fills build them).
-pub fn build_in_background(terms: Vec<Arc<TermDfa>>, k: usize) {
+pub(crate) fn build_in_background(terms: Vec<Arc<TermDfa>>, k: usize) {
     if !crate::runtime::warmup::enabled() {
         return;
     }

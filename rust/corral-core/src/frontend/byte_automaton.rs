@@ -144,7 +144,7 @@ enum Spelling {
 }
 
 /// The tables of an automaton built on first use.
-pub type BuildTables = dyn Fn() -> FlatTables + Send + Sync;
+pub(crate) type BuildTables = dyn Fn() -> FlatTables + Send + Sync;
 
 /// What a lazy automaton is built from and what is known of it before.
 #[derive(Clone)]

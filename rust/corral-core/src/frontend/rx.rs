@@ -138,7 +138,7 @@ impl std::fmt::Debug for RxList {
 }
 
 /// Largest Unicode scalar value.
-pub const MAX_CHAR: u32 = 0x10FFFF;
+pub(crate) const MAX_CHAR: u32 = 0x10FFFF;
 
 impl Rx {
     /// Any Unicode scalar value (what `.` means in GBNF).

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 /// Default byte budget per compiled grammar.
-pub const DEFAULT_MASK_CACHE_BYTES: usize = 64 << 20;
+pub(crate) const DEFAULT_MASK_CACHE_BYTES: usize = 64 << 20;
 
 /// Bytes charged for a map entry besides its mask.
 const ENTRY_BYTES: u64 = 48;
@@ -29,7 +29,7 @@ const ENTRY_BYTES: u64 = 48;
 /// The cache (one per compiled grammar, shared by its matchers). A mask may sit under
 /// several keys (one finer, one coarser: [`MaskCache::get_as`]); it is charged once.
 #[derive(Debug)]
-pub struct MaskCache {
+pub(crate) struct MaskCache {
     /// Each key's mask and the bytes charged for the entry.
     map: Mutex<FxHashMap<u128, (Arc<TokenSet>, u64)>>,
     /// Bytes held by the masks.
@@ -42,13 +42,13 @@ pub struct MaskCache {
 
 impl MaskCache {
     /// A cache of at most `budget` bytes of masks of `words` words each.
-    pub fn new(budget: usize, words: usize) -> MaskCache {
+    pub(crate) fn new(budget: usize, words: usize) -> MaskCache {
         MaskCache { map: Mutex::new(FxHashMap::default()), bytes: 0.into(), budget, words, hits: 0.into(), misses: 0.into() }
     }
 
     /// Copies the cached mask for `key` into `out` (its first words); false when there is
     /// none (not counted as a miss: the caller goes on to [`MaskCache::get_as`]).
-    pub fn get(&self, key: u128, out: &mut [u32]) -> bool {
+    pub(crate) fn get(&self, key: u128, out: &mut [u32]) -> bool {
         // (Written under the lock: a 16 KB copy at most, and no reference count touched.)
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         match map.get(&key) {
@@ -65,7 +65,7 @@ impl MaskCache {
     /// Copies the cached mask for the coarser key `key` into `out` and files it under the
     /// finer key `alias` too (the next lookup by `alias` then hits at once); false, counted
     /// as a miss, when there is none.
-    pub fn get_as(&self, key: u128, alias: u128, out: &mut [u32]) -> bool {
+    pub(crate) fn get_as(&self, key: u128, alias: u128, out: &mut [u32]) -> bool {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let Some(m) = map.get(&key).map(|e| e.0.clone()) else {
             drop(map);
@@ -85,7 +85,7 @@ impl MaskCache {
 
     /// Stores a finished mask under each of `keys` (charged once, with an entry's bytes per
     /// further key). When it does not fit the budget, the cache starts over first.
-    pub fn insert(&self, keys: &[u128], mask: TokenSet) {
+    pub(crate) fn insert(&self, keys: &[u128], mask: TokenSet) {
         let m = Arc::new(mask);
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let size = m.retained_bytes() as u64 + ENTRY_BYTES;
@@ -108,12 +108,12 @@ impl MaskCache {
     }
 
     /// (hits, misses) so far.
-    pub fn stats(&self) -> (u64, u64) {
+    pub(crate) fn stats(&self) -> (u64, u64) {
         (self.hits.load(Relaxed), self.misses.load(Relaxed))
     }
 
     /// Bytes held.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.bytes.load(Relaxed) as usize
     }
 }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 /// Reusable scratch space for mask filling (one per matcher).
 #[derive(Debug, Clone, Default)]
-pub struct Filler {
+pub(crate) struct Filler {
     /// Per level: the sorted lexemes and their key.
     lex: Vec<(Vec<Lexeme>, Vec<(u32, u32)>)>,
     completed: Vec<(u32, u32)>,
@@ -66,11 +66,11 @@ const ROWS_PER_CLOCK_READ: u32 = 4;
 /// (json.ebnf with Llama 3: at most 23; the llama.cpp GBNF samples: 29; the ambiguous
 /// `root ::= item*` / `item ::= "-"+ " "? | "(" root ")"`: 260), while on a grammar whose
 /// paths multiply a row can cost milliseconds (rows of thousands of items).
-pub const MAX_LEVEL_ROWS: usize = 1024;
+pub(crate) const MAX_LEVEL_ROWS: usize = 1024;
 
 /// What a fill's mask is made of, for keeping it without a copy ([`Filler::kept`]).
 #[derive(Debug)]
-pub enum Kept<'a> {
+pub(crate) enum Kept<'a> {
     /// Exactly these ids (possibly repeated).
     Ids(&'a [u32]),
     /// This cached set (a bitmask, shared) plus these ids.
@@ -83,7 +83,7 @@ impl Filler {
     /// With `budget_ms > 0`, a fill that runs longer stops and returns false (the mask is then
     /// incomplete; the caller must not use it).
     #[allow(clippy::too_many_arguments)]
-    pub fn fill(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, mask_words: usize, parser: &mut Parser, cur: &[Lexeme], mask: &mut [u32], budget_ms: u64) -> bool {
+    pub(crate) fn fill(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, mask_words: usize, parser: &mut Parser, cur: &[Lexeme], mask: &mut [u32], budget_ms: u64) -> bool {
         self.ids.clear();
         self.base = None;
         self.dense = false;
@@ -142,7 +142,7 @@ impl Filler {
 
     /// What the last [`Filler::fill`] set, when it is a cached entry's bitmask and at most
     /// [`MAX_LISTED`] more ids, or only such ids: the mask then needs no 16 KB copy to be kept.
-    pub fn kept(&self) -> Option<Kept<'_>> {
+    pub(crate) fn kept(&self) -> Option<Kept<'_>> {
         if self.dense {
             return None;
         }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Most time one grammar's warm-up may take; the rest is left to the fills.
-pub const MAX_WARMUP: Duration = Duration::from_millis(200);
+pub(crate) const MAX_WARMUP: Duration = Duration::from_millis(200);
 
 /// Most time the warm-up of one grammar's nearest terminals may take ([`submit_first`]): it
 /// runs ahead of everything queued without yielding, so compiles arriving back to back must
@@ -24,7 +24,7 @@ const MAX_STATES: usize = 4096;
 
 /// Queues the warm-up of the terminals `dfas` against `vocab`. Returns at once; does nothing
 /// when warm-up is off.
-pub fn submit(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
+pub(crate) fn submit(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
     warmup::in_background(move || warm(&dfas, &vocab, MAX_WARMUP));
 }
 
@@ -34,7 +34,7 @@ pub fn submit(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
 /// canonical states of every automaton, they were ready only milliseconds later. Until an
 /// automaton's canonical states exist, fills and this warm-up key its entries by the states
 /// themselves, so the two meet in the cache. Does nothing when warm-up is off.
-pub fn submit_first(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
+pub(crate) fn submit_first(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
     if !warmup::enabled() || dfas.is_empty() {
         return;
     }

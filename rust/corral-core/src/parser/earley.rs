@@ -11,7 +11,7 @@ use rustc_hash::FxHashSet;
 /// An Earley item: a dotted position, the row where its production started and, for an item
 /// before a key set, the key-set state (an index into the parser's [`PermStates`]; else 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Item {
+pub(crate) struct Item {
     /// Dot id (see [`Cfg::dots`]).
     pub dot: u32,
     /// Origin row.
@@ -31,7 +31,7 @@ struct Row {
 
 /// The parser's chart: a stack of rows.
 #[derive(Debug, Clone, Default)]
-pub struct Parser {
+pub(crate) struct Parser {
     items: Vec<Item>,
     rows: Vec<Row>,
     row_terms: Vec<u32>,
@@ -53,7 +53,7 @@ const LINEAR_DEDUP: usize = 24;
 
 impl Parser {
     /// A parser positioned at the start of the input (row 0 holds the predictions of the start rule).
-    pub fn new(cfg: &Cfg) -> Parser {
+    pub(crate) fn new(cfg: &Cfg) -> Parser {
         let mut p = Parser {
             nt_stamp: vec![0; cfg.nt_names.len()],
             term_stamp: vec![0; cfg.terminals.len()],
@@ -69,13 +69,13 @@ impl Parser {
 
     /// Number of rows.
     #[inline]
-    pub fn num_rows(&self) -> usize {
+    pub(crate) fn num_rows(&self) -> usize {
         self.rows.len()
     }
 
     /// Pops rows until `n` remain.
     #[inline]
-    pub fn truncate(&mut self, n: usize) {
+    pub(crate) fn truncate(&mut self, n: usize) {
         if n < self.rows.len() {
             let r = self.rows[n];
             self.items.truncate(r.items_start as usize);
@@ -89,7 +89,7 @@ impl Parser {
     /// their origin rows (not their positions). Equal hashes mean the parser continues the same
     /// way from both rows, so masks can be cached by it. Memoised; computed bottom-up without
     /// recursion.
-    pub fn row_hash(&mut self, r: u32) -> u128 {
+    pub(crate) fn row_hash(&mut self, r: u32) -> u128 {
         while self.hashes.len() <= r as usize {
             let i = self.hashes.len();
             let row = self.rows[i];
@@ -111,19 +111,19 @@ impl Parser {
 
     /// Terminals expected at the start of row `r`.
     #[inline]
-    pub fn expected(&self, r: u32) -> &[u32] {
+    pub(crate) fn expected(&self, r: u32) -> &[u32] {
         let row = &self.rows[r as usize];
         &self.row_terms[row.terms_start as usize..row.terms_end as usize]
     }
 
     /// Whether row `r` completes the start rule from the beginning.
     #[inline]
-    pub fn accepting(&self, r: u32) -> bool {
+    pub(crate) fn accepting(&self, r: u32) -> bool {
         self.rows[r as usize].accepting
     }
 
     /// Heap bytes held.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.items.capacity() * 12 + self.rows.capacity() * 20 + self.row_terms.capacity() * 4 + self.perm_states.memory_bytes()
     }
 
@@ -191,7 +191,7 @@ impl Parser {
 
     /// Pushes the row reached when each `(origin_row, terminal)` in `completed` has just been matched.
     /// Returns the new row's index.
-    pub fn push_row(&mut self, cfg: &Cfg, completed: &[(u32, u32)]) -> u32 {
+    pub(crate) fn push_row(&mut self, cfg: &Cfg, completed: &[(u32, u32)]) -> u32 {
         self.begin_row();
         for &(r, t) in completed {
             let row = self.rows[r as usize];

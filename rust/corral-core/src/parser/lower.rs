@@ -12,7 +12,7 @@ use crate::frontend::rx::Rx;
 use rustc_hash::FxHashMap;
 
 /// Lowers `ast` with start rule `root`.
-pub fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
+pub(crate) fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg> {
     let mut index: FxHashMap<&str, usize> = FxHashMap::default();
     for (i, r) in ast.rules.iter().enumerate() {
         if let Some(&prev) = index.get(r.name.as_str()) {

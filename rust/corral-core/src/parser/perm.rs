@@ -129,7 +129,7 @@ impl Perm {
 /// A per-parser table interning key-set states: items refer to states by index; index 0 is
 /// the initial (empty) state. Grows with the distinct states a parse visits; never shrinks.
 #[derive(Debug, Clone)]
-pub struct PermStates {
+pub(crate) struct PermStates {
     states: Vec<PermState>,
     hashes: Vec<u64>,
     index: FxHashMap<PermState, u32>,
@@ -147,18 +147,18 @@ impl Default for PermStates {
 impl PermStates {
     /// The state with index `i`.
     #[inline]
-    pub fn get(&self, i: u32) -> &PermState {
+    pub(crate) fn get(&self, i: u32) -> &PermState {
         &self.states[i as usize]
     }
 
     /// A content hash of state `i` (equal states of different parsers hash equally).
     #[inline]
-    pub fn hash(&self, i: u32) -> u64 {
+    pub(crate) fn hash(&self, i: u32) -> u64 {
         self.hashes[i as usize]
     }
 
     /// The index of `s`, adding it if new.
-    pub fn intern(&mut self, s: PermState) -> u32 {
+    pub(crate) fn intern(&mut self, s: PermState) -> u32 {
         if let Some(&i) = self.index.get(&s) {
             return i;
         }
@@ -174,7 +174,7 @@ impl PermStates {
     }
 
     /// Heap bytes held.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.states.iter().map(|s| s.used.capacity() * 8 + 32).sum::<usize>() * 2 + self.hashes.capacity() * 8
     }
 }

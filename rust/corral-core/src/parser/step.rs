@@ -12,7 +12,7 @@ use crate::parser::earley::Parser;
 
 /// A terminal in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Lexeme {
+pub(crate) struct Lexeme {
     /// Parser row where the terminal started.
     pub row: u32,
     /// Terminal index.
@@ -22,18 +22,18 @@ pub struct Lexeme {
 }
 
 /// Sentinel for "no parser row ends at this position".
-pub const NO_ROW: u32 = u32::MAX;
+pub(crate) const NO_ROW: u32 = u32::MAX;
 
 /// Reusable buffers for [`step`].
 #[derive(Debug, Default, Clone)]
-pub struct StepScratch {
+pub(crate) struct StepScratch {
     completed: Vec<(u32, u32)>,
 }
 
 /// Lexemes starting at a fresh parser row. (Terminals matched by token id start none: a
 /// token of their class completes them whole, see [`crate::frontend::token_class`].)
 #[inline]
-pub fn start_lexemes(cfg: &Cfg, parser: &Parser, row: u32, out: &mut Vec<Lexeme>) {
+pub(crate) fn start_lexemes(cfg: &Cfg, parser: &Parser, row: u32, out: &mut Vec<Lexeme>) {
     for &t in parser.expected(row) {
         let term = &cfg.terminals[t as usize];
         if term.tokens.is_none() {
@@ -46,14 +46,14 @@ pub fn start_lexemes(cfg: &Cfg, parser: &Parser, row: u32, out: &mut Vec<Lexeme>
 /// and pushing a parser row when some terminal completes. Returns the new position's
 /// boundary row ([`NO_ROW`] if none) and whether the position is viable.
 #[inline]
-pub fn step(cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: std::ops::Range<usize>, b: u8, scratch: &mut StepScratch) -> (u32, bool) {
+pub(crate) fn step(cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: std::ops::Range<usize>, b: u8, scratch: &mut StepScratch) -> (u32, bool) {
     step_completing(cfg, parser, lex, from, b, &[], scratch)
 }
 
 /// [`step`], with `also` (pairs of origin row and terminal) completing at the new position
 /// too: the terminals matched by token id that the token whose last byte is `b` completes.
 #[inline]
-pub fn step_completing(cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: std::ops::Range<usize>, b: u8, also: &[(u32, u32)], scratch: &mut StepScratch) -> (u32, bool) {
+pub(crate) fn step_completing(cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: std::ops::Range<usize>, b: u8, also: &[(u32, u32)], scratch: &mut StepScratch) -> (u32, bool) {
     let out_start = lex.len();
     scratch.completed.clear();
     scratch.completed.extend_from_slice(also);

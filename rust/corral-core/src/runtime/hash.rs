@@ -11,7 +11,7 @@ fn mix64(mut x: u64) -> u64 {
 
 /// Combines `v` into a 128-bit running hash (two independent 64-bit lanes).
 #[inline]
-pub fn hash_step(h: u128, v: u64) -> u128 {
+pub(crate) fn hash_step(h: u128, v: u64) -> u128 {
     let lo = mix64((h as u64) ^ v.wrapping_mul(0x9e3779b97f4a7c15));
     let hi = mix64(((h >> 64) as u64).wrapping_add(v ^ 0x5851f42d4c957f2d).rotate_left(17));
     ((hi as u128) << 64) | lo as u128

@@ -175,7 +175,7 @@ pub(crate) fn keep_off(h: &Placement, cpu: i32) {
 }
 
 /// Number of helper threads (0 with one CPU).
-pub fn helpers() -> usize {
+pub(crate) fn helpers() -> usize {
     pool().map_or(0, |p| p.helpers.len())
 }
 

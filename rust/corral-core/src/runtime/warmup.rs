@@ -159,7 +159,7 @@ thread_local! {
 /// rayon's pool: the pool's threads run at the priority of whoever started the pool (an
 /// ordinary thread, usually), so a share handed to them competes on equal terms with the
 /// thread filling masks, on a CPU the background thread's placement does not govern.
-pub fn on_background_thread() -> bool {
+pub(crate) fn on_background_thread() -> bool {
     ON_BACKGROUND.with(|b| b.get())
 }
 

@@ -19,14 +19,14 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 
 /// Most lexemes a key may hold; larger configurations take the plain trie walk.
-pub const MAX_KEY_LEXEMES: usize = 64;
+pub(crate) const MAX_KEY_LEXEMES: usize = 64;
 
 /// A state's entry is derived from a near state's ([`CiEntry::derive`]) when the two agree
 /// on inputs of at least this many bytes...
-pub const MIN_DERIVE_DEPTH: usize = 6;
+pub(crate) const MIN_DERIVE_DEPTH: usize = 6;
 
 /// ...or when at most this many first bytes continue one of them but not the other.
-pub const MAX_FIRST_BYTE_DIFFERENCE: usize = 4;
+pub(crate) const MAX_FIRST_BYTE_DIFFERENCE: usize = 4;
 
 /// Fresh single-lexeme walks under at least this many trie nodes try the plain-text slice.
 const SLICE_MIN_NODES: usize = 20_000;
@@ -50,7 +50,7 @@ const PARALLEL_WALK_NODES: usize = 100_000;
 /// A key: the [`Lexer::key`] of each lexeme in progress, in canonical order.
 /// Terminal ids are process-wide ([`crate::automata::intern`]), so entries are shared by all grammars
 /// compiled against one vocabulary (the cache lives in the [`crate::Vocabulary`]).
-pub type Key = Vec<(u32, u32)>;
+pub(crate) type Key = Vec<(u32, u32)>;
 
 /// One lexeme to walk: its automaton, its state, and its terminal's process-wide id.
 #[derive(Debug, Clone, Copy)]
@@ -513,7 +513,7 @@ fn estimated_walk(trie: &TokTrie, lexers: &[Lexer], first: &ByteSet) -> usize {
 }
 
 /// Bytes that can continue one of the lexemes.
-pub fn first_bytes(lexers: &[Lexer]) -> ByteSet {
+pub(crate) fn first_bytes(lexers: &[Lexer]) -> ByteSet {
     let mut f = ByteSet::default();
     for l in lexers {
         f.union_with(&l.dfa.live_bytes(l.state));
@@ -822,7 +822,7 @@ fn union_sets<'a>(sets: impl Iterator<Item = &'a TokenSet> + Clone, mask_words: 
 }
 
 /// Builds the level below `parent`'s group for `lexers`.
-pub fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level {
+pub(crate) fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level {
     let first = first_bytes(lexers);
     let roots: Vec<u32> = parent.nodes.iter().copied().filter(|&n| trie.child_bytes(n as usize).intersects(&first)).collect();
     let mut tokens = Vec::new();

@@ -158,7 +158,7 @@ pub struct PlainSlice {
 /// characters walked the whole trie, ~2 ms; the trie of plain tokens over 12 bytes has 44k
 /// nodes, over 8 bytes 134k, against 275k): 3.4 MB more per vocabulary, ~10 ms more to
 /// preprocess it.
-pub const THRESHOLDS: [usize; 5] = [8, 12, 16, 32, 64];
+pub(crate) const THRESHOLDS: [usize; 5] = [8, 12, 16, 32, 64];
 
 /// The plain tokens of at most `len` bytes, and a trie of the longer plain tokens.
 #[derive(Debug, Clone)]

@@ -12,11 +12,11 @@ use std::sync::Arc;
 /// tokens is 16 KB). Writing a list costs a 16 KB clear plus one bit per id: at a JSON key
 /// position (~1,000 ids) that was twice a 16 KB copy (1.1 vs 0.6 µs per cached fill), so
 /// larger sets stay bitmasks.
-pub const MAX_LISTED: usize = 256;
+pub(crate) const MAX_LISTED: usize = 256;
 
 /// Sets within this many ids (added plus removed) of a cached bitmask are kept as that
 /// bitmask, shared, and the differences ([`TokenSet::near`]).
-pub const MAX_NEAR: usize = 1024;
+pub(crate) const MAX_NEAR: usize = 1024;
 
 /// A set of token ids: from a bitmask ([`TokenSet::from_bits`], which lists small sets in
 /// increasing order), from ids a mask fill collected (`Ids` directly), or as another set's
@@ -178,7 +178,7 @@ impl TokenSet {
 /// a walk that allows a handful of tokens (a literal key) then needs neither a 16 KB
 /// bitmask nor a scan of it ([`TokenSet::from_bits`]).
 #[derive(Debug)]
-pub struct TokenCollector {
+pub(crate) struct TokenCollector {
     ids: Vec<u32>,
     bits: Option<Vec<u32>>,
     words: usize,
@@ -186,13 +186,13 @@ pub struct TokenCollector {
 
 impl TokenCollector {
     /// An empty collector for masks of `words` words.
-    pub fn new(words: usize) -> TokenCollector {
+    pub(crate) fn new(words: usize) -> TokenCollector {
         TokenCollector { ids: Vec::new(), bits: None, words }
     }
 
     /// Adds `ids` (each below `32 * words`).
     #[inline]
-    pub fn add(&mut self, ids: &[u32]) {
+    pub(crate) fn add(&mut self, ids: &[u32]) {
         match &mut self.bits {
             Some(b) => set_ids(b, ids),
             None if self.ids.len() + ids.len() <= MAX_LISTED => self.ids.extend_from_slice(ids),
@@ -207,7 +207,7 @@ impl TokenCollector {
     }
 
     /// Adds everything `other` collected.
-    pub fn merge(&mut self, other: TokenCollector) {
+    pub(crate) fn merge(&mut self, other: TokenCollector) {
         match other.bits {
             Some(b) => {
                 let mine = self.bits.get_or_insert_with(|| {
@@ -225,7 +225,7 @@ impl TokenCollector {
     }
 
     /// The collected set.
-    pub fn finish(self) -> TokenSet {
+    pub(crate) fn finish(self) -> TokenSet {
         match self.bits {
             Some(b) => TokenSet::Bits(b.into()),
             None => TokenSet::Ids(self.ids.into()),

@@ -23,7 +23,7 @@ pub struct Vocabulary {
 }
 
 /// Default byte budget of a vocabulary's token-set cache.
-pub const DEFAULT_CACHE_BUDGET: usize = 512 << 20;
+pub(crate) const DEFAULT_CACHE_BUDGET: usize = 512 << 20;
 
 impl Vocabulary {
     /// Builds a vocabulary.
