@@ -22,7 +22,9 @@
 //! `testutil` (tests, benches and examples; `cfg(test)` or the `testing` feature) reads any layer.
 //!
 //! The public API is what the Python bindings, corral-schema, corral-formats, the benches and
-//! the fuzz targets use, re-exported here; every module is private to the crate.
+//! the fuzz targets use, re-exported here (types at the root; functions in the small facade
+//! modules at the end: `ebnf`, `intern`, `term_dfa`, `budget`, `warmup`, `off_cpu`). The layer
+//! modules are private to the crate, and items nothing outside uses are `pub(crate)`.
 
 mod apply;
 mod automata;
