@@ -2,7 +2,7 @@
 
 Found by the random search of ``test_exactness.py`` (seed 1032105460): on the cyclic, highly
 ambiguous grammar below, many terminals end at almost every byte of the vocabulary's 37-byte
-token, and the level-wise fill (``rust/corral-core/src/mask_fill.rs``) pushed one parser row per
+token, and the level-wise fill (``rust/corral-core/src/masks/mask_fill.rs``) pushed one parser row per
 sequence of terminal ends, about 2.3x more per level: the very first fill ran for over six
 minutes. The fill now takes the plain trie walk (one parser row per trie node) once the levels
 have pushed ``MAX_LEVEL_ROWS`` rows; the masks must stay exact.

@@ -185,7 +185,7 @@ def tiny_model(vocab: Any, seed: int = 0, *, prior: bool = True) -> DemoModel:
 
 
 def _local_model(path: str, vocab: Any) -> DemoModel:
-    from .cli import CliError
+    from ._cli_shared import CliError
 
     t0 = time.perf_counter()
     try:
@@ -231,7 +231,7 @@ def _schema_support() -> bool:
 def _grammar_for(schema_text: str, label: str) -> _DemoGrammar:
     import corral
 
-    from .cli import _json_schema_grammar
+    from ._cli_shared import _json_schema_grammar
 
     t0 = time.perf_counter()
     if _schema_support():
@@ -315,7 +315,7 @@ def main(args: argparse.Namespace | Sequence[str] | None = None) -> int:
 
     import corral
 
-    from .cli import CliError, _describe_vocab, _micro, load_vocabulary
+    from ._cli_shared import CliError, _describe_vocab, _micro, load_vocabulary
 
     try:
         import torch

@@ -4,8 +4,8 @@
 //! exceptions), and the logits masking kernel. Uses the Llama 3 vocabulary from `../shared/data`
 //! (falls back to a synthetic 128k vocabulary when the data is absent).
 
-use corral_core::ci_cache::{CiEntry, Lexer};
-use corral_core::logits::{mask_rows, NEG_INF_F32};
+use corral_core::{CiEntry, Lexer};
+use corral_core::{mask_rows, NEG_INF_F32};
 use corral_core::{testutil::load_tiktoken, CompiledGrammar, Grammar, Limits, Matcher, Vocabulary};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use std::sync::Arc;
@@ -48,7 +48,7 @@ fn benches(c: &mut Criterion) {
     let t = cfg.terminals.iter().position(|t| t.dfa().matches(b"\"a\"")).expect("the JSON string terminal");
     let dfa = cfg.terminals[t].dfa();
     let s = dfa.next(dfa.start(), b'"');
-    if s != corral_core::dfa::DEAD {
+    if s != corral_core::DEAD {
         c.bench_function("trie_walk/cold_entry", |b| b.iter(|| black_box(CiEntry::build(v.trie(), &[Lexer { dfa, state: s, gid: 0 }], v.mask_words()))));
     }
     // Cold entries inside pattern bodies no whole plain slice serves: a class whose subtrees
@@ -57,10 +57,10 @@ fn benches(c: &mut Criterion) {
     // or the hub's first byte E2 are walked).
     let dot = r#"([^"\\\x00-\x1f\x{2028}\x{2029}]|\\["\\/bfrt]|\\u[0-9a-fA-F]{4})"#;
     for (name, pattern, prefix) in [("trie_walk/cold_pattern_subtree_skip", r#"[A-Za-z0-9_.:-]+""#.to_string(), "ab"), ("trie_walk/cold_pattern_excepted", format!("https://{dot}+\""), "https://ab")] {
-        let rx = corral_core::regex::parse_regex(&pattern, &Limits::default()).unwrap();
-        let dfa = corral_core::dfa::Dfa::from_rx(&rx, &Limits::default()).unwrap();
+        let rx = corral_core::parse_regex(&pattern, &Limits::default()).unwrap();
+        let dfa = corral_core::Dfa::from_rx(&rx, &Limits::default()).unwrap();
         let s = prefix.bytes().fold(dfa.start(), |q, b| dfa.next(q, b));
-        assert_ne!(s, corral_core::dfa::DEAD, "{pattern} after {prefix}");
+        assert_ne!(s, corral_core::DEAD, "{pattern} after {prefix}");
         c.bench_function(name, |b| b.iter(|| black_box(CiEntry::build(v.trie(), &[Lexer { dfa: &dfa, state: s, gid: 0 }], v.mask_words()))));
     }
     // Byte steps: accepting a 200-byte JSON document byte by byte.

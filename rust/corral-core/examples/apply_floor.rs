@@ -3,14 +3,14 @@
 //! benchmark's `logits.copy_(base)` with one torch thread), a random mask allowing half the
 //! tokens, and the median over `REPS` calls (in blocks of 20 calls in a row, the variants in
 //! turn) of:
-//! * `library`: `corral_core::logits::mask_rows` (the caller and helper threads);
+//! * `library`: `corral_core::mask_rows` (the caller and helper threads);
 //! * `one thread`: the same kernel on the calling thread alone;
 //! * `floor 1t` / `floor 2t`: reading and writing every line once (`x += 0.0`, which the
 //!   compiler cannot drop), on one thread and on two threads, the second already running (a
 //!   thread spinning through the block: no wake-up).
 //!
 //! `cargo run --release -p corral-core --example apply_floor [REPS]`
-use corral_core::logits::{mask_row, mask_rows, NEG_INF_F32};
+use corral_core::{mask_row, mask_rows, NEG_INF_F32};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 

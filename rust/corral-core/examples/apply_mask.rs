@@ -1,5 +1,5 @@
 //! Times `mask_rows` on f32 logits at V = 128,256 (sparse and dense masks, batch 1 and 32).
-use corral_core::logits::{mask_rows, NEG_INF_F32};
+use corral_core::{mask_rows, NEG_INF_F32};
 use std::time::Instant;
 
 fn main() {

@@ -7,7 +7,7 @@
 //! ~30 µs in — waking the helper — and the helper ~60–85 µs in.)
 //!
 //! `cargo run --release -p corral-core --example apply_trace [REPS] [SPLIT]`
-use corral_core::logits::{mask_row, NEG_INF_F32};
+use corral_core::{mask_row, NEG_INF_F32};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;

@@ -1,6 +1,6 @@
 //! Builds one cold cache entry (inside a JSON string) with the Llama 3 vocabulary: the
 //! worst single fill latency. `cargo run --release --example cold_entry`.
-use corral_core::ci_cache::{CiEntry, Lexer};
+use corral_core::{CiEntry, Lexer};
 use corral_core::{testutil::load_tiktoken, Grammar, Limits};
 use std::time::Instant;
 

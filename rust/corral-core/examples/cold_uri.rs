@@ -2,7 +2,7 @@
 //! vocabulary: URI characters (about 48k tokens allowed) and a key that must not contain
 //! `after_` (nearly every plain token allowed; no slice applies). Best of 5 whole walks each.
 //! `cargo run --release --example cold_uri` (`RAYON_NUM_THREADS=1` for one thread).
-use corral_core::ci_cache::{CiEntry, Lexer};
+use corral_core::{CiEntry, Lexer};
 use corral_core::{testutil::load_tiktoken, Grammar, Limits};
 use std::time::Instant;
 

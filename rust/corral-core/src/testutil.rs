@@ -2,8 +2,8 @@
 //! files) and listing a matcher's allowed tokens against per-token acceptance.
 //! Not used by the library itself.
 
-use crate::error::{Error, Result};
-use crate::vocab::Vocabulary;
+use crate::runtime::error::{Error, Result};
+use crate::vocab::vocab::Vocabulary;
 
 fn b64(s: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len() * 3 / 4);

@@ -193,13 +193,13 @@ fn batch_fill_matches_single_fills() {
     let mut got = vec![0xFFFF_FFFFu32; w * (prefixes.len() + 1)];
     let rows: Vec<usize> = (0..prefixes.len()).rev().collect();
     let mut refs: Vec<&mut Matcher> = ms.iter_mut().collect();
-    corral_core::batch::fill_batch(&mut refs, &mut got, w, &rows).unwrap();
+    corral_core::fill_batch(&mut refs, &mut got, w, &rows).unwrap();
     for (i, &r) in rows.iter().enumerate() {
         assert_eq!(&got[r * w..(r + 1) * w], &expected[i * w..(i + 1) * w]);
     }
     assert!(got[prefixes.len() * w..].iter().all(|&x| x == 0xFFFF_FFFF), "untouched row stays");
     let mut refs: Vec<&mut Matcher> = ms.iter_mut().take(2).collect();
-    assert!(corral_core::batch::fill_batch(&mut refs, &mut got, w, &[1, 1]).is_err());
+    assert!(corral_core::fill_batch(&mut refs, &mut got, w, &[1, 1]).is_err());
 }
 
 /// Many rows, filled by the caller and pool threads together (pools of 1 to 8 threads, and
@@ -229,7 +229,7 @@ fn batch_fill_shares_rows_between_caller_and_pool() {
         for _ in 0..5 {
             let mut got = vec![0xA5A5_A5A5u32; w * n];
             let mut refs: Vec<&mut Matcher> = ms.iter_mut().collect();
-            corral_core::batch::fill_batch(&mut refs, &mut got, w, &rows).unwrap();
+            corral_core::fill_batch(&mut refs, &mut got, w, &rows).unwrap();
             assert!(got == expected, "a batch fill differs from the single fills");
         }
     };
@@ -241,7 +241,7 @@ fn batch_fill_shares_rows_between_caller_and_pool() {
     // Rows one word short: every fill fails, and the error reaches the caller.
     let mut short = vec![0u32; (w - 1).max(1) * n];
     let mut refs: Vec<&mut Matcher> = ms.iter_mut().collect();
-    let err = corral_core::batch::fill_batch(&mut refs, &mut short, (w - 1).max(1), &rows);
+    let err = corral_core::fill_batch(&mut refs, &mut short, (w - 1).max(1), &rows);
     assert!(err.is_err(), "short rows must fail");
 }
 

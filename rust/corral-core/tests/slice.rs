@@ -1,14 +1,14 @@
-//! The plain-text slice ([`corral_core::slice`]) gives exactly what a walk of the whole trie
+//! The plain-text slice (corral-core's `vocab/slice.rs`) gives exactly what a walk of the whole trie
 //! gives: same tokens, same lexeme ends, on the real Llama 3 vocabulary, for string bodies
 //! that take every plain token and for length-bounded ones that take only the short ones.
 
-use corral_core::ci_cache::{CiEntry, Lexer};
-use corral_core::dfa::Dfa;
+use corral_core::{CiEntry, Lexer};
+use corral_core::Dfa;
 use corral_core::testutil::load_tiktoken;
 use corral_core::Limits;
 
 fn dfa(pattern: &str) -> Dfa {
-    let rx = corral_core::regex::parse_regex(pattern, &Limits::default()).unwrap();
+    let rx = corral_core::parse_regex(pattern, &Limits::default()).unwrap();
     Dfa::from_rx(&rx, &Limits::default()).unwrap()
 }
 
@@ -79,7 +79,7 @@ fn derived_entries_of_plain_safe_states_equal_whole_walks_on_llama3() {
     // A key that must not be the name `id`, next to "the rest of any string": once the
     // latter's entry is cached, the former's is derived from it by a lockstep walk (it would
     // take the slice's walk otherwise). Same tokens and lexeme ends as a whole walk.
-    use corral_core::ci_cache::CiCache;
+    use corral_core::CiCache;
     let vocab = llama3();
     let trie = vocab.trie();
     let words = vocab.mask_words();
@@ -102,16 +102,16 @@ fn derived_entries_of_plain_safe_states_equal_whole_walks_on_llama3() {
 
 /// Token set and lexeme-end nodes of one lexeme from `state`, by the plainest walk: every
 /// node under a live path, no subtree skipped.
-fn reference(trie: &corral_core::toktrie::TokTrie, d: &Dfa, state: u32, words: usize) -> (Vec<u32>, Vec<u32>) {
+fn reference(trie: &corral_core::TokTrie, d: &Dfa, state: u32, words: usize) -> (Vec<u32>, Vec<u32>) {
     let mut allowed = vec![0u32; words];
     let mut ends = Vec::new();
-    let mut states = vec![corral_core::dfa::DEAD; trie.max_depth() + 1];
+    let mut states = vec![corral_core::DEAD; trie.max_depth() + 1];
     states[0] = state;
     let mut i = 0;
     while i < trie.nodes.len() {
         let n = trie.nodes[i];
         let q = d.next(states[n.depth as usize - 1], n.byte);
-        if q == corral_core::dfa::DEAD {
+        if q == corral_core::DEAD {
             i += n.subtree_len as usize;
             continue;
         }
@@ -164,7 +164,7 @@ fn excepted_slices_and_subtree_skips_equal_plain_walks_on_llama3() {
         let d = dfa(pattern);
         for prefix in prefixes {
             let s = prefix.bytes().fold(d.start(), |q, b| d.next(q, b));
-            assert_ne!(s, corral_core::dfa::DEAD, "{pattern} after {prefix:?}");
+            assert_ne!(s, corral_core::DEAD, "{pattern} after {prefix:?}");
             let (want, mut want_ends) = reference(trie, &d, s, words);
             want_ends.sort();
             let l = Lexer { dfa: &d, state: s, gid: 0 };
@@ -221,7 +221,7 @@ fn joint_slices_equal_joint_walks_on_llama3() {
         let dfas: Vec<Dfa> = patterns.iter().map(|p| dfa(p)).collect();
         for prefix in prefixes {
             let lexers: Vec<Lexer> = dfas.iter().enumerate().map(|(j, d)| Lexer { dfa: d, state: prefix.bytes().fold(d.start(), |q, b| d.next(q, b)), gid: j as u32 }).collect();
-            let live: Vec<Lexer> = lexers.iter().copied().filter(|l| l.state != corral_core::dfa::DEAD).collect();
+            let live: Vec<Lexer> = lexers.iter().copied().filter(|l| l.state != corral_core::DEAD).collect();
             let joint = CiEntry::joint_slice_for(trie, &live);
             if !covers {
                 assert!(joint.is_none(), "{patterns:?} after {prefix:?}: no joint slice");
@@ -244,7 +244,7 @@ fn joint_slices_equal_joint_walks_on_llama3() {
     assert!(slice.safe_depth(&not, not.start()) < 8);
     // Through the cache, which takes the joint slice for such a pair: the same entry.
     let has = dfa(HAS_IOAM);
-    let cache = corral_core::ci_cache::CiCache::new(1 << 30);
+    let cache = corral_core::CiCache::new(1 << 30);
     let depth = trie.max_depth();
     for prefix in ["", "io", "ab"] {
         let lexers: Vec<Lexer> = [&has, &not].iter().enumerate().map(|(j, d)| Lexer { dfa: d, state: prefix.bytes().fold(d.start(), |q, b| d.next(q, b)), gid: 40 + j as u32 }).collect();

@@ -1,4 +1,4 @@
-//! The order the warm-up takes terminals in ([`corral_core::cfg::Cfg::terminals_by_distance`]).
+//! The order the warm-up takes terminals in ([`corral_core::Cfg::terminals_by_distance`]).
 
 use corral_core::{Grammar, Limits};
 

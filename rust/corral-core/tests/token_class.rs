@@ -4,7 +4,7 @@
 
 use corral_core::ebnf::{Expr, GrammarAst, RuleDef};
 use corral_core::testutil::{accepted_tokens, mask_tokens, xorshift};
-use corral_core::token_class::{TokenClass, TokenRef};
+use corral_core::{TokenClass, TokenRef};
 use corral_core::{CompiledGrammar, Grammar, Limits, Matcher, Vocabulary};
 use std::sync::Arc;
 

@@ -74,14 +74,14 @@ pub fn strip_root_whitespace(rules: &mut [RuleDef], root: &str) {
 
 /// Whether `e` is a JSON layout's whitespace run `[ \t\n\r]{0,n}`.
 fn is_whitespace_run(e: &Expr) -> bool {
-    let Expr::Terminal(corral_core::rx::Rx::Repeat { inner, min: 0, max: Some(_) }) = e else { return false };
-    matches!(&**inner, corral_core::rx::Rx::Bytes(b) if b.iter().all(|&(lo, hi)| b" \t\n\r".contains(&lo) && b" \t\n\r".contains(&hi) || (lo, hi) == (b'\t', b'\n')))
+    let Expr::Terminal(corral_core::Rx::Repeat { inner, min: 0, max: Some(_) }) = e else { return false };
+    matches!(&**inner, corral_core::Rx::Bytes(b) if b.iter().all(|&(lo, hi)| b" \t\n\r".contains(&lo) && b" \t\n\r".contains(&hi) || (lo, hi) == (b'\t', b'\n')))
 }
 
 /// Makes every whitespace run `[ \t\n\r]{0,bound}` in `e` unbounded (a layout compiled with
 /// `bound` standing for "no bound").
 pub fn unbound_whitespace(e: &mut Expr, bound: u32) {
-    use corral_core::rx::Rx;
+    use corral_core::Rx;
     fn rx(r: &Rx, bound: u32) -> Option<Rx> {
         match r {
             Rx::Repeat { inner, min, max: Some(m) } if *m == bound => Some(Rx::Repeat { inner: inner.clone(), min: *min, max: None }),

@@ -15,8 +15,8 @@
 
 use crate::FormatError;
 use corral_core::ebnf::{Expr, GrammarAst, RuleDef};
-use corral_core::error::{Error, Location};
-use corral_core::rx::Rx;
+use corral_core::{Error, Location};
+use corral_core::Rx;
 use corral_core::{Grammar, Limits};
 use std::collections::HashMap;
 
@@ -54,7 +54,7 @@ enum Node {
     /// `%json { schema }`.
     Json { schema: serde_json::Value, offset: usize },
     /// A special token: `<name>`, `<[id]>`, `<[a-b,c]>`, `<[^…]>`.
-    Tokens { class: corral_core::token_class::TokenClass, offset: usize },
+    Tokens { class: corral_core::TokenClass, offset: usize },
 }
 
 #[derive(Debug)]
@@ -450,7 +450,7 @@ impl<'a> P<'a> {
                 name: "max_nesting",
                 limit: self.limits.max_nesting,
                 what: "the grammar nests too deeply".into(),
-                hint: corral_core::limits::LIMIT_HINT,
+                hint: corral_core::LIMIT_HINT,
             }));
         }
         Ok(())
@@ -540,8 +540,8 @@ impl<'a> P<'a> {
     }
 
     /// The inside of `<[…]>`: `^`? then ids and inclusive ranges separated by commas.
-    fn token_ids(&self, text: &str, at: usize) -> crate::Result<corral_core::token_class::TokenClass> {
-        use corral_core::token_class::{TokenClass, TokenRef};
+    fn token_ids(&self, text: &str, at: usize) -> crate::Result<corral_core::TokenClass> {
+        use corral_core::{TokenClass, TokenRef};
         let (negated, list) = match text.strip_prefix('^') {
             Some(rest) => (true, rest),
             None => (false, text),
@@ -632,7 +632,7 @@ impl<'a> P<'a> {
                 let text = &self.src[start..=end];
                 let class = match text.strip_prefix("<[").and_then(|t| t.strip_suffix("]>")) {
                     Some(ids) => self.token_ids(ids, start)?,
-                    None => corral_core::token_class::TokenClass::OneOf(vec![corral_core::token_class::TokenRef::Name(text.to_string())]),
+                    None => corral_core::TokenClass::OneOf(vec![corral_core::TokenRef::Name(text.to_string())]),
                 };
                 Ok(Node::Tokens { class, offset: start })
             }
@@ -791,7 +791,7 @@ impl<'a> P<'a> {
             }
         }
         let full = format!("{prefix}{pattern}");
-        corral_core::regex::parse_regex(&full, self.limits).map_err(|e| match e {
+        corral_core::parse_regex(&full, self.limits).map_err(|e| match e {
             Error::Regex { message, offset } if message.contains("look-around") || message.contains("backreference") || message.contains("cannot be enforced") => {
                 let construct = if message.contains("backreference") { "regex back-reference" } else { "regex look-around" };
                 let at = offset.map(|o| pat_at + o.saturating_sub(prefix.len()).min(pattern.len())).filter(|a| self.src.is_char_boundary(*a)).unwrap_or(start);
@@ -906,7 +906,7 @@ impl<'a> Lowering<'a> {
                 return Err(syntax(src, *at, format!("'{local}' is defined more than once (imported here)")));
             }
             let pattern = common_def(name).unwrap_or("");
-            let rx = corral_core::regex::parse_regex(pattern, limits)?;
+            let rx = corral_core::parse_regex(pattern, limits)?;
             lw.rules.push(RuleDef { name: local.clone(), expr: Expr::Terminal(rx), offset: *at });
         }
         // The ignored terminals.

@@ -15,7 +15,7 @@
 //! Free text (in `any_text`, `triggered_tags` and `dispatch`) is built as exact byte automata
 //! (see [`text`]): text in which no trigger, excluded string or enclosing end occurs, and the
 //! text up to the first trigger occurrence. Token-level formats are terminals matched by
-//! token id ([`corral_core::token_class`]): a named token, special or not, is allowed exactly
+//! token id ([`corral_core::TokenClass`]): a named token, special or not, is allowed exactly
 //! where the format names it, and `exclude_token`/`any_tokens` allow any token of the
 //! tokenizer (special tokens included, EOS aside) but the excluded ones; `any_tokens.max_tokens`
 //! bounds their number. `any_text.max_tokens` is refused with [`FormatError::Unsupported`]:
@@ -37,8 +37,8 @@ mod text;
 use crate::embed;
 use crate::FormatError;
 use corral_core::ebnf::{Expr, GrammarAst, RuleDef};
-use corral_core::rx::Rx;
-use corral_core::token_class::{TokenClass, TokenRef};
+use corral_core::Rx;
+use corral_core::{TokenClass, TokenRef};
 use corral_core::{Grammar, Limits};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -266,7 +266,7 @@ impl Compiler<'_> {
                 name: "max_nesting",
                 limit: self.limits.max_nesting,
                 what: format!("format objects nested deeper than {} at {at}", self.limits.max_nesting),
-                hint: corral_core::limits::LIMIT_HINT,
+                hint: corral_core::LIMIT_HINT,
             }));
         }
         self.depth += 1;
@@ -297,7 +297,7 @@ impl Compiler<'_> {
             }
             "regex" => {
                 let pattern = req_str(o, "pattern", at)?;
-                Ok(Expr::Terminal(corral_core::regex::parse_regex(pattern, self.limits)?))
+                Ok(Expr::Terminal(corral_core::parse_regex(pattern, self.limits)?))
             }
             "any_text" => self.any_text(o, at, ends),
             "sequence" | "or" => {
@@ -909,7 +909,7 @@ impl Compiler<'_> {
             }
             if let Some(p) = o.get("pattern") {
                 let p = string(p, &child(at, "pattern"))?;
-                return Ok(vec![(true, padded(Expr::Terminal(corral_core::regex::parse_regex(p, self.limits)?)))]);
+                return Ok(vec![(true, padded(Expr::Terminal(corral_core::parse_regex(p, self.limits)?)))]);
             }
             if has("minLength") || has("maxLength") {
                 let num = |k: &str| o.get(k).and_then(Value::as_u64).map(|n| n.min(u32::MAX as u64) as u32);

@@ -546,7 +546,7 @@ fn fill_next_token_bitmask_batch(py: Python<'_>, matchers: Vec<Bound<'_, PyMatch
         let mut ms: Vec<&mut core::Matcher> = refs.iter_mut().map(|r| &mut r.inner).collect();
         let words = buf.words;
         let all = buf.words_mut();
-        py.detach(|| core::batch::fill_batch(&mut ms, all, words, &rows)).map_err(|e| to_py(py, e))
+        py.detach(|| core::fill_batch(&mut ms, all, words, &rows)).map_err(|e| to_py(py, e))
     })
 }
 

@@ -2,7 +2,7 @@
 
 use crate::bitmask::MaskBuf;
 use crate::errors::{guard, usage};
-use corral_core::logits::{mask_rows, NEG_INF_BF16, NEG_INF_F16, NEG_INF_F32};
+use corral_core::{mask_rows, NEG_INF_BF16, NEG_INF_F16, NEG_INF_F32};
 use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;

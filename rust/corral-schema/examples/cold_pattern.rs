@@ -2,7 +2,7 @@
 //! lexer walk takes inside a pattern's body. `cargo run --release -p corral-schema --example
 //! cold_pattern -- '^[\w\s-]+$' abc` (pattern, then the body bytes before the position;
 //! `CP_FORMAT=uri` to time a format's states instead of the pattern's).
-use corral_core::ci_cache::{CiEntry, Lexer};
+use corral_core::{CiEntry, Lexer};
 use corral_core::testutil::load_tiktoken;
 use corral_schema::{compile_schema, Options};
 use std::time::Instant;
@@ -20,7 +20,7 @@ fn main() {
     let c = compile_schema(&schema, &Options::default()).unwrap();
     let cfg = c.grammar.cfg();
     let text = format!("\"{body}");
-    let live = |d: &corral_core::dfa::Dfa| text.bytes().fold(d.start(), |q, b| d.next(q, b)) != corral_core::dfa::DEAD;
+    let live = |d: &corral_core::Dfa| text.bytes().fold(d.start(), |q, b| d.next(q, b)) != corral_core::DEAD;
     let t = cfg.terminals.iter().position(|t| live(t.dfa())).expect("a terminal takes the body");
     let dfa = cfg.terminals[t].dfa();
     let s = text.bytes().fold(dfa.start(), |q, b| dfa.next(q, b));

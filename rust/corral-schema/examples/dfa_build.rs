@@ -4,7 +4,7 @@
 //! writes that many megabytes between builds (cold CPU caches). `SAFE_DEPTH=1` also times
 //! `PlainSlice::safe_depth` (over the Llama 3 vocabulary) at the first state of every
 //! character position: what the first fill at each position inside such a string asks.
-use corral_core::rx::Rx;
+use corral_core::Rx;
 
 // The extension's allocator: freed tables are reused, as in a serving process.
 #[global_allocator]
@@ -34,7 +34,7 @@ fn main() {
             }
         }
         let t = Instant::now();
-        let d = corral_core::dfa::Dfa::from_rx(&rx, &corral_core::Limits::default()).expect("builds");
+        let d = corral_core::Dfa::from_rx(&rx, &corral_core::Limits::default()).expect("builds");
         times.push(t.elapsed().as_secs_f64() * 1e6);
         states = d.num_states();
         drop(d);
@@ -42,12 +42,12 @@ fn main() {
     if std::env::var("SAFE_DEPTH").is_ok() {
         let v = corral_core::testutil::load_tiktoken("../shared/data/tokenizers/llama3/tokenizer.model", 256, &[128001, 128009]).expect("the Llama 3 vocabulary");
         let slice = v.trie().plain_slice();
-        let d = corral_core::dfa::Dfa::from_rx(&rx, &corral_core::Limits::default()).expect("builds");
+        let d = corral_core::Dfa::from_rx(&rx, &corral_core::Limits::default()).expect("builds");
         // Every state reached by plain ASCII letters: one per position.
         let mut q = d.next(d.start(), b'"');
         let mut ts = Vec::new();
         let mut depths = 0;
-        while q != corral_core::dfa::DEAD && !d.is_accepting(q) {
+        while q != corral_core::DEAD && !d.is_accepting(q) {
             let t = Instant::now();
             depths += slice.safe_depth(&d, q);
             ts.push(t.elapsed().as_secs_f64() * 1e6);

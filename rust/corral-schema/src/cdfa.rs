@@ -5,8 +5,8 @@
 //! Code points are `u32` scalar values; transitions are sorted, disjoint inclusive ranges.
 //! A missing transition goes to an implicit dead state.
 
-use corral_core::kequiv::predecessor_lists;
-use corral_core::rx::Rx;
+use corral_core::predecessor_lists;
+use corral_core::Rx;
 use rustc_hash::FxHashMap;
 
 /// Largest Unicode scalar value.
@@ -411,7 +411,7 @@ fn refine(rows: &FlatRows, acc: &[bool]) -> Vec<u32> {
                 j += 1;
             }
             // The signature the class's untouched members still have, if any is untouched.
-            let untouched = corral_core::kequiv::untouched_member(&mut members[c as usize], &class, c, &stamp, round);
+            let untouched = corral_core::untouched_member(&mut members[c as usize], &class, c, &stamp, round);
             reference.clear();
             if let Some(q) = untouched {
                 sign(&class, q as usize, &mut reference);
@@ -1148,7 +1148,7 @@ fn alt2(a: Rx, b: Rx) -> Rx {
     if let (Rx::Chars(x), Rx::Chars(y)) = (&a, &b) {
         let mut r = x.clone();
         r.extend_from_slice(y);
-        return Rx::Chars(corral_core::rx::normalize_ranges(&r));
+        return Rx::Chars(corral_core::normalize_ranges(&r));
     }
     Rx::alt(vec![a, b])
 }

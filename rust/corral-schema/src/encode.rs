@@ -13,11 +13,16 @@
 //! than minimal and took milliseconds per key set.
 
 use crate::cdfa::CDfa;
-use corral_core::byte_automaton::{ByteAutomaton, FlatTables, LazyFacts};
+use corral_core::{ByteAutomaton, FlatTables, LazyFacts};
 use hashbrown::HashTable;
 use rustc_hash::FxHashMap;
 use crate::shared_cache::SharedCache;
 use std::sync::{Arc, OnceLock};
+
+/// Largest code-point automaton made one terminal (and four times that in bytes); larger
+/// ones become one rule per state. `uri-reference` has 182 states; the exact leap seconds of
+/// `date-time` (11,007) stay rules.
+pub(crate) const AUTOMATON_TERMINAL_STATES: usize = 2000;
 
 /// What the bytes still to come encode.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -454,9 +459,9 @@ const JSON_RAW_HOLES: [(u32, u32); 4] = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), 
 /// characters go somewhere, and `\` when any character can be escaped (every scalar value
 /// can) — and where its non-ASCII characters go: `Some(None)` nowhere, `Some(Some(t))` all to
 /// `t`; `None` when they are split (not key-set-shaped). Allocates nothing.
-fn key_set_state(full: &[(u32, u32, u32)]) -> Option<(corral_core::byteset::ByteSet, Option<u32>)> {
+fn key_set_state(full: &[(u32, u32, u32)]) -> Option<(corral_core::ByteSet, Option<u32>)> {
     const NON_ASCII: u64 = (0xD7FF - 0x80 + 1) + (0x10FFFF - 0xE000 + 1);
-    let mut first = corral_core::byteset::ByteSet::default();
+    let mut first = corral_core::ByteSet::default();
     let (mut target, mut covered, mut any, mut pieces) = (None, 0u64, false, 0);
     for &(a, b, t) in full {
         for (lo, hi) in [(a, b.min(0xD7FF)), (a.max(0xE000), b)] {
@@ -523,7 +528,7 @@ fn lazy_facts(d: &CDfa) -> Option<LazyFacts> {
     }
     let mut shared_targets: Vec<u32> = Vec::new();
     let mut own = 0usize;
-    let mut summary = corral_core::byte_automaton::Summary::default();
+    let mut summary = corral_core::Summary::default();
     for (q, full) in d.trans.iter().enumerate() {
         let (first, target) = key_set_state(full)?;
         shared_targets.extend(target);
@@ -544,7 +549,7 @@ fn lazy_facts(d: &CDfa) -> Option<LazyFacts> {
     shared_targets.sort_unstable();
     shared_targets.dedup();
     let len_bound = own + 32 * shared_targets.len() + 16;
-    if len_bound > crate::compile::AUTOMATON_TERMINAL_STATES * 4 {
+    if len_bound > AUTOMATON_TERMINAL_STATES * 4 {
         return None;
     }
     // An accepting state reached over at least one character that has a spelling (every
@@ -629,7 +634,7 @@ pub fn json_class(ranges: &[(u32, u32)]) -> Arc<ByteAutomaton> {
             return ascii_class(*a as u8).clone();
         }
     }
-    let ranges = corral_core::rx::normalize_ranges(ranges);
+    let ranges = corral_core::normalize_ranges(ranges);
     CACHE.get_or_build(ranges.clone(), || class_automaton(&ranges))
 }
 
@@ -665,7 +670,7 @@ pub fn json_literal(s: &Arc<str>) -> Arc<ByteAutomaton> {
     // Exact state count: the state before `"`, the one after it, each character's states but
     // its start, the state after the closing `"`.
     let len = 3 + s.chars().map(|c| class_len(c) - 1).sum::<usize>();
-    let mut summary = corral_core::byte_automaton::Summary::default();
+    let mut summary = corral_core::Summary::default();
     summary.start_out.insert(b'"');
     summary.has_nonempty = true;
     let facts = LazyFacts { nullable: false, summary, len_bound: len, size_estimate: 2 * len };
@@ -748,7 +753,7 @@ fn literal_tables(s: &str, len: usize) -> FlatTables {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corral_core::rx::Rx;
+    use corral_core::Rx;
 
     /// Characters a JSON string must escape (control characters, `"` and `\`).
     fn must_escape(c: u32) -> bool {
@@ -945,9 +950,9 @@ mod tests {
     /// with the facts it states; and it keeps the union bound for enums of literals.
     #[test]
     fn literal_automata_are_their_pieces_concatenated() {
-        use corral_core::byte_automaton::summarize;
-        use corral_core::dfa::Dfa;
-        use corral_core::limits::Limits;
+        use corral_core::summarize;
+        use corral_core::Dfa;
+        use corral_core::Limits;
         let words = ["", "a", "name", "\"q\"", "back\\slash", "tab\t\u{1}", "é", "中文", "😀x", "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}", "a/b c"];
         let mut enc = crate::strings::Encoder::default();
         for w in words {
@@ -984,7 +989,7 @@ mod tests {
     /// characters, `"` and `\`); and the lazy automaton reads what the eager one reads.
     #[test]
     fn lazy_json_facts_are_those_of_the_built_automaton() {
-        use corral_core::byte_automaton::summarize;
+        use corral_core::summarize;
         let mut rnd = corral_core::testutil::xorshift(0x1a2f_0e5e_7777_0001u64);
         let any = CDfa::from_rx(&Rx::Repeat { inner: std::sync::Arc::new(Rx::any_char()), min: 0, max: None }, 10_000).unwrap();
         let mut checked = 0;

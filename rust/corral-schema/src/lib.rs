@@ -67,6 +67,7 @@
 pub mod big_stack;
 pub mod cdfa;
 mod compile;
+mod decimal;
 pub mod encode;
 mod shared_cache;
 pub mod numbers;

@@ -16,7 +16,7 @@
 //! each used once (session 23).
 
 use crate::cdfa::CDfa;
-use crate::numbers::{Dec, Op};
+use crate::decimal::{Dec, Op};
 use std::cmp::Ordering;
 
 /// A comparison so far: equal, smaller, larger (`Ordering` as one byte).
@@ -360,7 +360,7 @@ pub(crate) fn magnitudes(bounds: &[(&Dec, Op)], limit: usize) -> Option<CDfa> {
 /// state stays, as the empty language's single state).
 fn trimmed(trans: Vec<Vec<(u32, u32, u32)>>, accept: Vec<bool>) -> CDfa {
     let n = trans.len();
-    let (at, preds) = corral_core::kequiv::predecessor_lists(n, |s| trans[s].iter().map(|e| e.2));
+    let (at, preds) = corral_core::predecessor_lists(n, |s| trans[s].iter().map(|e| e.2));
     let mut live = accept.clone();
     let mut stack: Vec<u32> = (0..n as u32).filter(|&s| live[s as usize]).collect();
     while let Some(s) = stack.pop() {

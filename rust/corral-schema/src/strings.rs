@@ -2,7 +2,7 @@
 //! code-point language (every character raw or escaped in every valid way), and formats.
 
 use crate::shared_cache::SharedCache;
-use corral_core::rx::Rx;
+use corral_core::Rx;
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
 use std::sync::Arc;
 
@@ -436,7 +436,7 @@ impl Encoder {
                 return Rx::Automaton(crate::encode::json_class(ranges));
             }
         }
-        let r = corral_core::rx::normalize_ranges(ranges);
+        let r = corral_core::normalize_ranges(ranges);
         if r.is_empty() {
             return Rx::Nothing;
         }
@@ -754,7 +754,7 @@ mod tests {
     fn encoding_roundtrip() {
         let mut e = Encoder::default();
         let rx = e.quoted(&star(any_char()));
-        let d = corral_core::dfa::Dfa::from_rx(&rx, &corral_core::Limits::default()).unwrap();
+        let d = corral_core::Dfa::from_rx(&rx, &corral_core::Limits::default()).unwrap();
         for ok in [r#""""#, r#""a\u00e9\n\"""#, r#""\ud83d\ude00""#, "\"\u{1F600}\"", r#""\/""#] {
             assert!(d.matches(ok.as_bytes()), "{ok}");
         }
@@ -762,7 +762,7 @@ mod tests {
             assert!(!d.matches(bad.as_bytes()), "{bad}");
         }
         let rx = e.quoted(&lit("a/é😀"));
-        let d = corral_core::dfa::Dfa::from_rx(&rx, &corral_core::Limits::default()).unwrap();
+        let d = corral_core::Dfa::from_rx(&rx, &corral_core::Limits::default()).unwrap();
         for ok in ["\"a/é😀\"", r#""\u0061\/\u00E9\uD83D\uDE00""#, r#""a\u002fé😀""#] {
             assert!(d.matches(ok.as_bytes()), "{ok}");
         }

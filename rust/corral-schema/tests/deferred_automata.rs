@@ -57,7 +57,7 @@ fn deferred_keys_and_enums_give_exact_masks() {
     }
 }
 
-/// The bound that lets an enum's automaton be deferred (`corral_core::det_concat`) holds for
+/// The bound that lets an enum's automaton be deferred (corral-core's `automata/det_concat.rs`) holds for
 /// the pieces the schema encoder really builds — short escapes (`\/`, `\n`, `\"`, `\\`),
 /// control characters, multi-byte and astral characters (surrogate pairs in either hex case)
 /// — under state limits around the automata's sizes: whenever the compile defers one, its

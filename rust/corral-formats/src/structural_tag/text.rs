@@ -12,7 +12,7 @@
 //! them is the one dispatched, unless an excluded pattern also ends there (then the text is
 //! rejected): the rule xgrammar's matcher follows.
 
-use corral_core::byte_automaton::ByteAutomaton;
+use corral_core::ByteAutomaton;
 use std::collections::HashMap;
 
 /// What a pattern is for.

@@ -35,7 +35,7 @@ impl<'a> Compiler<'a> {
                 name: "max_productions",
                 limit: MAX_RULES,
                 what: "the schema expands to too many grammar rules".into(),
-                hint: corral_core::limits::LIMIT_HINT,
+                hint: corral_core::LIMIT_HINT,
             }));
         }
         if self.leaves > MAX_LEAVES {
@@ -43,7 +43,7 @@ impl<'a> Compiler<'a> {
                 name: "max_productions",
                 limit: MAX_LEAVES,
                 what: "the schema expands to too many sub-schema combinations (anyOf/oneOf/not)".into(),
-                hint: corral_core::limits::LIMIT_HINT,
+                hint: corral_core::LIMIT_HINT,
             }));
         }
         let f = self.flatten(&items, resolved)?;

@@ -8,14 +8,14 @@ use super::*;
 const MANY_STRINGS: usize = 64;
 
 /// The quoted JSON strings whose values are `strings`, in every spelling, as one automaton:
-/// the minimal automaton of the values' characters ([`corral_core::byte_automaton::minimal_acyclic`],
+/// the minimal automaton of the values' characters ([`corral_core::minimal_acyclic`],
 /// linear in their length, prefixes and suffixes shared) encoded as JSON. A 100,000-value
 /// enum was an alternation of 100,000 automata, too large to lower as one terminal, and so
 /// 100,000 terminals that every fill walked.
 fn string_set(strings: &[&str]) -> Rx {
     let chars: Vec<Vec<u32>> = strings.iter().map(|s| s.chars().map(|c| c as u32).collect()).collect();
     let words: Vec<&[u32]> = chars.iter().map(|w| w.as_slice()).collect();
-    let states = corral_core::byte_automaton::minimal_acyclic(&words);
+    let states = corral_core::minimal_acyclic(&words);
     let mut d = crate::cdfa::CDfa { trans: Vec::with_capacity(states.len()), accept: Vec::with_capacity(states.len()), start: 0 };
     for (acc, row) in states {
         d.trans.push(row.into_iter().map(|(c, t)| (c, c, t)).collect());

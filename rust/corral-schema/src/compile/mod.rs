@@ -16,7 +16,7 @@ use crate::numbers::{self, Bound, Dec};
 use crate::strings::{self, any_char, ecma_search, format_lang, lit, rep, star, Encoder, FormatLang};
 use crate::{Compiled, Draft, Options, PropertyOrder, SchemaError, SchemaWarning, Whitespace};
 use corral_core::ebnf::{Expr, GrammarAst, PermSpec, RuleDef};
-use corral_core::rx::Rx;
+use corral_core::Rx;
 use corral_core::Grammar;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{json, Map, Value};
@@ -40,10 +40,7 @@ const T_NUMS: u8 = T_INT | T_NUM;
 /// Largest number of states of a code-point automaton built while compiling.
 const DFA_LIMIT: usize = 50_000;
 
-/// Largest code-point automaton made one terminal (and four times that in bytes); larger
-/// ones become one rule per state. `uri-reference` has 182 states; the exact leap seconds of
-/// `date-time` (11,007) stay rules.
-pub(crate) const AUTOMATON_TERMINAL_STATES: usize = 2000;
+pub(crate) use crate::encode::AUTOMATON_TERMINAL_STATES;
 
 /// The code-point automaton of a pattern or format (`key`), built once per process: formats
 /// and common patterns recur across schemas. Outcomes are deterministic (a pattern is too

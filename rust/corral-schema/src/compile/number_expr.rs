@@ -103,7 +103,7 @@ impl<'a> Compiler<'a> {
             name: "max_dfa_states",
             limit: DFA_LIMIT,
             what: format!("the {what} grew too large"),
-            hint: corral_core::limits::LIMIT_HINT,
+            hint: corral_core::LIMIT_HINT,
         })
     }
 

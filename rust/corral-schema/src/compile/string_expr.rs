@@ -501,8 +501,8 @@ fn leap_time_rx() -> Rx {
 /// process). The whole language is an 11,007-state automaton (the offset must undo the local
 /// time exactly, so every `hh:mm` is remembered), 66,038 states once encoded: too large for
 /// one terminal, while each hour's share (~460 code-point states) is not.
-fn leap_time_by_hour() -> &'static [Arc<corral_core::byte_automaton::ByteAutomaton>] {
-    static P: std::sync::OnceLock<Vec<Arc<corral_core::byte_automaton::ByteAutomaton>>> = std::sync::OnceLock::new();
+fn leap_time_by_hour() -> &'static [Arc<corral_core::ByteAutomaton>] {
+    static P: std::sync::OnceLock<Vec<Arc<corral_core::ByteAutomaton>>> = std::sync::OnceLock::new();
     P.get_or_init(|| {
         let mut by_hour: BTreeMap<String, Vec<Rx>> = BTreeMap::new();
         for (local, rx) in leap_time_cases() {
@@ -528,7 +528,7 @@ fn leap_time_by_hour() -> &'static [Arc<corral_core::byte_automaton::ByteAutomat
 }
 
 /// The terminal of one hour's leap-second times: the hour's automaton and the closing quote.
-fn leap_hour_terminal(a: &Arc<corral_core::byte_automaton::ByteAutomaton>) -> Rx {
+fn leap_hour_terminal(a: &Arc<corral_core::ByteAutomaton>) -> Rx {
     Rx::concat(vec![Rx::Automaton(a.clone()), lit("\"")])
 }
 

@@ -1,0 +1,4 @@
+//! Applying masks: writing −∞ into the logits of disallowed tokens.
+
+pub(crate) mod logits;
+pub(crate) mod logits_simd;

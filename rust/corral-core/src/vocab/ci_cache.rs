@@ -1,0 +1,1223 @@
+//! Context-independent token sets, cached per lexer configuration and per level.
+//!
+//! Given the terminals in progress and their DFA states (the *key*, parser rows left out),
+//! the tokens whose bytes can be consumed by continuing one of those terminals — without
+//! ending any — are allowed whatever the parser stack holds. One lexer-only walk of the
+//! token trie computes that set and also records the trie nodes where some terminals could
+//! end with more bytes still to come, grouped by which terminals end there. Below such a
+//! group the parser pushes one row; the terminals that row expects form the key of the next
+//! level, whose walk (below the group's nodes only) is cached the same way, as a child of
+//! the entry. Every accepted path is counted by its terminal ends, so the union over levels
+//! is the exact mask, and a fill on a warm cache is a copy plus one parser row per group.
+
+use crate::runtime::byteset::ByteSet;
+use crate::automata::dfa::{Dfa, DEAD};
+use crate::vocab::token_set::{TokenCollector, TokenSet, MAX_NEAR};
+use crate::vocab::toktrie::TokTrie;
+use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, RwLock};
+
+/// Most lexemes a key may hold; larger configurations take the plain trie walk.
+pub(crate) const MAX_KEY_LEXEMES: usize = 64;
+
+/// A state's entry is derived from a near state's ([`CiEntry::derive`]) when the two agree
+/// on inputs of at least this many bytes...
+pub(crate) const MIN_DERIVE_DEPTH: usize = 6;
+
+/// ...or when at most this many first bytes continue one of them but not the other.
+pub(crate) const MAX_FIRST_BYTE_DIFFERENCE: usize = 4;
+
+/// Fresh single-lexeme walks under at least this many trie nodes try the plain-text slice.
+const SLICE_MIN_NODES: usize = 20_000;
+
+/// Most lexemes a key may hold for [`CiCache::joint_slice`]: the joint walk of the other tokens
+/// steps every lexeme at every node, so a key position with many declared names (each cheap
+/// on its own) takes the union of single entries.
+const MAX_JOINT_SLICE_LEXEMES: usize = 4;
+
+/// Most printable ASCII bytes among a lexeme's exception bytes for the plain slice with
+/// exceptions ([`CiEntry::build_excepted`]).
+const MAX_ASCII_EXCEPTIONS: usize = 8;
+
+/// Walks continued by at most this many first bytes visit only those bytes' subtrees
+/// ([`TokTrie::first_byte_ranges`]); others step over the first-level nodes.
+const FEW_FIRST_BYTES: usize = 32;
+
+/// Fresh walks that may visit at least this many trie nodes run on two threads.
+const PARALLEL_WALK_NODES: usize = 100_000;
+
+/// A key: the [`Lexer::key`] of each lexeme in progress, in canonical order.
+/// Terminal ids are process-wide ([`crate::automata::intern`]), so entries are shared by all grammars
+/// compiled against one vocabulary (the cache lives in the [`crate::Vocabulary`]).
+pub(crate) type Key = Vec<(u32, u32)>;
+
+/// One lexeme to walk: its automaton, its state, and its terminal's process-wide id.
+#[derive(Debug, Clone, Copy)]
+pub struct Lexer<'d> {
+    /// The terminal's automaton.
+    pub dfa: &'d Dfa,
+    /// The lexeme's state in it.
+    pub state: u32,
+    /// The terminal's id ([`crate::automata::intern`]).
+    pub gid: u32,
+}
+
+/// Fewest first bytes for which a lexeme's key is its language ([`Lexer::key`]).
+const MIN_LANGUAGE_KEY_BYTES: usize = 16;
+
+/// Marks a key element that is a language id rather than a terminal id.
+const LANGUAGE: u32 = 1 << 31;
+
+impl Lexer<'_> {
+    /// This lexeme's element of a cache key: the id of the language it still accepts when
+    /// that language is small enough to have one ([`crate::automata::fingerprint`], shared by every
+    /// automaton), else its terminal id and canonical state (states alike on every token of
+    /// at most `k` bytes share it).
+    ///
+    /// Only states that many first bytes continue look up their language: their walks are the
+    /// expensive ones worth sharing across automata, while computing an id costs tens of
+    /// microseconds the first time (a literal key's states, continued by one byte or an
+    /// escape, would pay it at every position for nothing).
+    #[inline]
+    pub fn key(&self, k: usize) -> (u32, u32) {
+        let id = if self.dfa.live_bytes(self.state).len() >= MIN_LANGUAGE_KEY_BYTES { self.dfa.language_id(self.state) } else { None };
+        match id {
+            Some(id) => (LANGUAGE | id, 0),
+            None => {
+                debug_assert!(self.gid < LANGUAGE);
+                (self.gid, self.dfa.canonical_state(self.state, k))
+            }
+        }
+    }
+}
+
+/// Trie nodes below which the parser must be consulted, grouped by which key lexemes end there.
+#[derive(Debug, Clone)]
+pub struct EndGroup {
+    /// Bit `i` set: key lexeme `i` is in an accepting state at these nodes.
+    pub ending: u64,
+    /// Trie node indices (each has children; [`TokTrie::child_bytes`] tells which bytes
+    /// follow, so nodes none of whose children can start the next terminals are skipped).
+    pub nodes: Vec<u32>,
+}
+
+/// One level of the walk for one key.
+#[derive(Debug, Default)]
+pub struct Level {
+    /// Tokens allowed at this level (below level 0; level 0 keeps a bitmask instead).
+    pub tokens: Vec<u32>,
+    /// Where terminals end with bytes to follow.
+    pub groups: Vec<EndGroup>,
+    children: RwLock<FxHashMap<u32, FxHashMap<Key, Arc<Level>>>>,
+}
+
+impl Level {
+    fn memory_bytes(&self) -> usize {
+        self.tokens.len() * 4 + self.groups.iter().map(|g| g.nodes.len() * 4 + 48).sum::<usize>() + 64
+    }
+
+    /// The cached next level below group `g` for `key`, if present.
+    pub fn child(&self, g: u32, key: &[(u32, u32)]) -> Option<Arc<Level>> {
+        let map = self.children.read().unwrap_or_else(|p| p.into_inner());
+        map.get(&g)?.get(key).cloned()
+    }
+
+    fn insert_child(&self, g: u32, key: &[(u32, u32)], level: Arc<Level>) {
+        let mut map = self.children.write().unwrap_or_else(|p| p.into_inner());
+        map.entry(g).or_default().entry(key.to_vec()).or_insert(level);
+    }
+}
+
+/// Records trie node `i` (which has children) in the group of lexemes `ending`.
+fn record_end(i: usize, ending: u64, groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
+    let gi = *group_of.entry(ending).or_insert_with(|| {
+        groups.push(EndGroup { ending, nodes: Vec::new() });
+        groups.len() - 1
+    });
+    groups[gi].nodes.push(i as u32);
+}
+
+/// Sorts each group's nodes and drops duplicates: a node reached below several roots
+/// continues the same way (the next level starts from the group's parser row), so walking it
+/// once is enough — without this, ambiguous grammars (`root ::= "a"+ root | ""`) would
+/// revisit nodes exponentially often across levels.
+fn dedup_groups(groups: &mut [EndGroup]) {
+    for g in groups {
+        if g.nodes.windows(2).all(|w| w[0] < w[1]) {
+            continue;
+        }
+        g.nodes.sort_unstable();
+        g.nodes.dedup();
+    }
+}
+
+/// The `(start, end, base depth)` node ranges below each of `roots`.
+fn below(trie: &TokTrie, roots: &[u32]) -> Vec<(usize, usize, usize)> {
+    roots
+        .iter()
+        .map(|&root| {
+            let r = root as usize;
+            (r + 1, r + trie.nodes[r].subtree_len as usize, trie.nodes[r].depth as usize)
+        })
+        .collect()
+}
+
+/// The whole trie as `parts` contiguous ranges of whole first-byte subtrees, balanced by size.
+fn whole(trie: &TokTrie, parts: usize) -> Vec<(usize, usize, usize)> {
+    let n = trie.nodes.len();
+    if parts <= 1 {
+        // (Stepping over the first-byte subtrees reads a node in each: hundreds of cache
+        // misses on a large trie, for nothing.)
+        return vec![(0, n, 0)];
+    }
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < n {
+        i += trie.nodes[i].subtree_len as usize;
+        if i >= (out.len() + 1) * n / parts.max(1) || i >= n {
+            out.push((start, i, 0));
+            start = i;
+        }
+    }
+    out
+}
+
+/// Lexer-only walk over `roots` (their subtrees, or the whole trie when `roots` is `None`).
+/// Calls `on_token` for tokens allowed by pure continuation; returns the end groups.
+fn walk(trie: &TokTrie, lexers: &[Lexer], ranges: &[(usize, usize, usize)], first: &ByteSet, on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+    if lexers.len() == 1 {
+        return walk_one(trie, lexers[0].state, lexers[0].dfa, ranges, first, on_token);
+    }
+    let mut on_token = on_token;
+    let k = lexers.len();
+    let nodes = &trie.nodes;
+    let mut groups: Vec<EndGroup> = Vec::new();
+    let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut states: Vec<u32> = vec![DEAD; (trie.max_depth() + 1) * k];
+    for &(start, end, base) in ranges {
+        for (j, l) in lexers.iter().enumerate() {
+            states[j] = l.state;
+        }
+        let mut i = start;
+        while i < end {
+            let node = nodes[i];
+            let d = node.depth as usize - base;
+            if d == 1 && !first.contains(node.byte) {
+                i += node.subtree_len as usize;
+                continue;
+            }
+            let (prev, cur) = states.split_at_mut(d * k);
+            let prev = &prev[(d - 1) * k..];
+            let mut alive = false;
+            let mut ending = 0u64;
+            for j in 0..k {
+                let s = if prev[j] == DEAD { DEAD } else { lexers[j].dfa.next(prev[j], node.byte) };
+                cur[j] = s;
+                if s != DEAD {
+                    alive = true;
+                    if lexers[j].dfa.is_accepting(s) {
+                        ending |= 1 << j;
+                    }
+                }
+            }
+            if !alive {
+                i += node.subtree_len as usize;
+                continue;
+            }
+            if node.has_tokens {
+                on_token(trie.tokens_at(i));
+            }
+            if ending != 0 && node.subtree_len > 1 {
+                record_end(i, ending, &mut groups, &mut group_of);
+            }
+            i += 1;
+        }
+    }
+    dedup_groups(&mut groups);
+    groups
+}
+
+/// [`walk`] for a single lexeme: the common case (inside a string, a number...), kept tight.
+fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, ranges: &[(usize, usize, usize)], first: &ByteSet, mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+    let nodes = &trie.nodes;
+    let mut groups: Vec<EndGroup> = Vec::new();
+    let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut states: Vec<u32> = vec![DEAD; trie.max_depth() + 1];
+    let mut loops = LoopMemo::default();
+    for &(start, end, base) in ranges {
+        assert!(end <= nodes.len() && s0 != DEAD);
+        states[0] = s0;
+        let mut i = start;
+        while i < end {
+            // SAFETY: `i < end <= nodes.len()`; node depths are in `base + 1 ..= max_depth`, so
+            // `d` indexes `states` (length max_depth + 1); `states[d - 1]` holds a live state of
+            // `dfa` (written below or `s0`), as `next_unchecked` requires.
+            let node = unsafe { *nodes.get_unchecked(i) };
+            let d = node.depth as usize - base;
+            let prev = unsafe { *states.get_unchecked(d - 1) };
+            let s = if d == 1 && !first.contains(node.byte) { DEAD } else { unsafe { dfa.next_unchecked(prev, node.byte) } };
+            if s == DEAD {
+                i += node.subtree_len as usize;
+                continue;
+            }
+            unsafe { *states.get_unchecked_mut(d) = s };
+            if node.subtree_len > 1 {
+                if dfa.is_accepting(s) {
+                    record_end(i, 1, &mut groups, &mut group_of);
+                } else if s == prev && trie.has_below_sets() && trie.below_bytes(i).is_subset(loops.get(dfa, s)) {
+                    // Every byte below loops back to `s` (not accepting): the whole subtree's
+                    // tokens are allowed and no lexeme ends in it.
+                    on_token(trie.subtree_tokens(i));
+                    i += node.subtree_len as usize;
+                    continue;
+                }
+            }
+            if node.has_tokens {
+                on_token(trie.tokens_at(i));
+            }
+            i += 1;
+        }
+    }
+    dedup_groups(&mut groups);
+    groups
+}
+
+/// The [`Dfa::loop_bytes`] of the last few states a walk asked for (a walk through a
+/// string body or a `[\w-]+` asks for one state over and over).
+#[derive(Default)]
+struct LoopMemo {
+    slots: [(u32, ByteSet); 4],
+    filled: usize,
+    next: usize,
+}
+
+impl LoopMemo {
+    #[inline]
+    fn get(&mut self, dfa: &Dfa, s: u32) -> &ByteSet {
+        if let Some(k) = self.slots[..self.filled].iter().position(|e| e.0 == s) {
+            return &self.slots[k].1;
+        }
+        let k = self.next;
+        self.next = (k + 1) % self.slots.len();
+        self.filled = (self.filled + 1).min(self.slots.len());
+        self.slots[k] = (s, dfa.loop_bytes(s));
+        &self.slots[k].1
+    }
+}
+
+/// What [`walk_lockstep`] found.
+struct Lockstep {
+    /// Node ranges where the two states agree on every token below (the near state's tokens
+    /// and ends there are this state's too).
+    same: Vec<(u32, u32)>,
+    /// Nodes where this state's lexeme ends with bytes to follow, outside `same`.
+    ends: Vec<usize>,
+}
+
+/// Walks the trie from state `s` and the near state `g` side by side, editing `allowed`
+/// (the near state's token set) into `s`'s: a subtree is skipped as soon as the two agree on
+/// everything below it, which is when its tokens are no longer than `m` bytes (the states are
+/// m-equivalent) or the two paths reach k-equivalent states (`k` = the longest token).
+///
+/// Gives up (`None`) after visiting `budget` nodes: the two states were not alike after all.
+fn walk_lockstep<E: SetEdits + ?Sized>(trie: &TokTrie, s: u32, g: u32, dfa: &Dfa, m: usize, allowed: &mut E, budget: usize) -> Option<Lockstep> {
+    let nodes = &trie.nodes;
+    let k = trie.max_depth();
+    let mut st_s: Vec<u32> = vec![DEAD; k + 1];
+    let mut st_g: Vec<u32> = vec![DEAD; k + 1];
+    st_s[0] = s;
+    st_g[0] = g;
+    let mut out = Lockstep { same: Vec::new(), ends: Vec::new() };
+    let mut visited = 0;
+    // Only the first bytes after which the two differ (one dead, or not alike) can hold a
+    // difference: their subtrees are walked, the rest of the trie is the same as a whole
+    // (without stepping over each first-level node: a cache miss each on cold caches).
+    let mut live = dfa.live_bytes(s);
+    live.union_with(&dfa.live_bytes(g));
+    let mut differ = ByteSet::default();
+    for b in live.iter() {
+        let (ns, ng) = (dfa.next(s, b), dfa.next(g, b));
+        if ns == DEAD || ng == DEAD || dfa.canonical_state(ns, k) != dfa.canonical_state(ng, k) {
+            differ.insert(b);
+        }
+    }
+    let mut ranges = trie.first_byte_ranges(&differ).into_iter();
+    let mut range_end = 0;
+    let mut i = 0;
+    while i < nodes.len() {
+        if i >= range_end {
+            match ranges.next() {
+                Some((start, end, _)) => {
+                    if start > i {
+                        out.same.push((i as u32, start as u32));
+                    }
+                    i = start;
+                    range_end = end;
+                }
+                None => {
+                    out.same.push((i as u32, nodes.len() as u32));
+                    break;
+                }
+            }
+        }
+        let node = nodes[i];
+        let d = node.depth as usize;
+        let end = i + node.subtree_len as usize;
+        if trie.reach(i) <= m {
+            out.same.push((i as u32, end as u32));
+            i = end;
+            continue;
+        }
+        let ps = st_s[d - 1];
+        let pg = st_g[d - 1];
+        let ns = if ps == DEAD { DEAD } else { dfa.next(ps, node.byte) };
+        let ng = if pg == DEAD { DEAD } else { dfa.next(pg, node.byte) };
+        if ns == DEAD {
+            if ng != DEAD {
+                // Only the near state lives here: none of its tokens below are allowed.
+                clear_subtree_tokens(trie, i, allowed);
+            }
+            i = end;
+            continue;
+        }
+        if ng != DEAD && dfa.canonical_state(ns, k) == dfa.canonical_state(ng, k) {
+            out.same.push((i as u32, end as u32));
+            i = end;
+            continue;
+        }
+        st_s[d] = ns;
+        st_g[d] = ng;
+        visited += 1;
+        if visited > budget {
+            return None;
+        }
+        for &t in trie.tokens_at(i) {
+            allowed.set(t);
+        }
+        if node.subtree_len > 1 && dfa.is_accepting(ns) {
+            out.ends.push(i);
+        }
+        i += 1;
+    }
+    Some(out)
+}
+
+/// Clears every token ending in node `i`'s subtree.
+fn clear_subtree_tokens<E: SetEdits + ?Sized>(trie: &TokTrie, i: usize, allowed: &mut E) {
+    let end = i + trie.nodes[i].subtree_len as usize;
+    for j in i..end {
+        for &t in trie.tokens_at(j) {
+            allowed.clear(t);
+        }
+    }
+}
+
+/// Where a lockstep walk ([`walk_lockstep`]) edits the near state's token set into this
+/// state's: a bitmask, or the changes to a shared one ([`BaseEdits`]).
+trait SetEdits {
+    /// Adds token `t`.
+    fn set(&mut self, t: u32);
+    /// Removes token `t`.
+    fn clear(&mut self, t: u32);
+}
+
+impl SetEdits for [u32] {
+    #[inline]
+    fn set(&mut self, t: u32) {
+        self[t as usize / 32] |= 1 << (t % 32);
+    }
+    #[inline]
+    fn clear(&mut self, t: u32) {
+        self[t as usize / 32] &= !(1 << (t % 32));
+    }
+}
+
+/// The changes a lockstep walk makes to a bitmask it shares rather than copies (a 16 KB copy
+/// and a scan of it for the differences were a third of a key state's derivation). A walk
+/// sets tokens only where this state lives and clears them only where it does not, so no
+/// token is both added and removed.
+///
+/// Past [`MAX_NEAR`] changes (a whole subtree cleared) it switches to a bitmask of its own, so
+/// the lists stay bounded.
+struct BaseEdits<'a> {
+    base: &'a [u32],
+    add: Vec<u32>,
+    remove: Vec<u32>,
+    /// The edited copy of `base`, once the changes outgrew the lists.
+    bits: Option<Vec<u32>>,
+}
+
+impl BaseEdits<'_> {
+    fn has(&self, t: u32) -> bool {
+        self.base[t as usize / 32] >> (t % 32) & 1 == 1
+    }
+
+    /// Switches to a bitmask when the lists are full.
+    fn spill(&mut self) {
+        if self.add.len() + self.remove.len() >= MAX_NEAR {
+            let mut bits = self.base.to_vec();
+            self.remove.iter().for_each(|&t| SetEdits::clear(&mut bits[..], t));
+            self.add.iter().for_each(|&t| SetEdits::set(&mut bits[..], t));
+            self.bits = Some(bits);
+        }
+    }
+}
+
+impl SetEdits for BaseEdits<'_> {
+    #[inline]
+    fn set(&mut self, t: u32) {
+        if let Some(b) = &mut self.bits {
+            SetEdits::set(&mut b[..], t);
+        } else if !self.has(t) {
+            self.add.push(t);
+            self.spill();
+        }
+    }
+    #[inline]
+    fn clear(&mut self, t: u32) {
+        if let Some(b) = &mut self.bits {
+            SetEdits::clear(&mut b[..], t);
+        } else if self.has(t) {
+            self.remove.push(t);
+            self.spill();
+        }
+    }
+}
+
+/// Nodes a walk from `lexers` may visit, bounded two bytes deep: the subtrees of the
+/// second-level nodes some lexeme survives (whitespace opens the huge space subtree, then
+/// dies on the next byte of nearly every token in it).
+fn estimated_walk(trie: &TokTrie, lexers: &[Lexer], first: &ByteSet) -> usize {
+    let nodes = &trie.nodes;
+    let mut total = 0;
+    let mut i = 0;
+    while i < nodes.len() {
+        let n = nodes[i];
+        let end = i + n.subtree_len as usize;
+        if first.contains(n.byte) {
+            let after: Vec<(usize, u32)> = lexers.iter().enumerate().map(|(j, l)| (j, l.dfa.next(l.state, n.byte))).filter(|&(_, s)| s != DEAD).collect();
+            let mut c = i + 1;
+            while c < end {
+                let child = nodes[c];
+                if after.iter().any(|&(j, s)| lexers[j].dfa.next(s, child.byte) != DEAD) {
+                    total += child.subtree_len as usize;
+                }
+                c += child.subtree_len as usize;
+            }
+        }
+        i = end;
+    }
+    total
+}
+
+/// Bytes that can continue one of the lexemes.
+pub(crate) fn first_bytes(lexers: &[Lexer]) -> ByteSet {
+    let mut f = ByteSet::default();
+    for l in lexers {
+        f.union_with(&l.dfa.live_bytes(l.state));
+    }
+    f
+}
+
+/// The cached result for one level-0 key.
+#[derive(Debug)]
+pub struct CiEntry {
+    /// Tokens allowed by continuing a terminal.
+    pub allowed: TokenSet,
+    /// Groups and cached deeper levels.
+    pub level: Level,
+}
+
+impl CiEntry {
+    /// Computes the entry for `lexers`: by the vocabulary's plain-text slice and a walk of the
+    /// other tokens when one lexeme's state takes every plain token ([`crate::vocab::slice`]), else
+    /// by one lexer-only walk of the whole trie.
+    pub fn build(trie: &TokTrie, lexers: &[Lexer], mask_words: usize) -> CiEntry {
+        if let [l] = lexers {
+            if let Some(partial) = Self::slice_for(trie, l) {
+                return Self::build_sliced(trie.plain_slice(), partial, l, mask_words);
+            }
+        }
+        Self::build_unsliced(trie, lexers, mask_words)
+    }
+
+    /// [`CiEntry::build`] for lexemes no plain slice serves whole: the slice with exceptions
+    /// for a single lexeme that few plain bytes can kill or end, else a walk.
+    fn build_unsliced(trie: &TokTrie, lexers: &[Lexer], mask_words: usize) -> CiEntry {
+        if let [l] = lexers {
+            if let Some(except) = Self::exceptions_for(trie, l) {
+                return Self::build_excepted(trie, trie.plain_slice(), &except, l, mask_words);
+            }
+        }
+        Self::build_walk(trie, lexers, mask_words)
+    }
+
+    /// The [`crate::vocab::slice::Exceptions`] of a fresh walk of `l` that should take the plain
+    /// slice with exceptions: a large walk, with at most [`MAX_ASCII_EXCEPTIONS`] printable
+    /// ASCII bytes to look for (else few subtrees are free of them, and the walk with its own
+    /// subtree skips is as fast).
+    fn exceptions_for(trie: &TokTrie, l: &Lexer) -> Option<crate::vocab::slice::Exceptions> {
+        if trie.nodes_under(&l.dfa.live_bytes(l.state)) < SLICE_MIN_NODES {
+            return None;
+        }
+        trie.plain_slice().exceptions(l.dfa, l.state, MAX_ASCII_EXCEPTIONS)
+    }
+
+    /// The plain-text slice a fresh walk of `l` can take: `Some(None)` when its state takes
+    /// every plain token, `Some(Some(p))` when it takes those of at most `p.len` bytes, `None`
+    /// when neither (or when its walk is small anyway).
+    fn slice_for<'t>(trie: &'t TokTrie, l: &Lexer) -> Option<Option<&'t crate::vocab::slice::Partial>> {
+        if trie.nodes_under(&l.dfa.live_bytes(l.state)) < SLICE_MIN_NODES {
+            return None;
+        }
+        let slice = trie.plain_slice();
+        let safe = slice.safe_depth(l.dfa, l.state);
+        if safe >= slice.max_len {
+            return Some(None);
+        }
+        slice.by_length.iter().rev().find(|p| p.len <= safe).map(Some)
+    }
+
+    /// [`CiEntry::build`] for a lexeme whose state takes every plain token (of at most
+    /// `partial.len` bytes when given): those tokens at once, plus walks of the trie of the
+    /// other tokens (and of the longer plain ones), whose lexeme ends are mapped to the full
+    /// trie's nodes (the next level walks below them there).
+    pub fn build_sliced(slice: &crate::vocab::slice::PlainSlice, partial: Option<&crate::vocab::slice::Partial>, l: &Lexer, mask_words: usize) -> CiEntry {
+        Self::from_slice(slice, partial, None, std::slice::from_ref(l), mask_words)
+    }
+
+    /// The plain-text slice a fresh walk of several lexemes can take together
+    /// ([`crate::vocab::slice::PlainSlice::joint_safe_depth`]), as [`CiEntry::slice_for`] for one.
+    pub fn joint_slice_for<'t>(trie: &'t TokTrie, lexers: &[Lexer]) -> Option<Option<&'t crate::vocab::slice::Partial>> {
+        let slice = trie.plain_slice();
+        let states: Vec<(&Dfa, u32)> = lexers.iter().map(|l| (l.dfa, l.state)).collect();
+        let safe = slice.joint_safe_depth(&states);
+        if safe >= slice.max_len {
+            return Some(None);
+        }
+        slice.by_length.iter().rev().find(|p| p.len <= safe).map(Some)
+    }
+
+    /// [`CiEntry::build`] for lexemes that together take every plain token (of at most
+    /// `partial.len` bytes when given; [`CiEntry::joint_slice_for`]): those tokens at once,
+    /// plus a joint walk of the trie of the other tokens (and of the longer plain ones).
+    pub fn build_joint_sliced(slice: &crate::vocab::slice::PlainSlice, partial: Option<&crate::vocab::slice::Partial>, lexers: &[Lexer], mask_words: usize) -> CiEntry {
+        Self::from_slice(slice, partial, None, lexers, mask_words)
+    }
+
+    /// [`CiEntry::build`] for a lexeme that all but a few plain paths leave alive and not
+    /// ending (`except`: [`crate::vocab::slice::PlainSlice::exceptions`]): the plain tokens at
+    /// once, corrected by a walk of the whole trie only where an exception byte lies below
+    /// ([`crate::vocab::slice::PlainSlice::walk_exceptions`]), plus the walk of the other tokens.
+    pub fn build_excepted(trie: &TokTrie, slice: &crate::vocab::slice::PlainSlice, except: &crate::vocab::slice::Exceptions, l: &Lexer, mask_words: usize) -> CiEntry {
+        Self::from_slice(slice, None, Some((trie, except)), std::slice::from_ref(l), mask_words)
+    }
+
+    /// The plain tokens (of at most `partial.len` bytes), corrected where `except` says so
+    /// (one lexeme only), plus the walks of the other tokens.
+    fn from_slice(slice: &crate::vocab::slice::PlainSlice, partial: Option<&crate::vocab::slice::Partial>, except: Option<(&TokTrie, &crate::vocab::slice::Exceptions)>, lexers: &[Lexer], mask_words: usize) -> CiEntry {
+        let mut allowed = vec![0u32; mask_words];
+        for (a, &b) in allowed.iter_mut().zip(partial.map_or(&slice.bits, |p| &p.bits)) {
+            *a = b;
+        }
+        let mut groups: Vec<EndGroup> = Vec::new();
+        let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+        if let (Some((trie, except)), [l]) = (except, lexers) {
+            // First: it clears whole subtrees, the other tokens' walk sets theirs again.
+            slice.walk_exceptions(trie, l.dfa, l.state, except, &mut allowed, |i| record_end(i, 1, &mut groups, &mut group_of));
+        }
+        Self::walk_others(slice, partial, lexers, &mut allowed, &mut groups, &mut group_of);
+        dedup_groups(&mut groups);
+        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+    }
+
+    /// Walks the trie of the tokens the slice leaves out (and, with `partial`, of the longer
+    /// plain ones) with `lexers` together, adding the allowed ones to `allowed` and the lexeme
+    /// ends, mapped to the full trie's nodes (the next level walks below them there), to
+    /// `groups`.
+    fn walk_others(slice: &crate::vocab::slice::PlainSlice, partial: Option<&crate::vocab::slice::Partial>, lexers: &[Lexer], allowed: &mut [u32], groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
+        let first = first_bytes(lexers);
+        let mut tries = vec![(&slice.rest, &slice.rest_to_full)];
+        if let Some(p) = partial {
+            tries.push((&p.long, &p.long_to_full));
+        }
+        for (sub, to_full) in tries {
+            let sub_groups = walk(sub, lexers, &whole(sub, 1), &first, |ids| {
+                for &t in ids {
+                    allowed[t as usize / 32] |= 1 << (t % 32);
+                }
+            });
+            for g in &sub_groups {
+                for &n in &g.nodes {
+                    record_end(to_full[n as usize] as usize, g.ending, groups, group_of);
+                }
+            }
+        }
+    }
+
+    /// [`CiEntry::build`] by one lexer-only walk of the whole trie.
+    pub fn build_walk(trie: &TokTrie, lexers: &[Lexer], mask_words: usize) -> CiEntry {
+        let first = first_bytes(lexers);
+        let part = |ranges: &[(usize, usize, usize)]| {
+            // Token ids are below the vocabulary size, so within `mask_words` words.
+            let mut allowed = TokenCollector::new(mask_words);
+            let groups = walk(trie, lexers, ranges, &first, |ids| allowed.add(ids));
+            (allowed, groups)
+        };
+        // Large walks: two halves of the trie on two threads (this walk is the worst-case
+        // fill latency), merged in node order. Only when the first bytes open most of a large
+        // trie: waking a second thread costs tens to hundreds of microseconds, ten times a
+        // walk under a literal key's two first bytes.
+        let big = trie.nodes_under(&first) >= PARALLEL_WALK_NODES && estimated_walk(trie, lexers, &first) >= PARALLEL_WALK_NODES;
+        let (allowed, groups) = if big && crate::runtime::warmup::may_use_pool() {
+            let halves = whole(trie, 2);
+            let (mid, rest) = halves.split_at(1);
+            let ((mut a, mut ga), (b, gb)) = rayon::join(|| part(mid), || part(rest));
+            a.merge(b);
+            for g in gb {
+                match ga.iter_mut().find(|h| h.ending == g.ending) {
+                    Some(h) => {
+                        h.nodes.extend(g.nodes);
+                    }
+                    None => ga.push(g),
+                }
+            }
+            (a, ga)
+        } else if first.len() <= FEW_FIRST_BYTES {
+            part(&trie.first_byte_ranges(&first))
+        } else {
+            part(&whole(trie, 1))
+        };
+        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+    }
+}
+
+impl CiEntry {
+    /// The entry of the single lexeme in state `s` of `dfa`, from the entry `near` of state
+    /// `g`, which agrees with `s` on every input of at most `m` bytes: one lockstep walk
+    /// ([`walk_lockstep`]) that visits only where the two can differ — the tokens longer than
+    /// `m` bytes (a length bound `m` characters away) or paths on which the two have not yet
+    /// converged (a key that is not yet past the declared names it must avoid).
+    ///
+    /// `None` when the lockstep walk would visit more than `budget` nodes (then a fresh walk
+    /// is cheaper).
+    #[allow(clippy::too_many_arguments)]
+    pub fn derive(trie: &TokTrie, near: &CiEntry, s: u32, g: u32, dfa: &Dfa, m: usize, mask_words: usize, budget: usize) -> Option<CiEntry> {
+        let (allowed, walk) = match &near.allowed {
+            TokenSet::Bits(base) if base.len() == mask_words => {
+                let mut edits = BaseEdits { base, add: Vec::new(), remove: Vec::new(), bits: None };
+                let walk = walk_lockstep(trie, s, g, dfa, m, &mut edits, budget)?;
+                let set = match edits {
+                    BaseEdits { bits: Some(bits), .. } => TokenSet::from_bits(bits),
+                    BaseEdits { mut add, mut remove, .. } => {
+                        add.sort_unstable();
+                        remove.sort_unstable();
+                        TokenSet::Near { base: base.clone(), add: add.into(), remove: remove.into() }
+                    }
+                };
+                (set, walk)
+            }
+            _ => {
+                let mut bits = near.allowed.to_bits(mask_words);
+                let walk = walk_lockstep(trie, s, g, dfa, m, &mut bits[..], budget)?;
+                (TokenSet::near(bits, &near.allowed), walk)
+            }
+        };
+        // The near state's ends inside the ranges where the two agree, then this state's own.
+        let mut nodes: Vec<u32> = Vec::new();
+        for grp in &near.level.groups {
+            debug_assert_eq!(grp.ending, 1, "a single lexeme's entry has one group");
+            let mut r = 0;
+            for &n in &grp.nodes {
+                while r < walk.same.len() && walk.same[r].1 <= n {
+                    r += 1;
+                }
+                if r < walk.same.len() && walk.same[r].0 <= n {
+                    nodes.push(n);
+                }
+            }
+        }
+        let mut groups: Vec<EndGroup> = Vec::new();
+        let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+        for i in walk.ends {
+            record_end(i, 1, &mut groups, &mut group_of);
+        }
+        if !nodes.is_empty() {
+            if groups.is_empty() {
+                groups.push(EndGroup { ending: 1, nodes: Vec::new() });
+            }
+            groups[0].nodes.extend(nodes);
+        }
+        dedup_groups(&mut groups);
+        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } })
+    }
+
+    /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
+    /// walk (a token allowed by continuing some lexeme; a node ends lexeme `j` iff it ends it
+    /// alone), without walking the trie again.
+    pub fn union(parts: &[Arc<CiEntry>], mask_words: usize) -> CiEntry {
+        let allowed = union_sets(parts.iter().map(|p| &p.allowed), mask_words);
+        let mut ends: Vec<(u32, u64)> = Vec::new();
+        for (j, p) in parts.iter().enumerate() {
+            for g in p.level.groups.iter().filter(|g| g.ending != 0) {
+                ends.extend(g.nodes.iter().map(|&n| (n, 1u64 << j)));
+            }
+        }
+        ends.sort_unstable_by_key(|e| e.0);
+        let mut groups: Vec<EndGroup> = Vec::new();
+        let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+        let mut i = 0;
+        while i < ends.len() {
+            let (node, mut bits) = ends[i];
+            i += 1;
+            while i < ends.len() && ends[i].0 == node {
+                bits |= ends[i].1;
+                i += 1;
+            }
+            let gi = *group_of.entry(bits).or_insert_with(|| {
+                groups.push(EndGroup { ending: bits, nodes: Vec::new() });
+                groups.len() - 1
+            });
+            groups[gi].nodes.push(node);
+        }
+        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+    }
+}
+
+/// The union of `sets`. Usually a key position: a few small sets (the declared names), as
+/// their ids, and at most one large one ("any other key"), as its bitmask shared and the
+/// others' ids added ([`TokenSet::Near`]); neither needs a 16 KB bitmask built and scanned.
+fn union_sets<'a>(sets: impl Iterator<Item = &'a TokenSet> + Clone, mask_words: usize) -> TokenSet {
+    let mut large = sets.clone().filter(|s| !matches!(s, TokenSet::Ids(_)));
+    let (first, second) = (large.next(), large.next());
+    let small = || sets.clone().filter_map(|s| if let TokenSet::Ids(ids) = s { Some(&ids[..]) } else { None });
+    let n_small: usize = small().map(|ids| ids.len()).sum();
+    match (first, second) {
+        (None, _) => {
+            let mut c = TokenCollector::new(mask_words);
+            small().for_each(|ids| c.add(ids));
+            return c.finish();
+        }
+        (Some(large), None) => {
+            let changes = match large {
+                TokenSet::Near { add, remove, .. } => add.len() + remove.len(),
+                _ => 0,
+            };
+            if n_small + changes <= MAX_NEAR {
+                return large.with_ids(&small().flatten().copied().collect::<Vec<u32>>());
+            }
+        }
+        _ => {}
+    }
+    let mut allowed = vec![0u32; mask_words];
+    for s in sets {
+        s.or_into(&mut allowed);
+    }
+    match first {
+        Some(large) => TokenSet::near(allowed, large),
+        None => TokenSet::from_bits(allowed),
+    }
+}
+
+/// Builds the level below `parent`'s group for `lexers`.
+pub(crate) fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level {
+    let first = first_bytes(lexers);
+    let roots: Vec<u32> = parent.nodes.iter().copied().filter(|&n| trie.child_bytes(n as usize).intersects(&first)).collect();
+    let mut tokens = Vec::new();
+    let groups = walk(trie, lexers, &below(trie, &roots), &first, |ids| tokens.extend_from_slice(ids));
+    Level { tokens, groups, children: Default::default() }
+}
+
+/// A state whose entry this one's is cheaply derived from ([`CiEntry::derive`]), and the `m`
+/// for which the two are m-equivalent: a state agreeing with `s` on inputs up to
+/// [`MIN_DERIVE_DEPTH`] bytes or more (a length-bounded string away from its bound), else
+/// the successor most bytes lead to when its language is small (has a
+/// [`Dfa::language_id`], so its entry is shared process-wide) and nearly the same first
+/// bytes continue both — a key string before the declared names it must avoid, whose paths
+/// rejoin "the rest of any string" one byte in — else a state with nearly the same first bytes.
+///
+/// Every candidate must also be cheap: the trie nodes under the first bytes that continue
+/// only one of the two (the subtrees a derivation must clear or add) must be under half of
+/// those under `s`'s own first bytes (what a fresh walk may visit). A literal key two bytes
+/// wide derived from its successor would clear the successor's whole first-byte subtrees,
+/// which cost ten times its own walk.
+///
+/// `nested` (choosing for a near state's own entry): only the first kind, a state split off
+/// earlier in the refinement, so derivations cannot cycle.
+fn near_state(trie: &TokTrie, dfa: &Dfa, s: u32, depth: usize, nested: bool) -> Option<(u32, usize)> {
+    if dfa.live_bytes(s).len() <= 2 {
+        // A literal's state (a declared name one byte in): its walk follows one or two paths,
+        // cheaper than looking for a state to derive it from (dozens of these at a key
+        // position).
+        return None;
+    }
+    let own = trie.nodes_under(&dfa.live_bytes(s));
+    let cheap = |t: u32| trie.nodes_under(&dfa.live_bytes(s).symmetric_difference(&dfa.live_bytes(t))) * 2 < own;
+    let close = |t: u32| dfa.live_bytes(s).symmetric_difference(&dfa.live_bytes(t)).len() <= MAX_FIRST_BYTE_DIFFERENCE && cheap(t);
+    let near = dfa.near_state(s, depth);
+    if let Some((t, m)) = near {
+        if m >= MIN_DERIVE_DEPTH && cheap(t) {
+            return Some((t, m));
+        }
+    }
+    if nested {
+        return None;
+    }
+    if let Some(t) = dfa.main_successor(s) {
+        let t = dfa.canonical_state(t, depth);
+        if t != s && close(t) && dfa.language_id(t).is_some() {
+            return Some((t, 0));
+        }
+    }
+    near.filter(|&(t, _)| close(t))
+}
+
+/// Levels by what they are built from: a parent group's nodes and the next key.
+type LevelsByContent = FxHashMap<u64, Vec<(Arc<[u32]>, Key, Arc<Level>)>>;
+
+/// Shared cache of [`CiEntry`]s for one compiled grammar, bounded by a byte budget.
+#[derive(Debug)]
+pub struct CiCache {
+    map: RwLock<FxHashMap<Key, Arc<CiEntry>>>,
+    /// Every level built, by content ([`CiCache::level`]): entries derived from a near state
+    /// and unions at key positions end at the same nodes as the entries they come from, and
+    /// their next levels are the same walks (95% of the levels built over the benchmark's
+    /// walks were such repeats).
+    levels: RwLock<LevelsByContent>,
+    bytes: AtomicUsize,
+    budget: usize,
+}
+
+impl CiCache {
+    /// An empty cache holding at most `budget` bytes of entries.
+    pub fn new(budget: usize) -> CiCache {
+        CiCache { map: RwLock::new(FxHashMap::default()), levels: RwLock::new(FxHashMap::default()), bytes: 0.into(), budget }
+    }
+
+    /// The entry for `key` (the [`Lexer::key`]s of `lexers`), building it on a miss.
+    pub fn get<'d>(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: impl FnOnce() -> Vec<Lexer<'d>>, mask_words: usize) -> Arc<CiEntry> {
+        if let Some(e) = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key) {
+            return e.clone();
+        }
+        self.insert_built(trie, key, &lexers(), mask_words, false)
+    }
+
+    /// The cached entry for `key`, or a fresh one (see [`CiCache::insert_built`]).
+    fn entry(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: &[Lexer], mask_words: usize, nested: bool) -> Arc<CiEntry> {
+        // (The read guard must be gone before `insert_built` takes the write lock.)
+        let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).cloned();
+        hit.unwrap_or_else(|| self.insert_built(trie, key, lexers, mask_words, nested))
+    }
+
+    /// The plain slice a key of several lexemes takes jointly ([`CiEntry::joint_slice_for`])
+    /// instead of the union of each one's entry: when it has at most
+    /// [`MAX_JOINT_SLICE_LEXEMES`], two of them or more would each walk a large part of the
+    /// trie (at least [`SLICE_MIN_NODES`] nodes under their first bytes), and one of those has
+    /// no entry cached and no slice of its own. A key name that matches
+    /// `after_[create|update|destroy]` anywhere, next to "any other key" (o45263): the second
+    /// dies on every `after_` and one of twelve letters, so it takes no slice and walked most
+    /// of the trie (0.65–1.1 ms for the two at `{"`), while together they take every plain
+    /// token.
+    fn joint_slice<'t>(trie: &'t TokTrie, key: &[(u32, u32)], lexers: &[Lexer], map: &RwLock<FxHashMap<Key, Arc<CiEntry>>>) -> Option<Option<&'t crate::vocab::slice::Partial>> {
+        if lexers.len() > MAX_JOINT_SLICE_LEXEMES {
+            return None;
+        }
+        let large: Vec<usize> = (0..lexers.len()).filter(|&j| trie.nodes_under(&lexers[j].dfa.live_bytes(lexers[j].state)) >= SLICE_MIN_NODES).collect();
+        if large.len() < 2 {
+            return None;
+        }
+        let uncached: Vec<usize> = {
+            let map = map.read().unwrap_or_else(|p| p.into_inner());
+            large.into_iter().filter(|&j| !map.contains_key(std::slice::from_ref(&key[j]))).collect()
+        };
+        // Only when one of them would walk the trie: each that takes a slice of its own costs
+        // about what the joint walk does, and single entries are shared more widely (and
+        // derived from near states: two length-bounded strings side by side, o9892, o82149).
+        // It has one iff it is safe to the shortest slice's depth ([`CiEntry::slice_for`]),
+        // searched only that deep (the entry's own build searches again, in full).
+        let slice = trie.plain_slice();
+        let shortest = slice.by_length.first().map_or(slice.max_len, |p| p.len);
+        if !uncached.iter().any(|&j| slice.safe_depth_upto(lexers[j].dfa, lexers[j].state, shortest) < shortest) {
+            return None;
+        }
+        CiEntry::joint_slice_for(trie, lexers)
+    }
+
+    /// Builds the entry for `key` (a miss) and caches it within budget.
+    ///
+    /// `nested`: building a near state's entry for a derivation; then only states split off
+    /// earlier in the refinement serve as near states, so derivations cannot cycle.
+    fn insert_built(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: &[Lexer], mask_words: usize, nested: bool) -> Arc<CiEntry> {
+        let joint = if key.len() > 1 { Self::joint_slice(trie, key, lexers, &self.map) } else { None };
+        let e = if let Some(partial) = joint {
+            Arc::new(CiEntry::build_joint_sliced(trie.plain_slice(), partial, lexers, mask_words))
+        } else if key.len() > 1 {
+            // Several lexemes: the union of each one's entry (each cached on its own, so a
+            // key-set state that differs from a known one only in its literal keys reuses the
+            // expensive whole-trie walk of, say, "any other key string").
+            let singles: Vec<Arc<CiEntry>> = key
+                .iter()
+                .zip(lexers)
+                .map(|(k, l)| self.entry(trie, std::slice::from_ref(k), std::slice::from_ref(l), mask_words, nested))
+                .collect();
+            Arc::new(CiEntry::union(&singles, mask_words))
+        } else {
+            let l = lexers[0];
+            let depth = trie.max_depth();
+            let s = l.dfa.canonical_state(l.state, depth);
+            // A state the plain-text slice serves is derived only from a near state whose
+            // entry is cached already, and only while the lockstep walk stays well under the
+            // slice's own walk (a key that must avoid a few declared names, next to "the rest
+            // of any string": a few hundred nodes instead of the ~12k of the slice's walk).
+            let sliced_budget = trie.plain_slice().rest.nodes.len() / 4;
+            let walk_budget = trie.nodes.len() / 8;
+            // A near state's lexer and key (computed before the lock is taken: it may take a
+            // while), and its cached entry.
+            let near_of = |t: u32| {
+                let near = Lexer { state: t, ..l };
+                (near, [near.key(depth)])
+            };
+            let cached = |key: &[(u32, u32)]| self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).cloned();
+            // First a derivation from a cached near state within the smaller budget: when it
+            // succeeds, whether the slice serves this state does not matter (it only chose
+            // the budget), and the search for that (over the pairs the state reaches along
+            // plain bytes: a whole key automaton at a key's first byte) is skipped.
+            let early = if nested { None } else { near_state(trie, l.dfa, s, depth, false).map(|(t, m)| (t, m, near_of(t))) };
+            let mut tried: Option<usize> = None;
+            let mut derived = early.and_then(|(t, m, (_, near_key))| {
+                let entry = cached(&near_key)?;
+                let budget = sliced_budget.min(walk_budget);
+                tried = Some(budget);
+                CiEntry::derive(trie, &entry, s, t, l.dfa, m, mask_words, budget)
+            });
+            let sliced = if derived.is_some() { None } else { CiEntry::slice_for(trie, &l) };
+            if derived.is_none() {
+                let ns = match early {
+                    Some(e) => Some(e),
+                    None if nested && sliced.is_none() => near_state(trie, l.dfa, s, depth, true).map(|(t, m)| (t, m, near_of(t))),
+                    None => None,
+                };
+                derived = ns.and_then(|(t, m, (near, near_key))| {
+                    let entry = match cached(&near_key) {
+                        Some(e) => e,
+                        None if sliced.is_some() => return None,
+                        // A near state whose own entry is not cached must be walked first:
+                        // only worth it when that walk is no bigger than this state's own (it
+                        // is then shared).
+                        None if trie.nodes_under(&l.dfa.live_bytes(t)) > 2 * trie.nodes_under(&l.dfa.live_bytes(s)) => return None,
+                        None => self.insert_built(trie, &near_key, &[near], mask_words, true),
+                    };
+                    let budget = if sliced.is_some() { sliced_budget } else { walk_budget };
+                    if tried.is_some_and(|t| budget <= t) {
+                        return None; // failed within this budget already
+                    }
+                    CiEntry::derive(trie, &entry, s, t, l.dfa, m, mask_words, budget)
+                });
+            }
+            Arc::new(derived.unwrap_or_else(|| match sliced {
+                Some(partial) => CiEntry::build_sliced(trie.plain_slice(), partial, &l, mask_words),
+                None => CiEntry::build_unsliced(trie, lexers, mask_words),
+            }))
+        };
+        let size = e.allowed.memory_bytes() + e.level.memory_bytes() + key.len() * 8 + 64;
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let mut dropped = None;
+        if self.bytes.load(Relaxed) + size > self.budget {
+            // Bounded and simple: drop everything; entries rebuild on demand. (The old maps are
+            // freed after the locks, on the background thread: tens of megabytes of entries
+            // took milliseconds to free, with every fill of the process waiting on the lock.)
+            let levels = std::mem::take(&mut *self.levels.write().unwrap_or_else(|p| p.into_inner()));
+            dropped = Some((std::mem::take(&mut *map), levels));
+            self.bytes.store(0, Relaxed);
+        }
+        if map.insert(key.to_vec(), e.clone()).is_none() {
+            self.bytes.fetch_add(size, Relaxed);
+        }
+        drop(map);
+        if let Some(old) = dropped {
+            crate::runtime::warmup::drop_in_background(old);
+        }
+        e
+    }
+
+    /// The level below `parent`'s group `g` for `key`: the parent's cached child, else a level
+    /// built from the same nodes for the same key under any other parent, else a fresh one
+    /// (cached both ways, within budget).
+    pub fn level(&self, trie: &TokTrie, parent: &Level, g: u32, key: &[(u32, u32)], lexers: &[Lexer]) -> Arc<Level> {
+        if let Some(l) = parent.child(g, key) {
+            return l;
+        }
+        let nodes = &parent.groups[g as usize].nodes;
+        let h = {
+            use std::hash::{Hash, Hasher};
+            let mut h = rustc_hash::FxHasher::default();
+            nodes.hash(&mut h);
+            key.hash(&mut h);
+            h.finish()
+        };
+        let same = |e: &&(Arc<[u32]>, Key, Arc<Level>)| e.0[..] == nodes[..] && e.1[..] == *key;
+        let shared = self.levels.read().unwrap_or_else(|p| p.into_inner()).get(&h).and_then(|v| v.iter().find(same).map(|e| e.2.clone()));
+        if let Some(l) = shared {
+            let size = key.len() * 8 + 16;
+            if self.bytes.load(Relaxed) + size <= self.budget {
+                self.bytes.fetch_add(size, Relaxed);
+                parent.insert_child(g, key, l.clone());
+            }
+            return l;
+        }
+        let l = Arc::new(build_level(trie, &parent.groups[g as usize], lexers));
+        // The level, its key in both maps and the copy of the nodes it is found by.
+        let size = l.memory_bytes() + 2 * key.len() * 8 + nodes.len() * 4 + 64;
+        if self.bytes.load(Relaxed) + size <= self.budget {
+            self.bytes.fetch_add(size, Relaxed);
+            parent.insert_child(g, key, l.clone());
+            let mut levels = self.levels.write().unwrap_or_else(|p| p.into_inner());
+            let v = levels.entry(h).or_default();
+            if !v.iter().any(|e| same(&e)) {
+                v.push((nodes[..].into(), key.to_vec(), l.clone()));
+            }
+        }
+        l
+    }
+
+    /// Level-0 entries currently cached.
+    pub fn len(&self) -> usize {
+        self.map.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes held by cached entries (all levels).
+    pub fn memory_bytes(&self) -> usize {
+        self.bytes.load(Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dfa(pattern: &str) -> Dfa {
+        let limits = crate::Limits::default();
+        Dfa::from_rx(&crate::frontend::regex::parse_regex(pattern, &limits).unwrap(), &limits).unwrap()
+    }
+
+    /// A level is built once per (parent nodes, key): a second parent whose group ends at the
+    /// same nodes gets the same level; other nodes or another key get their own, each equal
+    /// to a fresh build.
+    #[test]
+    fn levels_are_shared_by_content() {
+        let toks: Vec<&[u8]> = vec![b"a\"", b"b\"", b"\"", b"\":", b"\":1", b"a", b"b", b":", b":1", b"1", b"\"2", b"a\":", b"b\":"];
+        let trie = TokTrie::build(toks.iter().enumerate().map(|(i, b)| (i as u32, *b)));
+        let words = 1;
+        let (key_a, key_b, key_a_only) = (dfa(r#"[ab]*""#), dfa(r#"(a|b)*""#), dfa(r#"a*""#));
+        let (colon, two) = (dfa(":1?"), dfa("2"));
+        fn lex(d: &Dfa, gid: u32) -> Lexer<'_> {
+            Lexer { dfa: d, state: d.start(), gid }
+        }
+        let e1 = CiEntry::build_walk(&trie, &[lex(&key_a, 1)], words);
+        let e2 = CiEntry::build_walk(&trie, &[lex(&key_b, 2)], words);
+        let e3 = CiEntry::build_walk(&trie, &[lex(&key_a_only, 3)], words);
+        assert_eq!(e1.level.groups[0].nodes, e2.level.groups[0].nodes, "two automata of one language end at the same nodes");
+        assert_ne!(e1.level.groups[0].nodes, e3.level.groups[0].nodes);
+        let depth = trie.max_depth();
+        let next = [lex(&colon, 4)];
+        let key = [next[0].key(depth)];
+        let cache = CiCache::new(1 << 20);
+        let l1 = cache.level(&trie, &e1.level, 0, &key, &next);
+        let l2 = cache.level(&trie, &e2.level, 0, &key, &next);
+        assert!(Arc::ptr_eq(&l1, &l2), "same nodes, same key: one level");
+        assert!(Arc::ptr_eq(&l1, &e2.level.child(0, &key).unwrap()), "and the second parent caches it too");
+        let fresh = build_level(&trie, &e1.level.groups[0], &next);
+        let sorted = |mut v: Vec<u32>| {
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(l1.tokens.clone()), sorted(fresh.tokens.clone()));
+        assert_eq!(sorted(l1.tokens.clone()), vec![3, 4, 11, 12]);
+        let l3 = cache.level(&trie, &e3.level, 0, &key, &next);
+        assert!(!Arc::ptr_eq(&l1, &l3), "other nodes: another level");
+        assert_eq!(sorted(l3.tokens.clone()), sorted(build_level(&trie, &e3.level.groups[0], &next).tokens));
+        let other = [lex(&two, 5)];
+        let other_key = [other[0].key(depth)];
+        let l4 = cache.level(&trie, &e2.level, 0, &other_key, &other);
+        assert!(!Arc::ptr_eq(&l1, &l4), "another key: another level");
+        assert_eq!(sorted(l4.tokens.clone()), vec![10]);
+    }
+
+    /// Edits recorded against a shared bitmask (each token at most once) give the bitmask
+    /// edited in place, as lists while they are few and as a bitmask of their own past
+    /// `MAX_NEAR` changes.
+    #[test]
+    fn base_edits_match_editing_the_bitmask() {
+        let words = 200;
+        let base: Vec<u32> = (0..words as u32).map(|w| w.wrapping_mul(0x9E37_79B9)).collect();
+        for n in [10u32, 3000] {
+            let mut want = base.clone();
+            let mut edits = BaseEdits { base: &base, add: Vec::new(), remove: Vec::new(), bits: None };
+            for i in 0..n {
+                // Each token edited once, as in a walk (a token ends at one trie node).
+                let t = i * 7 % (32 * words as u32);
+                if i % 3 == 0 {
+                    SetEdits::clear(&mut want[..], t);
+                    edits.clear(t);
+                } else {
+                    SetEdits::set(&mut want[..], t);
+                    edits.set(t);
+                }
+            }
+            let got = match edits {
+                BaseEdits { bits: Some(bits), .. } => bits,
+                BaseEdits { add, mut remove, .. } => {
+                    remove.sort_unstable();
+                    TokenSet::Near { base: base.clone().into(), add: add.into(), remove: remove.into() }.to_bits(words)
+                }
+            };
+            assert_eq!(got, want, "{n} edits");
+        }
+    }
+
+    /// Each shape of union (all small, one large bitmask or near set among small ones, two
+    /// large) holds exactly the OR of its parts.
+    #[test]
+    fn unions_of_token_sets_hold_every_part() {
+        let words = 50;
+        let bits = |ids: &[u32]| {
+            let mut b = vec![0u32; words];
+            for &t in ids {
+                b[t as usize / 32] |= 1 << (t % 32);
+            }
+            b
+        };
+        let many: Vec<u32> = (0..1600).filter(|t| t % 3 == 0).collect();
+        let large = TokenSet::from_bits(bits(&many));
+        let mut near_ids: Vec<u32> = many.iter().copied().filter(|&t| t != 3 && t != 6).collect();
+        near_ids.push(1);
+        let near = TokenSet::near(bits(&near_ids), &large);
+        assert!(matches!(near, TokenSet::Near { .. }));
+        let small_a = TokenSet::Ids(vec![3, 4].into());
+        let small_b = TokenSet::Ids(vec![1599, 4].into());
+        let other_large = TokenSet::from_bits(bits(&(0..1600).filter(|t| t % 2 == 0).collect::<Vec<_>>()));
+        let cases: Vec<Vec<&TokenSet>> = vec![
+            vec![&small_a, &small_b],
+            vec![&small_a, &large, &small_b],
+            vec![&near, &small_a],
+            vec![&small_b, &near],
+            vec![&large, &other_large, &small_a],
+            vec![&near],
+        ];
+        for (k, parts) in cases.iter().enumerate() {
+            let mut want = vec![0u32; words];
+            for p in parts {
+                p.or_into(&mut want);
+            }
+            let got = union_sets(parts.iter().copied(), words);
+            assert_eq!(got.to_bits(words), want, "case {k}");
+        }
+    }
+}
