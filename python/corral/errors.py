@@ -123,7 +123,7 @@ class LimitExceededError(CorralError, ValueError):
     ... except corral.LimitExceededError as e:
     ...     print(e.limit_name)
     max_repeat
-    >>> corral.Grammar.from_regex("a{1,20000}", limits={"max_repeat": 20000}).num_rules > 0
+    >>> corral.Grammar.from_regex("a{1,12000}", limits={"max_repeat": 12000}).num_rules > 0
     True
     """
 
