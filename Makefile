@@ -2,7 +2,7 @@
 PY ?= python3
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup deps build test test-rust test-py test-engines fuzz-smoke demo bench clean
+.PHONY: setup deps build docs test test-rust test-py test-engines fuzz-smoke demo bench clean
 
 ## Install Python dependencies (torch included; a no-op once installed) and build the extension.
 setup: deps build
@@ -13,8 +13,17 @@ deps:
 build:
 	$(PY) -m pip install $(PIP_FLAGS) --no-build-isolation -e .
 
-## Every test: the Rust crates, the Python suite, a short smoke run of each fuzz target.
-test: setup test-rust test-py fuzz-smoke
+## Every test: the API reference builds without warnings, the Rust crates, the Python suite
+## (docstring examples included: tests/test_docstrings.py), a short smoke run of each fuzz target.
+test: setup docs test-rust test-py fuzz-smoke
+
+DOCS_DIR ?= build/docs
+## The API reference, generated from the docstrings by pdoc into $(DOCS_DIR) (git-ignored).
+## A pdoc warning (a bad module spec, an unparsable annotation or docstring) fails it.
+docs: setup
+	rm -rf $(DOCS_DIR)
+	$(PY) -W error::UserWarning -m pdoc -o $(DOCS_DIR) corral corral.hf corral.vllm corral.sglang
+	@echo "API reference: $(DOCS_DIR)/index.html"
 
 test-rust:
 	cargo test -p corral-core
