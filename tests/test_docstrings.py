@@ -150,3 +150,18 @@ def test_doctest(name: str, test: doctest.DocTest | None, skip: str) -> None:
             if key in report.lower() and not available():
                 pytest.skip(f"needs {key}")
     assert runner.failures == 0, report
+
+
+def test_readme_quickstart_runs() -> None:
+    """The README's quickstart block runs as written and prints one of the schema's values."""
+    import contextlib
+    import io
+    import re
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Quickstart", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(compile(code, "README.md#quickstart", "exec"), {})
+    assert buf.getvalue().strip() in ("{'answer': 'yes'}", "{'answer': 'no'}"), buf.getvalue()
