@@ -22,8 +22,7 @@ DOCS_DIR ?= build/docs
 ## A pdoc warning (a bad module spec, an unparsable annotation or docstring) fails it.
 docs: setup
 	rm -rf $(DOCS_DIR)
-	$(PY) -W error::UserWarning -m pdoc -o $(DOCS_DIR) corral corral.hf corral.vllm corral.sglang
-	@echo "API reference: $(DOCS_DIR)/index.html"
+	$(PY) -W error::UserWarning docs/build_api.py $(DOCS_DIR)
 
 test-rust:
 	cargo test -p corral-core
