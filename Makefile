@@ -2,7 +2,7 @@
 PY ?= python3
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup deps build test check-layers test-rust test-py test-engines fuzz-smoke demo bench clean
+.PHONY: setup deps build docs test check-layers test-rust test-py test-engines fuzz-smoke demo bench clean
 
 ## Install Python dependencies (torch included; a no-op once installed) and build the extension.
 setup: deps build
@@ -13,13 +13,22 @@ deps:
 build:
 	$(PY) -m pip install $(PIP_FLAGS) --no-build-isolation -e .
 
-## Every test: the module-graph check, the Rust crates, the Python suite, a short smoke run of each fuzz target.
-test: setup check-layers test-rust test-py fuzz-smoke
+## Every test: the module-graph check, the API reference builds without warnings, the Rust
+## crates, the Python suite (docstring examples included: tests/test_docstrings.py), a short
+## smoke run of each fuzz target.
+test: setup check-layers docs test-rust test-py fuzz-smoke
 
 ## No import cycle in corral-core, corral-schema or the Python package, and corral-core's layers
 ## import one way only (the order is declared in the script; tests/test_check_layers.py tests it).
 check-layers:
 	$(PY) tools/check_layers.py
+
+DOCS_DIR ?= build/docs
+## The API reference, generated from the docstrings by pdoc into $(DOCS_DIR) (git-ignored).
+## A pdoc warning (a bad module spec, an unparsable annotation or docstring) fails it.
+docs: setup
+	rm -rf $(DOCS_DIR)
+	$(PY) -W error::UserWarning docs/build_api.py $(DOCS_DIR)
 
 test-rust:
 	cargo test -p corral-core

@@ -34,7 +34,23 @@ class Vocabulary:
     def __len__(self) -> int: ...
 
 class Grammar:
-    """A tokenizer-independent grammar."""
+    """A tokenizer-independent grammar: build one with a ``from_*`` constructor, then pair it
+    with a vocabulary with ``corral.compile``.
+
+    Constructors: ``from_ebnf`` (GBNF), ``from_regex``, ``from_json_schema``, ``from_lark``,
+    ``from_structural_tag``. Each takes ``limits={...}`` (see ``corral.LimitExceededError``).
+
+    >>> import corral
+    >>> g = corral.Grammar.from_ebnf('root ::= "yes" | "no"')
+    >>> g.num_rules > 0
+    True
+    >>> s = corral.Grammar.from_json_schema({"type": "object", "properties": {"n": {"type": "integer"}}})
+    >>> s.schema_keywords
+    ['properties', 'type']
+    >>> r = corral.Grammar.from_regex(r"[0-9]{3}-[0-9]{4}")
+    >>> r.num_dfa_states > 0
+    True
+    """
 
     @staticmethod
     def from_ebnf(text: str | bytes, root: str = "root", *, limits: dict[str, int] | None = None) -> Grammar: ...
@@ -87,7 +103,13 @@ class CompiledGrammar:
 
     Constructing it fills and caches the start state's mask, so every matcher's first
     ``fill_next_token_bitmask`` is a copy; token-level work past the start is done lazily by
-    the fills (and ahead of them by a background thread).
+    the fills (and ahead of them by a background thread). ``corral.compile`` caches these.
+
+    >>> import corral
+    >>> vocab = corral.Vocabulary.from_bytes([b"a", b"b", b""], eos_token_ids=[2])
+    >>> compiled = corral.CompiledGrammar(corral.Grammar.from_regex("a+b"), vocab)
+    >>> compiled.vocab.size, compiled.memory_bytes > 0
+    (3, True)
     """
 
     def __init__(self, grammar: Grammar, vocab: Any) -> None: ...
@@ -99,7 +121,29 @@ class CompiledGrammar:
     def memory_bytes(self) -> int: ...
 
 class Matcher:
-    """Per-sequence matcher state."""
+    """Per-sequence matcher state: one per sequence being generated, over a compiled grammar.
+
+    ``fill_next_token_bitmask`` writes the allowed tokens into a bitmask row (the GIL is
+    released while filling); ``accept_token`` advances (``False``, state unchanged, when the
+    token is not allowed); ``rollback`` undoes tokens; ``is_accepting`` says whether the text
+    so far is complete, ``is_terminated`` whether EOS was accepted.
+
+    >>> import corral
+    >>> vocab = corral.Vocabulary.from_bytes([b"a", b"b", b"ab", b""], eos_token_ids=[3])
+    >>> matcher = corral.Matcher(corral.compile(corral.Grammar.from_regex("ab"), vocab))
+    >>> bitmask = corral.allocate_token_bitmask(1, vocab.size)
+    >>> matcher.fill_next_token_bitmask(bitmask)
+    >>> corral.allowed_token_ids(bitmask[0], vocab.size)
+    [0, 2]
+    >>> matcher.accept_token(1), matcher.accept_token(0)
+    (False, True)
+    >>> matcher.accept_token(1), matcher.is_accepting()
+    (True, True)
+    >>> matcher.rollback(1); matcher.is_accepting()
+    False
+    >>> matcher.accept_token(1), matcher.accept_token(3), matcher.is_terminated()
+    (True, True, True)
+    """
 
     def __init__(self, compiled: CompiledGrammar) -> None: ...
     @property
@@ -124,7 +168,21 @@ class Matcher:
     def __copy__(self) -> Matcher: ...
     def __deepcopy__(self, memo: Any) -> Matcher: ...
 
-def fill_next_token_bitmask_batch(matchers: Sequence[Matcher], bitmask: Any, indices: Sequence[int] | None = None) -> None: ...
+def fill_next_token_bitmask_batch(matchers: Sequence[Matcher], bitmask: Any, indices: Sequence[int] | None = None) -> None:
+    """Fills row ``indices[i]`` (default ``i``) of ``bitmask`` for ``matchers[i]``, many rows
+    at once: the calling thread fills rows while corral's thread pool joins in; the GIL is
+    released.
+
+    >>> import corral
+    >>> vocab = corral.Vocabulary.from_bytes([b"a", b"b", b""], eos_token_ids=[2])
+    >>> compiled = corral.compile(corral.Grammar.from_regex("a|b"), vocab)
+    >>> matchers = [corral.Matcher(compiled), corral.Matcher(compiled)]
+    >>> _ = matchers[1].accept_token(0)
+    >>> bitmask = corral.allocate_token_bitmask(2, vocab.size)
+    >>> corral.fill_next_token_bitmask_batch(matchers, bitmask)
+    >>> [corral.allowed_token_ids(row, vocab.size) for row in bitmask]
+    [[0, 1], [2]]
+    """
 def apply_token_bitmask_cpu(logits: Any, bitmask: Any, indices: Sequence[int] | None = None, vocab_size: int | None = None) -> list[int]: ...
 def _trigger_panic() -> None: ...
 def _allocator_purge_delay() -> int: ...

@@ -21,7 +21,12 @@ from .errors import UsageError
 
 
 def bitmask_words(vocab_size: int) -> int:
-    """Words per bitmask row: ``ceil(vocab_size / 32)``."""
+    """Words per bitmask row: ``ceil(vocab_size / 32)``.
+
+    >>> import corral
+    >>> corral.bitmask_words(128256)
+    4008
+    """
     if vocab_size <= 0:
         raise UsageError(f"vocab_size must be positive, got {vocab_size}")
     return (vocab_size + 31) // 32
@@ -32,6 +37,11 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int, *, pin_memory: bool
 
     A torch tensor on CPU when torch is importable, else a numpy array. ``pin_memory=True``
     allocates page-locked memory so ``.to("cuda", non_blocking=True)`` is truly asynchronous.
+
+    >>> import corral
+    >>> bitmask = corral.allocate_token_bitmask(2, 100)
+    >>> tuple(bitmask.shape), int(bitmask[0, 0])
+    ((2, 4), -1)
     """
     if batch_size <= 0:
         raise UsageError(f"batch_size must be positive, got {batch_size}")

@@ -27,7 +27,17 @@ _lock = threading.Lock()
 
 def compile(grammar: _native.Grammar, vocab: Vocabulary) -> _native.CompiledGrammar:
     """Pairs ``grammar`` with ``vocab``. Results are cached by (grammar source, its fill time
-    budget, vocabulary fingerprint), so compiling the same grammar again is a dictionary lookup."""
+    budget, vocabulary fingerprint), so compiling the same grammar again is a dictionary lookup.
+
+    >>> import corral
+    >>> vocab = corral.Vocabulary.from_bytes([b"a", b"b", b""], eos_token_ids=[2])
+    >>> grammar = corral.Grammar.from_regex("a+b")
+    >>> compiled = corral.compile(grammar, vocab)
+    >>> corral.compile(grammar, vocab) is compiled
+    True
+    >>> corral.Matcher(compiled).accept_token(0)
+    True
+    """
     if not isinstance(grammar, _native.Grammar):
         raise UsageError(f"compile() needs a corral.Grammar, got {type(grammar).__name__}")
     if not isinstance(vocab, Vocabulary):
@@ -61,7 +71,7 @@ def load_grammar(path: str | Path, format: GrammarFormat = None, *, root: str = 
 
         >>> import corral, tempfile, os
         >>> d = tempfile.mkdtemp(); f = os.path.join(d, "g.lark")
-        >>> _ = open(f, "w").write('start: "yes" | "no"\n')
+        >>> _ = open(f, "w").write('start: "yes" | "no"\\n')
         >>> corral.load_grammar(f).num_rules > 0
         True
     """

@@ -56,6 +56,13 @@ class GenerationResult:
             it to the logits.
         finished: whether EOS was reached (else ``max_tokens`` stopped it: the output is a
             valid prefix, possibly incomplete).
+
+    >>> import corral, torch
+    >>> vocab = corral.Vocabulary.from_bytes([b"a", b"b", b""], eos_token_ids=[2])
+    >>> result = corral.generate(lambda ids: torch.zeros(3), [2], corral.Grammar.from_regex("ab"),
+    ...                          vocab)
+    >>> result.text, result.finished, result.token_ids
+    ('ab', True, [0, 1, 2])
     """
 
     token_ids: list[int] = field(default_factory=list)
