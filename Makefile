@@ -43,13 +43,12 @@ test-py:
 
 ## corral._native against python/corral/_native.pyi (mypy.stubtest), and mypy --strict on the package.
 test-stubs:
-	$(PY) -m mypy.stubtest corral._native --allowlist stubtest-allowlist.txt
+	$(PY) -m mypy.stubtest corral._native
 	$(PY) -m mypy --strict python/corral
 
-## x86_64 wheels for CPython 3.10-3.13, compatible with manylinux_2_28 or older: maturin cross-links
-## with zig against the old glibc (no Docker needed). maturin, ziglang and auditwheel come from
-## PyPI into $(WHEEL_TOOLS) on first use. Per-version wheels, not abi3: docs/install.md says why.
-WHEEL_PYTHONS ?= 3.10 3.11 3.12 3.13
+## The x86_64 wheel for CPython 3.10-3.13 (one abi3 wheel: docs/install.md says why), compatible
+## with manylinux_2_28 or older: maturin cross-links with zig against the old glibc (no Docker
+## needed). maturin, ziglang and auditwheel come from PyPI into $(WHEEL_TOOLS) on first use.
 WHEEL_DIR ?= dist
 WHEEL_COMPAT ?= manylinux_2_28
 WHEEL_TOOLS ?= build/wheel-tools
@@ -63,7 +62,7 @@ $(WHEEL_TOOLS)/.installed:
 wheels: $(WHEEL_TOOLS)/.installed
 	rm -f $(WHEEL_DIR)/corral-*.whl
 	# PATH first: maturin finds zig through `python3 -m ziglang`.
-	PATH=$(WHEEL_BIN):$$PATH maturin build --release --zig --compatibility $(WHEEL_COMPAT) -o $(WHEEL_DIR) $(foreach v,$(WHEEL_PYTHONS),-i python$(v))
+	PATH=$(WHEEL_BIN):$$PATH maturin build --release --strip --zig --compatibility $(WHEEL_COMPAT) -o $(WHEEL_DIR) -i python3.10
 	# Each wheel must be manylinux_2_28 or older (auditwheel reads the symbols it links).
 	@for w in $(WHEEL_DIR)/corral-*.whl; do \
 		out=$$($(WHEEL_BIN)/auditwheel show $$w) || exit 1; \
@@ -73,8 +72,8 @@ wheels: $(WHEEL_TOOLS)/.installed
 		echo "$$(basename $$w): consistent with $$tag"; \
 	done
 
-## Installs each wheel into a fresh venv (no Rust on PATH, no torch) and smoke-tests it; runs the
-## numpy-only suite from the wheels on Python 3.10 and 3.13 (tests/test_wheels.py).
+## Installs the wheel into a fresh venv of each Python 3.10-3.13 (no Rust on PATH, no torch) and
+## smoke-tests it; runs the numpy-only suite from it on Python 3.10 and 3.13 (tests/test_wheels.py).
 test-wheels: wheels
 	$(PY) -m pytest -m wheel tests/test_wheels.py -rs
 

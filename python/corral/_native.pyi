@@ -1,19 +1,34 @@
 """Type stubs for corral._native (the Rust extension). See the Python docs of each name."""
 
-from typing import Any, Sequence
+from typing import Any, Sequence, final
+
+from typing_extensions import Self
+
+__all__ = [
+    "Vocabulary",
+    "Grammar",
+    "CompiledGrammar",
+    "Matcher",
+    "_trigger_panic",
+    "_allocator_purge_delay",
+    "fill_next_token_bitmask_batch",
+    "apply_token_bitmask_cpu",
+    "__version__",
+]
 
 __version__: str
 
+@final
 class Vocabulary:
     """Token id -> bytes for one tokenizer (use ``corral.Vocabulary`` constructors)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         tokens: Sequence[bytes],
         eos_token_ids: Sequence[int],
         special_token_ids: Sequence[int] = ...,
         vocab_size: int | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def size(self) -> int: ...
     @property
@@ -31,6 +46,7 @@ class Vocabulary:
     def has_token_extending(self, prefix: bytes) -> bool: ...
     def __len__(self) -> int: ...
 
+@final
 class Grammar:
     """A tokenizer-independent grammar."""
 
@@ -80,6 +96,7 @@ class Grammar:
     @property
     def max_fill_ms(self) -> int: ...
 
+@final
 class CompiledGrammar:
     """A grammar paired with a vocabulary; immutable, shared across threads.
 
@@ -88,7 +105,7 @@ class CompiledGrammar:
     the fills (and ahead of them by a background thread).
     """
 
-    def __init__(self, grammar: Grammar, vocab: Any) -> None: ...
+    def __new__(cls, grammar: Grammar, vocab: Any) -> Self: ...
     @property
     def vocab(self) -> Any: ...
     @property
@@ -96,10 +113,11 @@ class CompiledGrammar:
     @property
     def memory_bytes(self) -> int: ...
 
+@final
 class Matcher:
     """Per-sequence matcher state."""
 
-    def __init__(self, compiled: CompiledGrammar) -> None: ...
+    def __new__(cls, compiled: CompiledGrammar) -> Self: ...
     @property
     def compiled(self) -> CompiledGrammar: ...
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> None: ...
