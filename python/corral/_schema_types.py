@@ -47,8 +47,8 @@ def schema_of_type(tp: Any) -> dict[str, Any]:
 
     Raises :class:`corral.MissingDependencyError` when pydantic is not installed and
     :class:`corral.UsageError` when pydantic cannot describe ``tp``."""
-    if hasattr(tp, "model_json_schema") and isinstance(tp, type):
-        schema: dict[str, Any] = tp.model_json_schema()
+    if isinstance(tp, type) and hasattr(tp, "model_json_schema"):
+        schema: dict[str, Any] = getattr(tp, "model_json_schema")()
         return schema
     try:
         import pydantic
@@ -78,8 +78,8 @@ def schema_json_text(schema: Any) -> str:
     """JSON text of the schema ``schema`` stands for (see the module docstring)."""
     if isinstance(schema, (dict, bool)):
         obj: Any = schema
-    elif hasattr(schema, "model_json_schema") and isinstance(schema, type):
-        obj = schema.model_json_schema()  # a pydantic model class
+    elif isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        obj = getattr(schema, "model_json_schema")()  # a pydantic model class
     elif _is_type_like(schema) or type(schema).__name__ == "TypeAdapter":
         obj = schema_of_type(schema)
     else:

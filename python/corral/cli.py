@@ -185,7 +185,7 @@ def _json_schema_grammar(path: Path, text: str) -> Any:
 _NON_STRICT = [False]
 
 
-def load_grammar_file(path: str | os.PathLike | None, fmt: str | None = None, root: str | None = None) -> LoadedGrammar:
+def load_grammar_file(path: str | os.PathLike[str] | None, fmt: str | None = None, root: str | None = None) -> LoadedGrammar:
     """Reads and compiles a grammar file (the built-in JSON grammar when ``path`` is None).
 
     Raises CliError with the message to print (file name first) and the exit status.
@@ -350,7 +350,7 @@ def _builtin_vocab(eos: Sequence[int] | None, vocab_size: int | None, fresh: boo
 
 
 def load_vocabulary(
-    tokenizer: str | os.PathLike | None,
+    tokenizer: str | os.PathLike[str] | None,
     eos: Sequence[int] | None = None,
     vocab_size: int | None = None,
     *,
@@ -929,7 +929,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"corral {args.command}: error: --limit must be -1 (all) or more", file=sys.stderr)
         return 2
     try:
-        return args.func(args)
+        rc: int = args.func(args)
+        return rc
     except CliError as e:
         # "<file>: <error>" when the error is about a file (compiler style), else "corral CMD: error: ..."
         print(str(e) if e.about_file else f"corral {args.command}: error: {e}", file=sys.stderr)
