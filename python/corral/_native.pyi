@@ -78,7 +78,11 @@ class Grammar:
         max_whitespace: int = 20,
         property_order: str = "any",
         limits: dict[str, int] | None = None,
-    ) -> Grammar: ...
+    ) -> Grammar:
+        """A grammar for the JSON texts whose value validates against ``schema``: a dict, JSON
+        text (str or bytes), a pydantic model class, or a Python type pydantic can describe (a
+        ``TypeAdapter``, a dataclass, a ``TypedDict``, ``list[Item]``, ``Optional[int]``...;
+        needs pydantic, else :class:`corral.MissingDependencyError`). See docs/install.md."""
     @property
     def schema_keywords(self) -> list[str] | None: ...
     @property
