@@ -114,6 +114,7 @@ def test_rollback_too_far(compiled):
         m.rollback(2)
 
 
+@pytest.mark.torch  # (allocate_token_bitmask is a tensor)
 def test_numpy_and_1d_buffers(vocab, compiled):
     m = corral.Matcher(compiled)
     a = np.zeros(2, dtype=np.int32)

@@ -120,7 +120,8 @@ def test_wheel_installs_and_works_without_rust_or_torch(version: str, tmp_path: 
 #: The oldest and newest supported Pythons: the numpy-only part of the suite runs on each, from
 #: its wheel (torch is absent there, so the `torch` tests skip).
 SUITE_PYTHONS = ("3.10", "3.13")
-SUITE_DEPS = ["pytest", "hypothesis", "jsonschema", "lark", "pydantic", "tokenizers"]
+# (regex: the built-in GPT-2 vocabulary's encoder where tiktoken is absent.)
+SUITE_DEPS = ["pytest", "hypothesis", "jsonschema", "lark", "pydantic", "tokenizers", "regex"]
 
 
 def wheel_for(version: str) -> Path | None:
