@@ -6,13 +6,16 @@ Decides whether `make wheels` ships one wheel per CPython version or one abi3 wh
 its own module name, with its own vocabulary and caches) and timed in alternating rounds, so
 that this VM's minute-to-minute speed changes hit both alike.
 
-    make wheels                                   # per-version wheels in dist/
-    maturin build --release --zig --compatibility manylinux_2_28 -i python3.11 \\
-        --features pyo3/abi3-py310,pyo3/extension-module -o /tmp/abi3
-    unzip -o dist/corral-*-cp311-cp311-*.whl 'corral/_native*.so' -d /tmp/pv
-    unzip -o /tmp/abi3/corral-*-abi3-*.whl 'corral/_native*.so' -d /tmp/abi3x
-    python3.11 benches/abi3_fill.py /tmp/pv/corral/_native.cpython-311-x86_64-linux-gnu.so \\
+    make wheels                                   # the abi3 wheel (cp310-abi3) in dist/
+    # the per-version build: drop "abi3-py310" from pyo3's features in rust/corral-py/Cargo.toml, then
+    maturin build --release --zig --compatibility manylinux_2_28 -i python3.11 -o /tmp/pv-wheel
+    unzip -o /tmp/pv-wheel/corral-*-cp311-cp311-*.whl 'corral/_native*.so' -d /tmp/pv
+    unzip -o dist/corral-*-abi3-*.whl 'corral/_native*.so' -d /tmp/abi3x
+    python3.11 benches/abi3_fill.py /tmp/pv/corral/_native.cpython-311-x86_64-linux-gnu.so \
         /tmp/abi3x/corral/_native.abi3.so
+
+(2026-12-05 the builds compared were made the other way round: per-version by default, abi3
+with ``--features pyo3/abi3-py310,pyo3/extension-module``; same code, same flags otherwise.)
 
 What is timed: `Matcher.fill_next_token_bitmask` of a JSON-schema matcher (GPT-2's vocabulary,
 the built-in one) at a warmed state (inside a string value, and at the start of the object),
