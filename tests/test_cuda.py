@@ -19,7 +19,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-import torch
+torch = pytest.importorskip("torch")
 
 import corral
 import corral.logits as L

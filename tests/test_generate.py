@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-import torch
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 import corral
 import corral.generate as generate_module

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 import corral
 import corral.hf

@@ -9,7 +9,8 @@ import textwrap
 
 import numpy as np
 import pytest
-import torch
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 import corral
 from corral import logits as L

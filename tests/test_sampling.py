@@ -7,7 +7,8 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 import corral
 from corral.sampling import SamplingParams, apply_penalties, apply_truncation, probabilities, sample

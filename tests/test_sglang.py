@@ -32,7 +32,8 @@ import textwrap
 from typing import Any, NamedTuple
 
 import pytest
-import torch
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 import corral
 from corral.sglang import SGLANG_AVAILABLE, CorralGrammar, CorralGrammarBackend

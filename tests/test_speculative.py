@@ -9,7 +9,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-import torch
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 import corral
 import corral.generate as generate_module

@@ -21,7 +21,8 @@ import textwrap
 
 import numpy as np
 import pytest
-import torch
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 import corral
 from corral.vllm import VLLM_AVAILABLE, CorralBackend, CorralGrammar, LogitsProcessor, StructuredOutputOptions

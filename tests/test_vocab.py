@@ -159,6 +159,7 @@ def test_sentencepiece_byte_fallback_and_control_pieces() -> None:
 
 
 def test_sentencepiece_from_path_is_cached() -> None:
+    pytest.importorskip("sentencepiece")
     path = tu.data_path("mistral", "tokenizer.model")
     a = Vocabulary.from_sentencepiece(path)
     assert Vocabulary.from_sentencepiece(str(path)) is a

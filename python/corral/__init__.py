@@ -16,6 +16,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._native import CompiledGrammar, Grammar, Matcher, fill_next_token_bitmask_batch
 from .bitmask import allocate_token_bitmask, allowed_token_ids, bitmask_words
 from .compiler import compile, load_grammar
@@ -28,6 +30,7 @@ from .errors import (
     GrammarSyntaxError,
     InternalError,
     LimitExceededError,
+    MissingDependencyError,
     SchemaWarning,
     TokenizerError,
     UnsupportedSchemaError,
@@ -68,6 +71,7 @@ __all__ = [
     "FillTimeoutError",
     "TokenizerError",
     "UsageError",
+    "MissingDependencyError",
     "EmptyMaskError",
     "InternalError",
     "SchemaWarning",
@@ -92,7 +96,7 @@ _LAZY = {
 _LAZY_MODULES = {"speculative"}  # imports torch
 
 
-def __getattr__(name: str):  # PEP 562
+def __getattr__(name: str) -> Any:  # PEP 562
     if name in _LAZY_MODULES:
         import importlib
 

@@ -1,20 +1,35 @@
 """Type stubs for corral._native (the Rust extension). See the Python docs of each name."""
 
-from typing import Any, Sequence
+from typing import Any, Sequence, final
+
+from typing_extensions import Self
+
+__all__ = [
+    "Vocabulary",
+    "Grammar",
+    "CompiledGrammar",
+    "Matcher",
+    "_trigger_panic",
+    "_allocator_purge_delay",
+    "fill_next_token_bitmask_batch",
+    "apply_token_bitmask_cpu",
+    "__version__",
+]
 
 __version__: str
 
+@final
 class Vocabulary:
     """Token id -> bytes for one tokenizer (use ``corral.Vocabulary`` constructors)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         tokens: Sequence[bytes],
         eos_token_ids: Sequence[int],
         special_token_ids: Sequence[int] = ...,
         vocab_size: int | None = None,
         token_names: Sequence[tuple[str, int]] = ...,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def size(self) -> int: ...
     @property
@@ -33,6 +48,7 @@ class Vocabulary:
     def token_id(self, name: str) -> int | None: ...
     def __len__(self) -> int: ...
 
+@final
 class Grammar:
     """A tokenizer-independent grammar: build one with a ``from_*`` constructor, then pair it
     with a vocabulary with ``corral.compile``.
@@ -80,7 +96,11 @@ class Grammar:
         max_whitespace: int = 20,
         property_order: str = "any",
         limits: dict[str, int] | None = None,
-    ) -> Grammar: ...
+    ) -> Grammar:
+        """A grammar for the JSON texts whose value validates against ``schema``: a dict, JSON
+        text (str or bytes), a pydantic model class, or a Python type pydantic can describe (a
+        ``TypeAdapter``, a dataclass, a ``TypedDict``, ``list[Item]``, ``Optional[int]``...;
+        needs pydantic, else :class:`corral.MissingDependencyError`). See docs/install.md."""
     @property
     def schema_keywords(self) -> list[str] | None: ...
     @property
@@ -98,6 +118,7 @@ class Grammar:
     @property
     def max_fill_ms(self) -> int: ...
 
+@final
 class CompiledGrammar:
     """A grammar paired with a vocabulary; immutable, shared across threads.
 
@@ -112,7 +133,7 @@ class CompiledGrammar:
     (3, True)
     """
 
-    def __init__(self, grammar: Grammar, vocab: Any) -> None: ...
+    def __new__(cls, grammar: Grammar, vocab: Any) -> Self: ...
     @property
     def vocab(self) -> Any: ...
     @property
@@ -120,6 +141,7 @@ class CompiledGrammar:
     @property
     def memory_bytes(self) -> int: ...
 
+@final
 class Matcher:
     """Per-sequence matcher state: one per sequence being generated, over a compiled grammar.
 
@@ -145,7 +167,7 @@ class Matcher:
     (True, True, True)
     """
 
-    def __init__(self, compiled: CompiledGrammar) -> None: ...
+    def __new__(cls, compiled: CompiledGrammar) -> Self: ...
     @property
     def compiled(self) -> CompiledGrammar: ...
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> None: ...

@@ -62,7 +62,7 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int, *, pin_memory: bool
         tensor = torch.from_numpy(arr)
     # Lets corral's native code reach the buffer without several torch attribute calls; it
     # still checks that the tensor aliases this array before writing.
-    tensor._corral_np = arr
+    setattr(tensor, "_corral_np", arr)
     return tensor
 
 
@@ -81,4 +81,5 @@ def allowed_token_ids(row: Any, vocab_size: int) -> list[int]:
     """
     words = _as_numpy(row).astype(np.int32).view(np.uint32)
     bits = np.unpackbits(words.view(np.uint8), bitorder="little")
-    return np.flatnonzero(bits[:vocab_size]).tolist()
+    ids: list[int] = np.flatnonzero(bits[:vocab_size]).tolist()
+    return ids

@@ -136,7 +136,7 @@ def _guess_format(path: Path, fmt: str | None) -> str:
     return guessed
 
 
-def load_grammar_file(path: str | os.PathLike | None, fmt: str | None = None, root: str | None = None) -> LoadedGrammar:
+def load_grammar_file(path: str | os.PathLike[str] | None, fmt: str | None = None, root: str | None = None) -> LoadedGrammar:
     """Reads and compiles a grammar file (the built-in JSON grammar when ``path`` is None).
 
     Raises CliError with the message to print (file name first) and the exit status.
@@ -721,7 +721,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"corral {args.command}: error: --limit must be -1 (all) or more", file=sys.stderr)
         return 2
     try:
-        return args.func(args)
+        rc: int = args.func(args)
+        return rc
     except CliError as e:
         # "<file>: <error>" when the error is about a file (compiler style), else "corral CMD: error: ..."
         print(str(e) if e.about_file else f"corral {args.command}: error: {e}", file=sys.stderr)

@@ -94,7 +94,7 @@ def example_schema_text(name: str) -> str:
 class DemoModel:
     """A ``model_fn`` for :func:`corral.generate` plus a description and its first token."""
 
-    model_fn: Callable[[list], Any]
+    model_fn: Callable[[list[int]], Any]
     description: str
     bos_id: int
     seconds: float  # building the model (library imports excluded)
@@ -157,7 +157,7 @@ def tiny_model(vocab: Any, seed: int = 0, *, prior: bool = True) -> DemoModel:
     except Exception:  # noqa: BLE001 - no (working) transformers: pure torch
         import_s = time.perf_counter() - t0
         net = _TinyTorchLM(vocab.size, seed)
-        fn: Callable[[list], Any] = net
+        fn: Callable[[list[int]], Any] = net
         desc = f"tiny pure-torch MLP language model (random weights, seed {seed}; transformers is not installed)"
     else:
         import_s = time.perf_counter() - t0
@@ -168,7 +168,8 @@ def tiny_model(vocab: Any, seed: int = 0, *, prior: bool = True) -> DemoModel:
         try:
             cfg = GPT2Config(n_layer=2, n_head=2, n_embd=64, n_positions=2048, vocab_size=vocab.size,
                              bos_token_id=bos, eos_token_id=bos)
-            model = GPT2LMHeadModel(cfg).eval()
+            model: Any = GPT2LMHeadModel(cfg)  # (transformers leaves .eval() untyped)
+            model = model.eval()
         finally:
             torch.random.set_rng_state(state)
         fn = make_model_fn(model)
@@ -177,7 +178,7 @@ def tiny_model(vocab: Any, seed: int = 0, *, prior: bool = True) -> DemoModel:
         bias = _prior(vocab)
         inner = fn
 
-        def fn(ids: list) -> Any:  # noqa: F811 - the biased wrapper
+        def fn(ids: list[int]) -> Any:  # noqa: F811 - the biased wrapper
             return inner(ids) + bias
 
         desc += "; fixed prior: printable-ASCII tokens +2, whitespace-only tokens -4"
@@ -198,7 +199,8 @@ def _local_model(path: str, vocab: Any) -> DemoModel:
     if not p.is_dir():
         raise CliError(f"{path}: not a directory (--model takes a local transformers model directory)")
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(str(p), local_files_only=True).eval()
+        model: Any = transformers.AutoModelForCausalLM.from_pretrained(str(p), local_files_only=True)
+        model = model.eval()
     except Exception as e:  # noqa: BLE001 - report any loading failure
         raise CliError(f"{path}: cannot load a causal language model: {type(e).__name__}: {e}") from None
     width = getattr(model.config, "vocab_size", None)
@@ -252,7 +254,7 @@ class _Run:
     tokens: int
     forced: int
     steps: int
-    mask_us: list
+    mask_us: list[float]
     compile_s: float
     gen_s: float
 

@@ -178,6 +178,15 @@ class UsageError(CorralError, ValueError):
     """
 
 
+class MissingDependencyError(CorralError, ImportError):
+    """An optional package a feature needs is not installed; ``package`` names it (e.g. pydantic,
+    for a JSON Schema from a Python type). Also an :class:`ImportError`."""
+
+    def __init__(self, msg: str, *, package: str) -> None:
+        super().__init__(msg, name=package)
+        self.package = package
+
+
 class EmptyMaskError(CorralError, RuntimeError):
     """A mask row allows no token at all: sampling from it would be meaningless.
 
@@ -226,6 +235,7 @@ __all__ = [
     "FillTimeoutError",
     "TokenizerError",
     "UsageError",
+    "MissingDependencyError",
     "EmptyMaskError",
     "InternalError",
     "SchemaWarning",

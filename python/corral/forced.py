@@ -230,8 +230,8 @@ def forced_tokens(matcher: Any, vocab: Vocabulary | None = None) -> list[int]:
                     except (TokenizerError, UsageError):
                         ids = None
                     break
-        if ids is None:
-            return []
+    if ids is None:
+        return []
     start = len(ctx_ids)
     if ids[:start] != ctx_ids:
         return []  # the tokenizer would merge the last token(s) with the forced bytes

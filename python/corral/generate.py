@@ -40,7 +40,7 @@ from .vocab import Vocabulary
 
 __all__ = ["generate", "GenerationResult"]
 
-ModelFn = Callable[[list], Any]
+ModelFn = Callable[[list[int]], Any]
 
 
 @dataclass
@@ -111,7 +111,8 @@ def _as_logits(out: Any) -> "torch.Tensor":
         out = out[0]
     if out.dim() != 1:
         raise UsageError(f"model_fn must return logits of shape (V,), got {tuple(out.shape)}")
-    return out
+    logits: torch.Tensor = out
+    return logits
 
 
 def generate(

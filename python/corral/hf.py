@@ -46,7 +46,7 @@ except Exception:  # noqa: BLE001 - transformers missing or broken: plain object
     _Base = object  # type: ignore[assignment,misc]
 
 
-class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
+class LogitsProcessor(_Base):  # type: ignore[misc,valid-type,unused-ignore]  # (Any without transformers)
     """Constrains ``model.generate`` to a grammar: ``logits_processor=LogitsProcessorList([proc])``.
 
     On each call it accepts, in each row's matcher, the tokens appended to ``input_ids`` since
@@ -166,7 +166,7 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
             # whose previous ids it extends, or is rebuilt from scratch.
             plen = self._prompt.shape[1] if self._prompt is not None else 0
             old_rows = self._ids[:, plen:].tolist()
-            where = {}
+            where: dict[tuple[int, ...], int] = {}
             for j, r in enumerate(old_rows):
                 where.setdefault(tuple(r), j)
             gen = cur[:, plen:length].tolist()
@@ -182,11 +182,11 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                     ended.append(old_e[i])
                     pending.append(gen[i][seen - plen :])
                     continue
-                j = where.get(tuple(gen[i][: seen - plen]))
-                if j is not None:
-                    matchers.append(old_m[j].copy())
-                    hists.append(list(old_h[j]))
-                    ended.append(old_e[j])
+                src = where.get(tuple(gen[i][: seen - plen]))
+                if src is not None:
+                    matchers.append(old_m[src].copy())
+                    hists.append(list(old_h[src]))
+                    ended.append(old_e[src])
                     pending.append(gen[i][seen - plen :])
                 else:
                     matchers.append(_native.Matcher(self.compiled))
@@ -242,6 +242,7 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type]
             if self._ended[i]:
                 eos_only_row(self._bitmask, i, self.compiled.vocab.eos_token_ids)
         if live:
+            assert self._matchers is not None  # set with the rows
             fill_or_end([self._matchers[i] for i in live], self._bitmask, live, lambda k: self._end(live[k]))
         apply_token_bitmask_inplace(scores, self._bitmask, vocab_size=self._size, check_empty=self.check_empty)
         return scores
@@ -264,7 +265,7 @@ def vocabulary(tokenizer: Any, model: Any = None, **kwargs: Any) -> Vocabulary:
     return Vocabulary.from_huggingface(tokenizer, **kwargs)
 
 
-def make_model_fn(model: Any, *, device: Union[str, "torch.device", None] = None) -> Callable[[list], torch.Tensor]:
+def make_model_fn(model: Any, *, device: Union[str, "torch.device", None] = None) -> Callable[[list[int]], torch.Tensor]:
     """Wraps a transformers causal LM as ``model_fn(ids) -> logits (V,)`` for
     :func:`corral.generate`, keeping a KV cache: a call whose ids extend the previous call's
     ids feeds only the new tokens (several at once after a forced run); any other call starts
@@ -300,6 +301,7 @@ def make_model_fn(model: Any, *, device: Union[str, "torch.device", None] = None
         cache = out.get("cache") if hasattr(out, "get") else None
         state["cache"] = cache if cache is not None else getattr(out, "past_key_values", None)
         state["ids"] = ids
-        return out.logits[0, -1]
+        logits: torch.Tensor = out.logits[0, -1]
+        return logits
 
     return model_fn

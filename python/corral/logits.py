@@ -65,12 +65,11 @@ def _is_tensor(x: Any) -> bool:
 def _rows_of(indices: Indices, rows: int) -> list[int] | None:
     if indices is None:
         return None
-    if _is_tensor(indices):
-        indices = indices.tolist()  # (a sync for device tensors: pass a list on CUDA)
-    elif isinstance(indices, np.ndarray):
-        indices = indices.tolist()
+    seq: Any = indices
+    if _is_tensor(indices) or isinstance(indices, np.ndarray):
+        seq = seq.tolist()  # (a sync for device tensors: pass a list on CUDA)
     try:
-        out = [int(i) for i in indices]  # type: ignore[union-attr]
+        out = [int(i) for i in seq]
     except (TypeError, ValueError):
         raise UsageError(f"indices must be a sequence of row numbers, got {indices!r}") from None
     for i in out:
@@ -178,7 +177,7 @@ def apply_token_bitmask_inplace(
     raise UsageError(f"logits must be a torch tensor or a numpy array, got {type(logits).__name__}")
 
 
-def _shape2(shape: tuple, what: str) -> tuple[int, int]:
+def _shape2(shape: tuple[int, ...], what: str) -> tuple[int, int]:
     if len(shape) == 1:
         return 1, int(shape[0])
     if len(shape) == 2:
@@ -345,18 +344,19 @@ def _triton_kernel() -> Any:
             _TRITON["kernel"] = None
             return None
 
-        @triton.jit
+        # triton ships no type information: its decorator is untyped.
+        @triton.jit  # type: ignore[untyped-decorator,unused-ignore]
         def _mask_kernel(
-            logits_ptr,
-            bitmask_ptr,
-            rows_ptr,
-            vocab_size,
-            width,
-            logits_stride,
-            bitmask_stride,
+            logits_ptr: Any,
+            bitmask_ptr: Any,
+            rows_ptr: Any,
+            vocab_size: Any,
+            width: Any,
+            logits_stride: Any,
+            bitmask_stride: Any,
             HAS_ROWS: tl.constexpr,
             WORDS: tl.constexpr,
-        ):
+        ) -> None:
             # One program: WORDS bitmask words of one row, as a (WORDS, 32) tile of logits.
             # Per word: all 32 allowed -> nothing read or written; none allowed -> 32 x -inf
             # stored, nothing read; mixed -> the 32 logits read and written back with -inf

@@ -96,7 +96,7 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     seed: Union[int, None] = None
-    _generators: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _generators: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         def finite(name: str) -> float:
@@ -155,7 +155,7 @@ class SamplingParams:
         """Restarts the seeded generator (the next draws replay the first ones)."""
         self._generators.clear()
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_generators"] = {}  # generators are process-local (and not picklable)
         return state
@@ -220,7 +220,7 @@ def _counts(output_ids: OutputIds, rows: int, width: int, device: Any) -> "torch
         counts = torch.zeros(rows, width + 1, dtype=torch.float32, device=device)
         counts.scatter_add_(1, torch.where(valid, t, width), valid.to(torch.float32))
         return counts[:, :width]
-    seqs = list(output_ids)  # type: ignore[arg-type]
+    seqs: list[Any] = list(output_ids)  # type: ignore[arg-type]
     if seqs and all(_is_int(i) for i in seqs):
         seqs = [seqs]  # one flat list: a single row
     if len(seqs) != rows:
@@ -334,7 +334,9 @@ def _empty_rows(x: "torch.Tensor") -> "torch.Tensor":
     return ~(x.amax(dim=1) > float("-inf"))
 
 
-def _prepare(logits: Any, params: ParamsArg, bitmask: Any, output_ids: OutputIds, check_empty: bool | None):
+def _prepare(
+    logits: Any, params: ParamsArg, bitmask: Any, output_ids: OutputIds, check_empty: bool | None
+) -> "tuple[torch.Tensor, list[SamplingParams], torch.Tensor]":
     x = _as_2d_logits(logits)
     rows = x.shape[0]
     plist = _params_list(params, rows)
@@ -375,12 +377,12 @@ def probabilities(
     if samp:
         part = len(samp) < len(plist)
         si = _on(samp, torch.long, x.device) if part else None
-        y = x.index_select(0, si) if part else x
+        y = x.index_select(0, si) if si is not None else x
         sp = [plist[i] for i in samp]
         apply_temperature(y, sp)
         apply_truncation(y, sp)
         y = torch.nan_to_num(torch.softmax(y, dim=-1), nan=0.0)
-        if part:
+        if si is not None:
             out.index_copy_(0, si, y)
         else:
             out = y
@@ -388,11 +390,11 @@ def probabilities(
     if greedy_rows:
         part = len(greedy_rows) < len(plist)
         gi = _on(greedy_rows, torch.long, x.device) if part else None
-        g = x.index_select(0, gi) if part else x
+        g = x.index_select(0, gi) if gi is not None else x
         onehot = torch.zeros_like(g)
         onehot.scatter_(1, g.argmax(dim=-1, keepdim=True), 1.0)
         onehot.masked_fill_(_empty_rows(g).unsqueeze(1), 0.0)
-        if part:
+        if gi is not None:
             out.index_copy_(0, gi, onehot)
         else:
             out = onehot
@@ -443,11 +445,11 @@ def sample(
     if samp:
         part = len(samp) < rows
         si = _on(samp, torch.long, dev) if part else None
-        y = x.index_select(0, si) if part else x
+        y = x.index_select(0, si) if si is not None else x
         sp = [plist[i] for i in samp]
         apply_temperature(y, sp)
         apply_truncation(y, sp)
-        y.masked_fill_((empty.index_select(0, si) if part else empty).unsqueeze(1), 0.0)
+        y.masked_fill_((empty.index_select(0, si) if si is not None else empty).unsqueeze(1), 0.0)
         probs = torch.softmax(y, dim=-1)
         unseeded = [j for j, p in enumerate(sp) if p.seed is None]
         if unseeded:

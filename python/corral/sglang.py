@@ -107,7 +107,7 @@ except Exception:  # noqa: BLE001 - SGLang missing or broken: local stand-ins, s
             from concurrent.futures import ThreadPoolExecutor
 
             self.executor = ThreadPoolExecutor()
-            self.cache: dict = {}
+            self.cache: dict[Any, Any] = {}
 
         def _init_value_dispatch(self, key: Tuple[str, str], require_reasoning: bool = False) -> Any:
             key_type, key_string = key
@@ -468,7 +468,7 @@ class CorralGrammarBackend(_BaseBackend):  # type: ignore[misc,valid-type]
             eos = sorted(int(i) for i in eos_token_ids) if eos_token_ids else None
             self.vocab = Vocabulary.from_huggingface(tokenizer, eos_token_ids=eos, vocab_size=vocab_size)
         self.vocab_size = vocab_size or self.vocab.size
-        self._compiled: dict = {}
+        self._compiled: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
     def _grammar(self, key_type: str, key_string: str) -> Any:
@@ -520,7 +520,7 @@ class CorralGrammarBackend(_BaseBackend):  # type: ignore[misc,valid-type]
 
 # ------------------------------------------------------------------------------ reasoning
 
-_REASONER: dict = {}
+_REASONER: dict[str, Any] = {}
 
 
 def _reasoner_classes() -> Tuple[Any, Any]:
@@ -533,7 +533,7 @@ def _reasoner_classes() -> Tuple[Any, Any]:
         ReasonerGrammarObject,
     )
 
-    class CorralReasonerGrammar(ReasonerGrammarObject):  # type: ignore[misc,valid-type]
+    class CorralReasonerGrammar(ReasonerGrammarObject):  # type: ignore[misc,valid-type,unused-ignore]  # (Any without SGLang)
         """SGLang's ``ReasonerGrammarObject`` (no mask until the think-end sequence, then the
         inner corral grammar) with corral's batched fill."""
 
@@ -559,7 +559,7 @@ def _reasoner_classes() -> Tuple[Any, Any]:
             new.__class__ = CorralReasonerGrammar
             return new
 
-    class CorralReasonerGrammarBackend(ReasonerGrammarBackend):  # type: ignore[misc,valid-type]
+    class CorralReasonerGrammarBackend(ReasonerGrammarBackend):  # type: ignore[misc,valid-type,unused-ignore]  # (Any without SGLang)
         """SGLang's ``ReasonerGrammarBackend`` around a :class:`CorralGrammarBackend`."""
 
         def _make_grammar_object(self, grammar: Any, reasoning: bool) -> Any:

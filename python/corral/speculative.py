@@ -64,8 +64,8 @@ __all__ = [
 
 logger = logging.getLogger("corral.speculative")
 
-ModelFn = Callable[[list], Any]
-VerifyFn = Callable[[list, int], Any]
+ModelFn = Callable[[list[int]], Any]
+VerifyFn = Callable[[list[int], int], Any]
 
 
 def _is_int(x: Any) -> bool:
@@ -76,7 +76,7 @@ def _vocab_size(matcher: Any) -> int:
     return int(matcher.compiled.vocab.size)
 
 
-def _eos_set(matcher: Any) -> frozenset:
+def _eos_set(matcher: Any) -> frozenset[int]:
     return frozenset(int(i) for i in matcher.compiled.vocab.eos_token_ids)
 
 
@@ -101,7 +101,7 @@ class VerifyResult:
         bonus: whether the last token is the bonus token (every scored draft passed).
     """
 
-    tokens: list = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
     accepted: int = 0
     emitted: int = 0
     proposed: int = 0
@@ -121,7 +121,8 @@ def _as_rows(x: Any, what: str) -> "torch.Tensor":
         x = x.unsqueeze(0)
     if x.dim() != 2:
         raise UsageError(f"{what} must be 2-D (positions, V), got shape {tuple(x.shape)}")
-    return x
+    out: torch.Tensor = x
+    return out
 
 
 def _fill_rows(matcher: Any, drafts: Sequence[int], rows: int, words: int) -> np.ndarray:
@@ -325,7 +326,7 @@ def verify(
     else:
         g = params.generator(x.device) if params.seed is not None else generator
         p = _target_probs(x, params)
-        u = torch.rand(m, generator=g, device=x.device) if m else None
+        u = torch.rand(m, generator=g, device=x.device)
         rule = _sampling_rule
         for i in range(m):
             d = drafts[i]
@@ -414,7 +415,8 @@ class NgramDrafter:
             hits = np.flatnonzero((win == pat).all(axis=1))
             if hits.size:
                 j = int(hits[-1]) + size  # the most recent earlier occurrence's continuation
-                return ctx[j : j + k].tolist()
+                cont: list[int] = ctx[j : j + k].tolist()
+                return cont
         return []
 
     def propose(self, matcher: Any, context_ids: Sequence[int], k: Optional[int] = None) -> tuple[list[int], None]:
@@ -568,7 +570,7 @@ class SpeculativeMetrics:
         self.emitted += r.emitted
         self.dropped += r.proposed - r.scored
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """The counters and derived rates, as a plain dict."""
         d = asdict(self)
         d.update(
@@ -720,7 +722,7 @@ class SpeculativeResult(GenerationResult):
 
 
 def _per_prefix(model_fn: ModelFn) -> VerifyFn:
-    def fn(ids: list, n: int) -> "torch.Tensor":
+    def fn(ids: list[int], n: int) -> "torch.Tensor":
         base = len(ids) - n + 1
         return torch.stack([_as_logits(model_fn(ids[: base + j])).to(torch.float32) for j in range(n)])
 

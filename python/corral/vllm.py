@@ -131,7 +131,8 @@ def _fill_full(bitmask: Any, idx: int, masked_ids: Sequence[int] = ()) -> None:
 def _row_words(bitmask: Any, idx: int) -> np.ndarray:
     """Row ``idx`` of an int32 CPU bitmask (torch or numpy) as writable uint32 words."""
     row = bitmask[idx]
-    return (row.numpy() if hasattr(row, "numpy") else row).view(np.uint32)
+    words: np.ndarray = (row.numpy() if hasattr(row, "numpy") else row).view(np.uint32)
+    return words
 
 
 def _likely_lark(text: str) -> bool:
@@ -219,7 +220,7 @@ class CorralGrammar(_BaseGrammar):  # type: ignore[misc,valid-type]
 
     matcher: Any = field(repr=False)
     vocab_size: int = 0
-    stop_ids: Optional[frozenset] = field(default=None, repr=False)
+    stop_ids: Optional[frozenset[int]] = field(default=None, repr=False)
     num_processed_tokens: int = field(default=0, repr=False)
     _is_terminated: bool = field(default=False, repr=False)
     #: A stop id ended the grammar (``stop_ids`` only): it was not fed to the matcher.
@@ -524,7 +525,7 @@ EXTRA_ARGS_KEY = "corral"
 _ROUTE_KINDS = {"json": "JSON", "json_object": "JSON_OBJECT", "regex": "REGEX", "grammar": "GRAMMAR", "choice": "CHOICE", "structural_tag": "STRUCTURAL_TAG"}
 
 
-def _route_spec(params: Any) -> Optional[tuple]:
+def _route_spec(params: Any) -> Optional[tuple[Any, ...]]:
     """(kind, spec) of a request on the logits-processor route, or None when it has none."""
     extra = getattr(params, "extra_args", None) or {}
     spec = extra.get(EXTRA_ARGS_KEY)
@@ -558,7 +559,7 @@ else:
 
 if _Adapter is not None:
 
-    class CorralLogitsProcessor(_Adapter):  # type: ignore[misc,valid-type]
+    class CorralLogitsProcessor(_Adapter):  # type: ignore[misc,valid-type,unused-ignore]  # (Any without vLLM)
         """vLLM's supported per-request logits-processor interface, carrying a corral grammar
         in ``SamplingParams.extra_args``: no monkeypatching.
 

@@ -265,10 +265,10 @@ class Vocabulary:
             vocab = _build_sentencepiece(cls, sp, eos_token_ids, special_token_ids, vocab_size)
             with _CACHE_LOCK:
                 return _PATH_CACHE.setdefault(key, vocab)
-        key = ("sentencepiece", _ids_key(eos_token_ids), _ids_key(special_token_ids), _size_key(vocab_size))
+        mkey = ("sentencepiece", _ids_key(eos_token_ids), _ids_key(special_token_ids), _size_key(vocab_size))
         return _cached(
             model_file_or_processor,
-            key,
+            mkey,
             lambda: _build_sentencepiece(cls, model_file_or_processor, eos_token_ids, special_token_ids, vocab_size),
         )
 
@@ -463,30 +463,33 @@ def _builtin(name: str) -> Vocabulary:
 # Cache: once per tokenizer object and keyword arguments
 
 _CACHE_LOCK = threading.RLock()
-_WEAK_CACHE: "weakref.WeakKeyDictionary[Any, dict[tuple, weakref.ref[Vocabulary]]]" = weakref.WeakKeyDictionary()
+_WEAK_CACHE: "weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], weakref.ref[Vocabulary]]]" = weakref.WeakKeyDictionary()
 # Objects that cannot be weakly referenced (or hashed): keyed by id(), kept alive so that the
 # id is never reused by another object.
-_STRONG_CACHE: dict[int, tuple[Any, dict[tuple, Vocabulary]]] = {}
-_PATH_CACHE: dict[tuple, Vocabulary] = {}
+_STRONG_CACHE: dict[int, tuple[Any, dict[tuple[Any, ...], Vocabulary]]] = {}
+_PATH_CACHE: dict[tuple[Any, ...], Vocabulary] = {}
 
 
-def _cached(obj: Any, key: tuple, build: Callable[[], Vocabulary]) -> Vocabulary:
+def _cached(obj: Any, key: tuple[Any, ...], build: Callable[[], Vocabulary]) -> Vocabulary:
     # Weakly referenceable tokenizers: the entry holds the vocabulary weakly too, because a
     # vocabulary holds its tokenizer (its encoder): a strong value would keep the weak key
     # alive forever. The vocabulary is reused as long as someone (a compiled grammar...)
     # holds it.
     with _CACHE_LOCK:
+        hit: Vocabulary | None = None
         try:
-            per = _WEAK_CACHE.get(obj)
+            wcache = _WEAK_CACHE.get(obj)
             weak = True
+            if wcache is not None and key in wcache:
+                hit = wcache[key]()
         except TypeError:  # not weakref-able or not hashable
             weak = False
             entry = _STRONG_CACHE.get(id(obj))
-            per = entry[1] if entry is not None and entry[0] is obj else None
-        if per is not None and key in per:
-            hit = per[key]() if weak else per[key]
-            if hit is not None:
-                return hit
+            scache = entry[1] if entry is not None and entry[0] is obj else None
+            if scache is not None:
+                hit = scache.get(key)
+        if hit is not None:
+            return hit
     vocab = build()  # outside the lock: other tokenizers build concurrently
     with _CACHE_LOCK:
         if weak:
@@ -589,7 +592,8 @@ def _finish(
         if i < n:
             tokens[i] = b""
     named = sorted((k, v) for k, v in (names or {}).items() if 0 <= v < n)
-    return cls(_native.Vocabulary(tokens, eos_ids, sorted(special), size, named))
+    vocab: Vocabulary = cls(_native.Vocabulary(tokens, eos_ids, sorted(special), size, named))
+    return vocab
 
 
 def _detect_eos(names: Sequence[dict[str, int]], what: str, extra: Iterable[int] = ()) -> list[int]:
@@ -655,12 +659,12 @@ _BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 # Hugging Face tokenizers
 
 
-def _flatten(component: Any) -> list[dict]:
+def _flatten(component: Any) -> list[dict[str, Any]]:
     """The components of a (possibly nested) ``Sequence`` normalizer/pre-tokenizer/decoder."""
     if not isinstance(component, dict):
         return []
     if component.get("type") == "Sequence":
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         for key in ("decoders", "pretokenizers", "normalizers", "processors"):
             for sub in component.get(key) or ():
                 out.extend(_flatten(sub))
@@ -671,7 +675,7 @@ def _flatten(component: Any) -> list[dict]:
 _UNSUPPORTED_DECODERS = {"WordPiece", "BPEDecoder", "CTC"}
 
 
-def _hf_token_bytes(spec: dict) -> tuple[list[bytes], set[int], dict[str, int], dict[str, int]]:
+def _hf_token_bytes(spec: dict[str, Any]) -> tuple[list[bytes], set[int], dict[str, int], dict[str, int]]:
     """(token bytes, special ids, added content -> id, model vocab string -> id) of a tokenizer JSON."""
     model = spec.get("model") or {}
     mtype = model.get("type")
@@ -910,7 +914,8 @@ class _HuggingFaceEncoder(_Encoder):
         self.tok = tok
 
     def __call__(self, data: bytes) -> Sequence[int]:
-        return self.tok.encode(_utf8(data, "a Hugging Face tokenizer"), add_special_tokens=False).ids
+        ids: Sequence[int] = self.tok.encode(_utf8(data, "a Hugging Face tokenizer"), add_special_tokens=False).ids
+        return ids
 
 
 class _TiktokenEncoder(_Encoder):
@@ -927,9 +932,12 @@ class _TiktokenEncoder(_Encoder):
         except UnicodeDecodeError:
             raw = getattr(self.enc, "_encode_bytes", None)
             if raw is None:
-                _utf8(data, "this tiktoken encoding")
-            return raw(data)
-        return self.enc.encode_ordinary(text)
+                _utf8(data, "this tiktoken encoding")  # raises
+                raise AssertionError("unreachable")
+            out: Sequence[int] = raw(data)
+            return out
+        ids: Sequence[int] = self.enc.encode_ordinary(text)
+        return ids
 
 
 class _SentencePieceEncoder(_Encoder):
@@ -942,7 +950,8 @@ class _SentencePieceEncoder(_Encoder):
         self.sp = sp
 
     def __call__(self, data: bytes) -> Sequence[int]:
-        return self.sp.encode(_utf8(data, "a SentencePiece model"))
+        ids: Sequence[int] = self.sp.encode(_utf8(data, "a SentencePiece model"))
+        return ids
 
 
 class _RankBpeEncoder(_Encoder):

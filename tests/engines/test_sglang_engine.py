@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 import pytest
-import torch
+torch = pytest.importorskip("torch")
 
 sglang = pytest.importorskip("sglang", reason="SGLang is not installed here (make test-engines runs these)")
 

@@ -221,7 +221,8 @@ impl PyGrammar {
         })
     }
     /// A grammar for the JSON texts whose value validates against `schema` (a dict, a JSON
-    /// string, or a pydantic model class). See `corral.Grammar.from_json_schema` in the docs.
+    /// string, a pydantic model class, or a Python type pydantic can describe: a `TypeAdapter`,
+    /// a dataclass, a `TypedDict`, `list[Item]`...). See `corral.Grammar.from_json_schema` in the docs.
     #[staticmethod]
     #[pyo3(signature = (schema, *, whitespace="flexible", indent=None, separators=None, strict=true, max_whitespace=20, property_order="any", limits=None))]
     #[allow(clippy::too_many_arguments)]
@@ -242,8 +243,9 @@ impl PyGrammar {
             } else if let Ok(b) = schema.cast::<PyBytes>() {
                 String::from_utf8(b.as_bytes().to_vec()).map_err(|e| usage(py, format!("schema bytes are not UTF-8: {e}")))?
             } else {
-                let obj = if schema.hasattr("model_json_schema")? { schema.call_method0("model_json_schema")? } else { schema.clone() };
-                py.import("json")?.call_method1("dumps", (obj,)).map_err(|e| usage(py, format!("schema must be a dict, a JSON string or a pydantic model: {e}")))?.extract()?
+                // A dict, a pydantic model, a TypeAdapter, a dataclass, a TypedDict, `list[Item]`...:
+                // `corral._schema_types` turns it into JSON text (raising a corral error if it cannot).
+                py.import("corral._schema_types")?.call_method1("schema_json_text", (schema,))?.extract()?
             };
             let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
                 errors::schema_invalid(py, "", &format!("the schema is not valid JSON: {e}"))
