@@ -183,7 +183,7 @@ def _builtin_vocab(eos: Sequence[int] | None, vocab_size: int | None, fresh: boo
 
 
 def load_vocabulary(
-    tokenizer: str | os.PathLike | None,
+    tokenizer: str | os.PathLike[str] | None,
     eos: Sequence[int] | None = None,
     vocab_size: int | None = None,
     *,
