@@ -88,6 +88,11 @@ fn strings() {
     chunked_lengths();
     let e = compile_schema(&json!({"properties": {"a": {"pattern": "(?=x)"}}}), &compact()).unwrap_err();
     assert!(matches!(&e, SchemaError::Unsupported { pointer, keyword, .. } if pointer == "/properties/a/pattern" && keyword == "pattern"), "{e}");
+    // A `not` that cannot negate what it holds names that keyword once: /not/oneOf (it said
+    // /not/not).
+    let one_of = json!({"not": {"oneOf": [{"type": "object", "additionalProperties": false, "properties": {"a": {}}}, {"type": "string"}]}});
+    let e = compile_schema(&one_of, &compact()).unwrap_err();
+    assert!(matches!(&e, SchemaError::Unsupported { pointer, keyword, .. } if pointer == "/not/oneOf" && keyword == "not"), "{e}");
 }
 
 #[test]

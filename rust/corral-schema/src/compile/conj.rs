@@ -310,7 +310,9 @@ impl<'a> Compiler<'a> {
         // its type to the negation (looser)
         let loose_branches: std::cell::RefCell<Vec<Value>> = Default::default();
         let unsup = |s: &mut Self, kw: &str| -> Res<()> {
-            s.unsupported(&p, "not", format!("the negation of '{kw}' cannot be expressed"))?;
+            // (`p` is the negated schema's own pointer, `/not` itself: the pointer names the
+            // keyword inside it that cannot be negated.)
+            s.unsupported_at(format!("{p}/{}", esc_ptr(kw)), "not", format!("the negation of '{kw}' cannot be expressed"))?;
             let t = match kw {
                 "items" | "contains" | "uniqueItems" => T_ARR,
                 "patternProperties" | "additionalProperties" | "propertyNames" => T_OBJ,

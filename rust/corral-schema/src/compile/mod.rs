@@ -949,8 +949,13 @@ impl<'a> Compiler<'a> {
     // ------------------------------------------------------------------ diagnostics
 
     fn unsupported(&mut self, ptr: &str, kw: &str, msg: impl Into<String>) -> Res<()> {
+        self.unsupported_at(format!("{ptr}/{}", esc_ptr(kw)), kw, msg)
+    }
+
+    /// [`Compiler::unsupported`] with the whole pointer given (a keyword reported where
+    /// another sits: a `not` that cannot negate the `oneOf` at `/not/oneOf`).
+    fn unsupported_at(&mut self, pointer: String, kw: &str, msg: impl Into<String>) -> Res<()> {
         let msg = msg.into();
-        let pointer = format!("{ptr}/{}", esc_ptr(kw));
         if self.opts.strict {
             return Err(SchemaError::Unsupported { pointer, keyword: kw.into(), message: msg });
         }
