@@ -180,7 +180,13 @@ class UsageError(CorralError, ValueError):
 
 class MissingDependencyError(CorralError, ImportError):
     """An optional package a feature needs is not installed; ``package`` names it (e.g. pydantic,
-    for a JSON Schema from a Python type). Also an :class:`ImportError`."""
+    for a JSON Schema from a Python type). Also an :class:`ImportError`.
+
+    >>> import corral
+    >>> e = corral.MissingDependencyError("this needs pydantic: pip install pydantic", package="pydantic")
+    >>> isinstance(e, ImportError), e.package
+    (True, 'pydantic')
+    """
 
     def __init__(self, msg: str, *, package: str) -> None:
         super().__init__(msg, name=package)
