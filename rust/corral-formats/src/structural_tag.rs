@@ -467,14 +467,7 @@ impl Compiler<'_> {
         let free = self.rule(tokens_but(but, None));
         let whole = self.rule(Expr::Alt(whole));
         let call = self.rule(Expr::Seq(vec![free.clone(), whole.clone()]));
-        // As triggered_tags.
-        let expr = match (at_least_one, stop_after_first) {
-            (false, false) => Expr::Seq(vec![Expr::Repeat { inner: Box::new(call), min: 0, max: None }, free]),
-            (true, false) => Expr::Seq(vec![whole, Expr::Repeat { inner: Box::new(call), min: 0, max: None }, free]),
-            (false, true) => Expr::Alt(vec![free, call]),
-            (true, true) => whole,
-        };
-        Ok(self.rule(expr))
+        Ok(self.rule(triggered_shape(free, call, whole, at_least_one, stop_after_first)))
     }
 
     /// `token_dispatch`: any tokens but the rules' tokens (and `exclude_tokens`), in which a
@@ -622,17 +615,7 @@ impl Compiler<'_> {
         }
         let call = self.rule(Expr::Alt(calls));
         let whole = self.rule(Expr::Alt(whole));
-        let expr = match (at_least_one, stop_after_first) {
-            // Free text and tags, any number of each, ending in free text.
-            (false, false) => Expr::Seq(vec![Expr::Repeat { inner: Box::new(call), min: 0, max: None }, free]),
-            // A tag first (no text before it), then as in the default.
-            (true, false) => Expr::Seq(vec![whole, Expr::Repeat { inner: Box::new(call), min: 0, max: None }, free]),
-            // Free text, or free text then one tag, then nothing.
-            (false, true) => Expr::Alt(vec![free, call]),
-            // Exactly one tag.
-            (true, true) => whole,
-        };
-        Ok(self.rule(expr))
+        Ok(self.rule(triggered_shape(free, call, whole, at_least_one, stop_after_first)))
     }
 
     /// `dispatch`: free text in which the first occurrence of a rule's pattern must be
@@ -999,6 +982,22 @@ fn patterns(forbidden: &[Vec<u8>], triggers: &[Vec<u8>]) -> Vec<(Vec<u8>, Role)>
 }
 
 /// The end alternatives of a tag as one expression.
+/// How `triggered_tags` and `token_triggered_tags` combine free text (`free`), free text then
+/// one tag (`call`) and one tag alone (`whole`) under their flags.
+fn triggered_shape(free: Expr, call: Expr, whole: Expr, at_least_one: bool, stop_after_first: bool) -> Expr {
+    let calls = |call: Expr| Expr::Repeat { inner: Box::new(call), min: 0, max: None };
+    match (at_least_one, stop_after_first) {
+        // Free text and tags, any number of each, ending in free text.
+        (false, false) => Expr::Seq(vec![calls(call), free]),
+        // A tag first (no text before it), then as in the default.
+        (true, false) => Expr::Seq(vec![whole, calls(call), free]),
+        // Free text, or free text then one tag, then nothing.
+        (false, true) => Expr::Alt(vec![free, call]),
+        // Exactly one tag.
+        (true, true) => whole,
+    }
+}
+
 fn end_alt(ends: &[Delim]) -> Expr {
     match ends {
         [one] => one.expr(),
