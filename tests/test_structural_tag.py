@@ -724,6 +724,107 @@ def test_xml_differences():
         assert xgr_accepts(tag, s) and not corral_accepts(tag, s), s
 
 
+# The recursive XML styles (cohere_xml, minimax_m3_xml) and kimi_k3_xml
+M3 = "]<]minimax[>["
+
+
+def m3(k: str, v: str) -> str:
+    return f"{M3}<{k}>{v}{M3}</{k}>"
+
+
+def coh(k: str, t: str, v: str) -> str:
+    return f'<cofl:value name="{k}" type="{t}">{v}</cofl:value>'
+
+
+def coh_item(t: str, v: str) -> str:
+    return f'<cofl:value type="{t}">{v}</cofl:value>'
+
+
+def kimi(k: str, t: str, v: str) -> str:
+    return f'<|open|>argument key="{k}" type="{t}"<|sep|>{v}<|close|>argument<|sep|>'
+
+
+# Nested objects and arrays, bounds, type lists, anyOf, a $ref to an enum.
+NESTED = {"type": "object", "properties": {
+    "l": {"type": "array", "items": {"type": "object", "properties": {"q": {"type": "integer"}, "r": {"type": "boolean"}}, "required": ["r"]}, "minItems": 1, "maxItems": 2},
+    "x": {"type": "number", "minimum": 2},
+    "t": {"type": ["string", "null"]},
+    "u": {"anyOf": [{"type": "integer"}, {"type": "boolean"}]},
+    "r": {"$ref": "#/$defs/d"},
+}, "$defs": {"d": {"enum": ["p", "q"]}}}
+
+
+def test_minimax_m3_xml():
+    """Parameters nested by the namespace marker, no whitespace around values, arrays as
+    <item> parameters, an object without parameters is empty (not whitespace)."""
+    item = m3("item", m3("q", "1") + m3("r", "false"))
+    pos = ["", m3("l", m3("item", m3("r", "true"))), m3("l", " " + item + "\n" + m3("item", m3("r", "true")) + " "),
+           m3("x", "2.5") + m3("t", "null") + m3("u", "true") + m3("r", "q"), " " + m3("t", "a b <x>") + "\n" + m3("u", "7") + " "]
+    neg = [" ", m3("x", "1"), m3("x", " 3"), m3("l", ""), m3("l", item * 3), m3("r", "z"), m3("u", "1") + m3("t", "a"),
+           m3("t", "a" + M3 + "b")]
+    check(xml(NESTED, "minimax_m3_xml"), pos, neg)
+    check(xml(NESTED, "minimax_m3_xml", max_whitespace_cnt=1), [m3("x", "3") + " " + m3("t", "a")], [m3("x", "3") + "  " + m3("t", "a")])
+    check(xml(WEATHER, "minimax_m3_xml", any_order=True), [m3("days", "2") + m3("city", "P"), m3("city", "P")], [m3("city", "P") + " " + m3("x", "1")], mutate=False)
+
+
+def test_cohere_xml():
+    """A type attribute per value (raw, json, dict, list), list items without names and
+    without separators, attribute-escaped names, other keys other than the declared ones."""
+    dict_item = coh_item("dict", " " + coh("q", "json", "1") + coh("r", "json", "false"))
+    pos = ["", coh("l", "list", coh_item("dict", coh("r", "json", "true"))), coh("l", "list", "  " + dict_item + coh_item("dict", coh("r", "json", "true")) + " "),
+           coh("x", "json", " 2.5 ") + coh("t", "json", "null") + coh("u", "json", "true") + coh("r", "raw", " q"),
+           coh("t", "raw", "a b") + coh("u", "json", "7")]
+    neg = [coh("l", "list", ""), coh("l", "list", dict_item + " " + dict_item), coh("x", "raw", "3"), coh("t", "raw", "a</cofl:value>"), coh("r", "json", "q")]
+    check(xml(NESTED, "cohere_xml"), pos, neg)
+    extra = {"type": "object", "properties": {"a": {"type": "integer"}, 'b&"<': {"type": "string"}}, "additionalProperties": {"type": "boolean"}}
+    check(xml(extra, "cohere_xml"), [coh("a", "json", "1") + coh("zz", "json", "true"), coh("b&amp;&quot;&lt;", "raw", "x"), coh("é&amp;", "json", "false")],
+          [coh("a", "json", "1") + coh("a", "json", "true"), coh('b&"<', "raw", "x"), coh("z&x", "json", "true")])
+    anything = coh("x", "raw", "a") + coh("y", "list", coh_item("json", "1") + coh_item("dict", coh("z", "list", ""))) + coh("w", "dict", coh("v", "json", "null"))
+    check(xml(True, "cohere_xml"), ["", anything], [coh("x", "json", "[1]"), coh("x", "dict", "a")])
+
+
+def test_kimi_k3_xml():
+    """A type attribute per parameter: the schema's type (integer written number), the type of
+    its const/enum values, or any type name when the schema does not fix one."""
+    pos = ["", kimi("l", "array", '[{"r":true}]'), kimi("x", "number", "2.5") + kimi("t", "string", "null") + kimi("u", "integer", "true") + kimi("r", "string", "q"),
+           kimi("t", "null", "abc") + kimi("u", "boolean", " 7 ") + kimi("r", "number", " p ")]
+    neg = [kimi("x", "integer", "3"), kimi("l", "list", '[{"r":true}]'), kimi("l", "array", "[]"), kimi("x", "number", "1"), kimi("t", "text", "a")]
+    check(xml(NESTED, "kimi_k3_xml"), pos, neg)
+    consts = {"type": "object", "properties": {"k": {"const": 1}, "e": {"enum": ["a", "b"]}, "m": {"enum": ["a", 1]}, "o": {"type": "object"}}, "required": ["k"]}
+    check(xml(consts, "kimi_k3_xml"), [kimi("k", "number", "1") + kimi("e", "string", "a") + kimi("m", "null", "1") + kimi("o", "object", '{"z": [1]}')],
+          [kimi("k", "integer", "1"), kimi("k", "number", "1") + kimi("e", "number", "a")])
+    check(xml(True, "kimi_k3_xml"), ["", kimi("x", "null", "a") + kimi("y", "array", "[1]")], [kimi("x-y", "null", "a")])
+
+
+def test_recursive_xml_differences():
+    """cohere_xml: an array without items takes any items in corral (xgrammar: the empty
+    array only); minimax_m3_xml: any_order keeps required keys required and forbids repeated
+    keys (xgrammar drops both, as in the other styles)."""
+    tag = xml({"type": "object", "properties": {"l": {"type": "array"}}}, "cohere_xml")
+    s = coh("l", "list", coh_item("raw", "q") + coh_item("json", "1"))
+    assert corral_accepts(tag, s) and not xgr_accepts(tag, s)
+    assert corral_accepts(tag, coh("l", "list", "")) and xgr_accepts(tag, coh("l", "list", ""))
+    tag = xml(WEATHER, "minimax_m3_xml", any_order=True)
+    for s in [m3("city", "P") + m3("city", "Q"), m3("days", "2")]:
+        assert xgr_accepts(tag, s) and not corral_accepts(tag, s), s
+
+
+@pytest.mark.parametrize("model", ["cohere", "minimax_m3"])
+def test_recursive_xml_builtins(model):
+    """xgrammar's builtin cohere and minimax_m3 tool-call tags compile and agree with xgrammar."""
+    tag = _builtin(model)
+    if model == "cohere":
+        call = '<cofl:tool_call id="3" name="get_weather">' + coh("city", "raw", "Paris") + coh("days", "json", "2") + "</cofl:tool_call>"
+        search = '<cofl:tool_call id="4" name="search">' + coh("query", "raw", "q") + coh("filters", "list", coh_item("raw", "a")) + "</cofl:tool_call>"
+        block = "<cofl:tool_calls>" + call + search + "</cofl:tool_calls>"
+        check(tag, ["", "Sure. " + block], [block.replace('"2"', '"x"').replace(">2<", ">x<"), "<cofl:tool_calls></cofl:tool_calls>", "<|START_THINKING|>" + block])
+    else:
+        call = f'{M3}<invoke name="get_weather">' + m3("city", "Paris") + m3("days", "2") + f"{M3}</invoke>\n"
+        search = f'{M3}<invoke name="search">' + m3("query", "q") + m3("filters", m3("item", "a")) + f"{M3}</invoke>\n"
+        block = f"{M3}<tool_call>\n" + call + search + f"{M3}</tool_call>"
+        check(tag, ["", "Sure. " + block], [block.replace("<days>2", "<days>x"), f"{M3}<tool_call>\n{M3}</tool_call>"])
+
+
 def _builtin(model: str, choice: str = "auto") -> dict:
     from xgrammar.builtin_structural_tag import get_model_structural_tag
 
@@ -836,9 +937,12 @@ def test_invalid_json_text():
     [
         ({"type": "sequence", "elements": [{"type": "any_text", "max_tokens": 10}]}, "max_tokens", "/format/elements/0/max_tokens"),
         ({"type": "json_schema", "json_schema": WEATHER, "excludes": ["x"]}, "excludes", "/format/excludes"),
-        ({"type": "json_schema", "json_schema": WEATHER, "style": "cohere_xml"}, "style 'cohere_xml'", "/format/style"),
-        ({"type": "json_schema", "json_schema": WEATHER, "style": "minimax_m3_xml"}, "style 'minimax_m3_xml'", "/format/style"),
-        ({"type": "json_schema", "json_schema": WEATHER, "style": "kimi_k3_xml"}, "style 'kimi_k3_xml'", "/format/style"),
+        ({"type": "json_schema", "json_schema": True, "style": "minimax_m3_xml"}, "json_schema", "/format/json_schema"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"x": {}}}, "style": "minimax_m3_xml"}, "json_schema", "/format/json_schema/properties/x"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "additionalProperties": True}, "style": "minimax_m3_xml"}, "additionalProperties", "/format/json_schema/additionalProperties"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}}, "style": "minimax_m3_xml"}, "maxLength", "/format/json_schema/properties/s/maxLength"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"l": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}}}, "style": "cohere_xml"}, "uniqueItems", "/format/json_schema/properties/l/uniqueItems"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"l": {"type": "array", "minItems": 3, "maxItems": 2, "items": {"type": "integer"}}}}, "style": "cohere_xml"}, "minItems", "/format/json_schema/properties/l/minItems"),
         ({"type": "json_schema", "json_schema": {"type": "object", "minProperties": 1}, "style": "qwen_xml"}, "minProperties", "/format/json_schema/minProperties"),
         ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}, "style": "qwen_xml"}, "format", "/format/json_schema/properties/d/format"),
         ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"d": {"anyOf": []}}}, "style": "qwen_xml"}, "anyOf", "/format/json_schema/properties/d/anyOf"),

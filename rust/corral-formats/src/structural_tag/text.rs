@@ -12,7 +12,7 @@
 //! them is the one dispatched, unless an excluded pattern also ends there (then the text is
 //! rejected): the rule xgrammar's matcher follows.
 
-use corral_core::ByteAutomaton;
+use corral_core::{ByteAutomaton, Dfa, DEAD};
 use std::collections::HashMap;
 
 /// What a pattern is for.
@@ -320,25 +320,23 @@ fn build(patterns: &[(Vec<u8>, Role)], goal: Goal, then: Option<&[u8]>, max_char
     Some(ByteAutomaton::new(trans, accept, 0))
 }
 
-/// XML names as xgrammar's XML styles read them, `[A-Za-z_][A-Za-z0-9_]*`, other than the
-/// strings of `names` (the declared properties, so that other keys cannot repeat them).
-pub fn identifier_excluding(names: &[&[u8]]) -> ByteAutomaton {
-    let ident = |b: u8, first: bool| b.is_ascii_alphabetic() || b == b'_' || (!first && b.is_ascii_digit());
-    // Trie of the names (state 1 is "any other identifier", state 0 the start).
-    let mut children: Vec<HashMap<u8, u32>> = vec![HashMap::new(), HashMap::new()];
-    let mut is_name: Vec<bool> = vec![false, false];
+/// The strings of `lang` other than those of `names`: the product of `lang`'s automaton with a
+/// trie of the names (used for the keys of other properties in the XML styles, so that they
+/// cannot repeat a declared one). States are (automaton state, trie node or "off the trie").
+pub fn excluding(lang: &Dfa, names: &[&[u8]]) -> ByteAutomaton {
+    const OFF: u32 = u32::MAX;
+    // Trie of the names: children and whether a node ends a name.
+    let mut children: Vec<HashMap<u8, u32>> = vec![HashMap::new()];
+    let mut is_name = vec![false];
     for name in names {
-        if name.is_empty() || !name.iter().enumerate().all(|(i, &b)| ident(b, i == 0)) {
-            continue;
-        }
         let mut n = 0usize;
         for &b in name.iter() {
             n = match children[n].get(&b) {
                 Some(&c) => c as usize,
                 None => {
-                    let c = children.len();
                     children.push(HashMap::new());
                     is_name.push(false);
+                    let c = children.len() - 1;
                     children[n].insert(b, c as u32);
                     c
                 }
@@ -346,22 +344,33 @@ pub fn identifier_excluding(names: &[&[u8]]) -> ByteAutomaton {
         }
         is_name[n] = true;
     }
-    let mut trans = Vec::with_capacity(children.len());
-    let mut accept = Vec::with_capacity(children.len());
-    for n in 0..children.len() {
+    let mut ids: HashMap<(u32, u32), u32> = HashMap::new();
+    let mut queue: Vec<(u32, u32)> = vec![(lang.start(), 0)];
+    ids.insert((lang.start(), 0), 0);
+    let (mut trans, mut accept) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < queue.len() {
+        let (d, t) = queue[i];
         let mut row: Vec<(u8, u8, u32)> = Vec::new();
         for b in 0..=255u8 {
-            if !ident(b, n == 0) {
+            let d2 = lang.next(d, b);
+            if d2 == DEAD {
                 continue;
             }
-            let to = if n == 1 { 1 } else { children[n].get(&b).copied().unwrap_or(1) };
+            let t2 = if t == OFF { OFF } else { children[t as usize].get(&b).copied().unwrap_or(OFF) };
+            let next = ids.len() as u32;
+            let id = *ids.entry((d2, t2)).or_insert_with(|| {
+                queue.push((d2, t2));
+                next
+            });
             match row.last_mut() {
-                Some(last) if last.2 == to && last.1 as u16 + 1 == b as u16 => last.1 = b,
-                _ => row.push((b, b, to)),
+                Some(last) if last.2 == id && last.1 as u16 + 1 == b as u16 => last.1 = b,
+                _ => row.push((b, b, id)),
             }
         }
         trans.push(row);
-        accept.push(n == 1 || (n > 1 && !is_name[n]));
+        accept.push(lang.is_accepting(d) && (t == OFF || !is_name[t as usize]));
+        i += 1;
     }
     ByteAutomaton::new(trans, accept, 0)
 }
@@ -513,8 +522,16 @@ mod tests {
 
     #[test]
     fn identifiers_other_than_names() {
-        let a = identifier_excluding(&[b"city", b"ci", b"not-ident"]);
+        let limits = corral_core::Limits::default();
+        let ident = Dfa::from_rx(&corral_core::parse_regex("[A-Za-z_][A-Za-z0-9_]*", &limits).unwrap(), &limits).unwrap();
+        let a = excluding(&ident, &[b"city", b"ci", b"not-ident"]);
         for (s, ok) in [("city", false), ("ci", false), ("c", true), ("cit", true), ("citys", true), ("_x9", true), ("9x", false), ("", false), ("a-b", false), ("not", true)] {
+            assert_eq!(a.matches(s.as_bytes()), ok, "{s}");
+        }
+        // Names made of escapes (cohere_xml's keys): "a&amp;" is excluded, "a&amp;b" and "a&" are not keys or are other keys.
+        let key = Dfa::from_rx(&corral_core::parse_regex("([^\\x00\"&<>]|&amp;|&lt;|&gt;|&quot;)+", &limits).unwrap(), &limits).unwrap();
+        let a = excluding(&key, &[b"a&amp;"]);
+        for (s, ok) in [("a&amp;", false), ("a&amp;b", true), ("a&", false), ("a&am", false), ("a", true), ("é&lt;", true), ("a\"", false)] {
             assert_eq!(a.matches(s.as_bytes()), ok, "{s}");
         }
     }
