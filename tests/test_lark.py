@@ -372,6 +372,30 @@ def test_regex_case_insensitive_literal_and_range():
         assert corral_accepts(g, s.encode()) == ok, s
 
 
+@pytest.mark.parametrize("word", ["kiss", "STRASSE", "straße", "ıi", "σς", "µ", "ǅ", "θϑ", "вд", "ﬅ"])
+def test_case_insensitive_literals_fold_like_lark(word):
+    """"..."i matches what lark's Python regex matches: simple lowercase forms and Unicode's
+    extra equivalences (Kelvin sign, long s, dotless i, final sigma...), never a multi-character
+    folding ("ß" is not "SS")."""
+    g = corral.Grammar.from_lark(f'start: "{word}"i\n')
+    parser = lark_parser(f'start: "{word}"i\n')
+    # Candidates: every character equal to one of the word's under some case mapping.
+    others = {d for c in word for d in (c, c.upper(), c.lower(), c.swapcase(), c.casefold())}
+    alphabet = sorted({chr(x) for x in range(0x2200)} & {d for d in map(chr, range(0x2200)) if d.lower() in {o.lower() for o in others} or d.upper() in {o.upper() for o in others}} | others | {"\u212a", "\u1e9e", "\u017f", "\u0131", "\u0130", "\u1fbe", "\u1c80", "\u1c81"})
+    rng = random.Random(word)
+    checked = 0
+    for c_at in range(len(word)):
+        for d in alphabet:
+            text = word[:c_at] + d + word[c_at + 1 :]
+            expected = lark_accepts(parser, text)
+            assert corral_accepts(g, text.encode()) == expected, (word, text)
+            checked += expected
+    for _ in range(50):
+        text = "".join(rng.choice([c, c.upper(), c.lower()]) for c in word)
+        assert corral_accepts(g, text.encode()) == lark_accepts(parser, text), text
+    assert checked >= len(word)
+
+
 def test_mask_matches_brute_force():
     """Masks of a Lark grammar with %ignore equal a brute-force mask of the same language
     written in GBNF (tests/reference.py), on a small vocabulary, along random walks."""

@@ -812,26 +812,59 @@ impl<'a> P<'a> {
     }
 }
 
-/// The language of a string literal, case-insensitive when `ci`.
+/// The language of a string literal, case-insensitive when `ci` (see [`case_class`]).
 fn literal_rx(s: &str, ci: bool) -> Rx {
     if !ci {
         return Rx::Literal(s.as_bytes().to_vec());
     }
-    Rx::concat(
-        s.chars()
-            .map(|c| {
-                let mut set: Vec<(u32, u32)> = vec![(c as u32, c as u32)];
-                let lower: Vec<char> = c.to_lowercase().collect();
-                let upper: Vec<char> = c.to_uppercase().collect();
-                for v in [lower, upper] {
-                    if let [one] = v.as_slice() {
-                        set.push((*one as u32, *one as u32));
-                    }
-                }
-                Rx::char_class(&set, false)
-            })
-            .collect(),
-    )
+    Rx::concat(s.chars().map(|c| Rx::char_class(&case_class(c), false)).collect())
+}
+
+/// Groups of lowercase characters that Python's `re.IGNORECASE` also treats as equal
+/// (Unicode's case equivalences beyond simple lowercase: `i ı`, `s ſ`, `µ μ`, Greek symbol
+/// variants, Cyrillic small variants, `ṡ ẛ`, `ﬅ ﬆ`).
+const EXTRA_CASES: &[&[u32]] = &[
+    &[0x69, 0x131], &[0x73, 0x17f], &[0xb5, 0x3bc], &[0x345, 0x3b9, 0x1fbe], &[0x390, 0x1fd3], &[0x3b0, 0x1fe3],
+    &[0x3b2, 0x3d0], &[0x3b5, 0x3f5], &[0x3b8, 0x3d1], &[0x3ba, 0x3f0], &[0x3c0, 0x3d6], &[0x3c1, 0x3f1],
+    &[0x3c2, 0x3c3], &[0x3c6, 0x3d5], &[0x432, 0x1c80], &[0x434, 0x1c81], &[0x43e, 0x1c82], &[0x441, 0x1c83],
+    &[0x442, 0x1c84, 0x1c85], &[0x44a, 0x1c86], &[0x463, 0x1c87], &[0x1c88, 0xa64b], &[0x1e61, 0x1e9b], &[0xfb05, 0xfb06],
+];
+
+/// A character's simple lowercase form (its one-character lowercase; `İ` is `i`).
+fn simple_lower(c: char) -> u32 {
+    if c == '\u{130}' {
+        return 'i' as u32;
+    }
+    let mut l = c.to_lowercase();
+    match (l.next(), l.next()) {
+        (Some(x), None) => x as u32,
+        _ => c as u32,
+    }
+}
+
+/// The characters a `"…"i` literal's character `c` matches, as Lark's Python regex does:
+/// those with the same simple lowercase form as `c`, merged by [`EXTRA_CASES`] (`"k"i`
+/// matches `k`, `K` and the Kelvin sign; `"ß"i` matches `ß` and `ẞ`, not `SS`).
+fn case_class(c: char) -> Vec<(u32, u32)> {
+    static INVERSE: std::sync::OnceLock<HashMap<u32, Vec<u32>>> = std::sync::OnceLock::new();
+    let inverse = INVERSE.get_or_init(|| {
+        let mut m: HashMap<u32, Vec<u32>> = HashMap::new();
+        for d in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let l = simple_lower(d);
+            if l != d as u32 {
+                m.entry(l).or_default().push(d as u32);
+            }
+        }
+        m
+    });
+    let key = simple_lower(c);
+    let keys: &[u32] = EXTRA_CASES.iter().copied().find(|g| g.contains(&key)).unwrap_or(std::slice::from_ref(&key));
+    let mut set: Vec<(u32, u32)> = vec![(c as u32, c as u32)];
+    for &k in keys {
+        set.push((k, k));
+        set.extend(inverse.get(&k).into_iter().flatten().map(|&d| (d, d)));
+    }
+    set
 }
 
 // ---------------------------------------------------------------------------------------------
