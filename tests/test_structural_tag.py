@@ -809,6 +809,50 @@ def test_recursive_xml_differences():
         assert xgr_accepts(tag, s) and not corral_accepts(tag, s), s
 
 
+def excl(schema: Any, excludes: List[str], style: str = "json") -> dict:
+    return wrap({"type": "json_schema", "json_schema": schema, "style": style, "excludes": excludes})
+
+
+def test_json_schema_excludes():
+    """Excluded strings in string values (nested ones too), enum values and property names;
+    not in strings with a pattern; in XML styles, raw strings and other keys."""
+    schema = {"type": "object", "properties": {
+        "s": {"type": "string"}, "l": {"type": "array", "items": {"type": "string", "maxLength": 4}},
+        "p": {"type": "string", "pattern": "^[a-z]+$"}, "e": {"enum": ["ab", "x", 1]}, "abc": {"type": "integer"},
+        "o": {"type": "object", "properties": {"q": {"type": ["string", "null"]}}},
+    }}
+    check(excl(schema, ["ab", "<|"]), ['{"s":"xa"}', '{"l":["a","b a"],"p":"xab","e":1}', '{"e":"x","o":{"q":"<"}}', '{"o":{"q":null}}'],
+          ['{"s":"xaby"}', '{"l":["cab"]}', '{"e":"ab"}', '{"abc":1}', '{"o":{"q":"a<|"}}', '{"l":["abcde"]}'])
+    xs = {"type": "object", "properties": {"s": {"type": "string"}, "t": {"type": "string", "maxLength": 3}, "j": {"type": "object", "properties": {"q": {"type": "string"}}}},
+          "additionalProperties": {"type": "integer"}}
+    check(excl(xs, ["ab"], "qwen_xml"), ["<parameter=s>xa b</parameter>", '<parameter=j>{"q":"a"}</parameter><parameter=zz>1</parameter>', "<parameter=t>a</parameter>"],
+          ["<parameter=s>xaby</parameter>", '<parameter=j>{"q":"ab"}</parameter>', "<parameter=zab>1</parameter>", "<parameter=t>cab</parameter>"])
+
+
+def test_json_schema_excludes_differences():
+    """corral matches excluded strings against the decoded JSON string, so an escaped
+    spelling is refused too (xgrammar matches the escaped text); length bounds stay enforced
+    (xgrammar drops them when it filters a string)."""
+    tag = excl({"type": "object", "properties": {"s": {"type": "string"}, "t": {"type": "string", "maxLength": 2}}}, ["ab"])
+    for s in ['{"s":"a\\u0062"}', '{"t":"xyz"}']:
+        assert xgr_accepts(tag, s) and not corral_accepts(tag, s), s
+
+
+def test_kimi_k3_builtin():
+    """xgrammar's builtin kimi_k3 tag: a response, then kimi_k3_xml tool calls whose raw and
+    JSON strings exclude the markers <|open|>, <|close|>, <|sep|>."""
+    tag = _builtin("kimi_k3")
+    def call(tool, i, args):
+        return f'<|open|>call tool="{tool}" index="{i}"<|sep|>' + args + "<|close|>call<|sep|>"
+    w = call("get_weather", 0, kimi("city", "string", "Paris") + kimi("days", "number", "2"))
+    s = call("search", 1, kimi("query", "string", "q") + kimi("filters", "array", '["a", "b"]'))
+    end = "<|close|>message<|sep|>"
+    pos = ["Hi<|close|>response<|sep|>" + end, "ok<|close|>response<|sep|><|open|>tools<|sep|>" + w + s + "<|close|>tools<|sep|>" + end]
+    neg = ["ok<|close|>response<|sep|><|open|>tools<|sep|>" + w.replace("Paris", "Pa<|sep|>ris") + "<|close|>tools<|sep|>" + end,
+           "ok<|close|>response<|sep|><|open|>tools<|sep|>" + s.replace('"a"', '"<|open|>"') + "<|close|>tools<|sep|>" + end]
+    check(tag, pos, neg)
+
+
 @pytest.mark.parametrize("model", ["cohere", "minimax_m3"])
 def test_recursive_xml_builtins(model):
     """xgrammar's builtin cohere and minimax_m3 tool-call tags compile and agree with xgrammar."""
@@ -936,7 +980,12 @@ def test_invalid_json_text():
     "fmt, construct, location",
     [
         ({"type": "sequence", "elements": [{"type": "any_text", "max_tokens": 10}]}, "max_tokens", "/format/elements/0/max_tokens"),
-        ({"type": "json_schema", "json_schema": WEATHER, "excludes": ["x"]}, "excludes", "/format/excludes"),
+        ({"type": "json_schema", "json_schema": WEATHER, "excludes": ["a\\b"]}, "excludes", "/format/excludes/0"),
+        ({"type": "json_schema", "json_schema": WEATHER, "style": "cohere_xml", "excludes": ["x"]}, "excludes", "/format/excludes"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"x": {}}}, "excludes": ["zz"]}, "excludes", "/format/json_schema/properties/x"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "additionalProperties": {"type": "integer"}}, "excludes": ["zz"]}, "excludes", "/format/json_schema/additionalProperties"),
+        ({"type": "json_schema", "json_schema": WEATHER, "excludes": ["it"]}, "excludes", "/format/json_schema/required/0"),
+        ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"e": {"enum": ["ab", "xab"]}}}, "excludes": ["ab"]}, "excludes", "/format/json_schema/properties/e/enum"),
         ({"type": "json_schema", "json_schema": True, "style": "minimax_m3_xml"}, "json_schema", "/format/json_schema"),
         ({"type": "json_schema", "json_schema": {"type": "object", "properties": {"x": {}}}, "style": "minimax_m3_xml"}, "json_schema", "/format/json_schema/properties/x"),
         ({"type": "json_schema", "json_schema": {"type": "object", "additionalProperties": True}, "style": "minimax_m3_xml"}, "additionalProperties", "/format/json_schema/additionalProperties"),

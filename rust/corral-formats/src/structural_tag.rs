@@ -13,7 +13,7 @@
 //!   (what `Grammar.from_structural_tag(tags, triggers)` took), read as a `triggered_tags`.
 //!
 //! Free text (in `any_text`, `triggered_tags` and `dispatch`) is built as exact byte automata
-//! (see [`text`]): text in which no trigger, excluded string or enclosing end occurs, and the
+//! (module `text`): text in which no trigger, excluded string or enclosing end occurs, and the
 //! text up to the first trigger occurrence. Token-level formats are terminals matched by
 //! token id ([`corral_core::TokenClass`]): a named token, special or not, is allowed exactly
 //! where the format names it, and `exclude_token`/`any_tokens` allow any token of the
@@ -21,7 +21,7 @@
 //! bounds their number. `any_text.max_tokens` is refused with [`FormatError::Unsupported`]:
 //! a token budget over text depends on how the text is tokenized, which is not a property of
 //! the text (`max_chars` bounds the text). `json_schema` styles: `json` and every XML
-//! argument style of xgrammar 0.2.8 (see [`xml`]); `json_schema.excludes` is refused.
+//! argument style of xgrammar 0.2.8 (module `xml`), with `excludes` (module `excludes`).
 //!
 //! Semantics follow xgrammar's matcher (checked against it by `tests/test_structural_tag.py`):
 //! an unlimited format (`any_text`, `triggered_tags`) inside a `tag` may not contain that
@@ -30,6 +30,7 @@
 //! `additionalProperties` allow no other keys (xgrammar's strict mode) and no whitespace
 //! before or after the value. Differences are listed in docs/structural-tags.md.
 
+mod excludes;
 mod text;
 mod xml;
 
@@ -52,7 +53,7 @@ const UNBOUNDED_WS: u32 = u32::MAX - 7;
 
 /// Compiles a structural tag (the JSON object, new or legacy form).
 pub fn compile(tag: &Value, limits: &Limits) -> crate::Result<Grammar> {
-    let mut c = Compiler { limits, rules: Vec::new(), next_id: 0, depth: 0 };
+    let mut c = Compiler { limits, rules: Vec::new(), next_id: 0, depth: 0, excludes: Vec::new() };
     let root = c.top(tag)?;
     c.rules.insert(0, RuleDef { name: "root".into(), expr: root, offset: 0 });
     let ast = GrammarAst { rules: std::mem::take(&mut c.rules), source: String::new() };
@@ -67,6 +68,8 @@ struct Compiler<'a> {
     next_id: usize,
     /// Nesting of format objects being compiled (bounded by `limits.max_nesting`).
     depth: usize,
+    /// The `excludes` of the `json_schema` format being compiled (see [`excludes`]).
+    excludes: Vec<String>,
 }
 
 /// The end strings of the nearest enclosing `tag` (what unlimited formats inside it may not
@@ -672,13 +675,12 @@ impl Compiler<'_> {
         }
         let any_order = opt_bool(o, "any_order", at, false)?;
         let max_ws = opt_count(o, "max_whitespace_cnt", at)?;
-        if !opt_strings(o, "excludes", at)?.is_empty() {
-            return Err(unsupported("excludes", &child(at, "excludes"), "excluded substrings inside JSON string values are not supported yet"));
-        }
-        if style != "json" {
-            return self.xml_schema(style, schema, any_order, max_ws, at);
-        }
-        self.json_rules(schema, any_order, max_ws, &child(at, "json_schema"))
+        let ex: Vec<String> = opt_strings(o, "excludes", at)?.into_iter().map(|e| String::from_utf8_lossy(&e).into_owned()).collect();
+        excludes::check(&ex, style, at)?;
+        let outer = std::mem::replace(&mut self.excludes, ex);
+        let out = if style != "json" { self.xml_schema(style, schema, any_order, max_ws, at) } else { self.json_rules(schema, any_order, max_ws, &child(at, "json_schema")) };
+        self.excludes = outer;
+        out
     }
 
     /// The rules of a JSON schema as xgrammar lays it out in a structural tag: no whitespace
@@ -688,7 +690,10 @@ impl Compiler<'_> {
         if !matches!(schema, Value::Bool(_) | Value::Object(_)) {
             return Err(invalid(schema_at, format!("a JSON schema is an object or a boolean, found {}", kind(schema))));
         }
-        let schema = close_objects(schema);
+        let mut schema = close_objects(schema);
+        if !self.excludes.is_empty() {
+            schema = excludes::apply(&schema, &self.excludes, schema_at)?;
+        }
         let opts = corral_schema::Options {
             whitespace: corral_schema::Whitespace::Flexible { max: max_ws.unwrap_or(UNBOUNDED_WS) },
             limits: self.limits.clone(),

@@ -323,8 +323,18 @@ fn build(patterns: &[(Vec<u8>, Role)], goal: Goal, then: Option<&[u8]>, max_char
 /// The strings of `lang` other than those of `names`: the product of `lang`'s automaton with a
 /// trie of the names (used for the keys of other properties in the XML styles, so that they
 /// cannot repeat a declared one). States are (automaton state, trie node or "off the trie").
-pub fn excluding(lang: &Dfa, names: &[&[u8]]) -> ByteAutomaton {
+///
+/// With `avoid` (free text in which some strings may not occur, see [`automaton`]), the strings
+/// must also be in that language: a third component follows it.
+pub fn excluding(lang: &Dfa, names: &[&[u8]], avoid: Option<&ByteAutomaton>) -> ByteAutomaton {
     const OFF: u32 = u32::MAX;
+    let a_start = avoid.map_or(0, |a| a.start());
+    let a_next = |s: u32, b: u8| -> Option<u32> {
+        match avoid {
+            None => Some(0),
+            Some(a) => a.edges(s as usize).iter().find(|(lo, hi, _)| *lo <= b && b <= *hi).map(|e| e.2),
+        }
+    };
     // Trie of the names: children and whether a node ends a name.
     let mut children: Vec<HashMap<u8, u32>> = vec![HashMap::new()];
     let mut is_name = vec![false];
@@ -344,23 +354,23 @@ pub fn excluding(lang: &Dfa, names: &[&[u8]]) -> ByteAutomaton {
         }
         is_name[n] = true;
     }
-    let mut ids: HashMap<(u32, u32), u32> = HashMap::new();
-    let mut queue: Vec<(u32, u32)> = vec![(lang.start(), 0)];
-    ids.insert((lang.start(), 0), 0);
+    let mut ids: HashMap<(u32, u32, u32), u32> = HashMap::new();
+    let mut queue: Vec<(u32, u32, u32)> = vec![(lang.start(), 0, a_start)];
+    ids.insert((lang.start(), 0, a_start), 0);
     let (mut trans, mut accept) = (Vec::new(), Vec::new());
     let mut i = 0;
     while i < queue.len() {
-        let (d, t) = queue[i];
+        let (d, t, a) = queue[i];
         let mut row: Vec<(u8, u8, u32)> = Vec::new();
         for b in 0..=255u8 {
             let d2 = lang.next(d, b);
-            if d2 == DEAD {
+            let Some(a2) = a_next(a, b).filter(|_| d2 != DEAD) else {
                 continue;
-            }
+            };
             let t2 = if t == OFF { OFF } else { children[t as usize].get(&b).copied().unwrap_or(OFF) };
             let next = ids.len() as u32;
-            let id = *ids.entry((d2, t2)).or_insert_with(|| {
-                queue.push((d2, t2));
+            let id = *ids.entry((d2, t2, a2)).or_insert_with(|| {
+                queue.push((d2, t2, a2));
                 next
             });
             match row.last_mut() {
@@ -369,7 +379,7 @@ pub fn excluding(lang: &Dfa, names: &[&[u8]]) -> ByteAutomaton {
             }
         }
         trans.push(row);
-        accept.push(lang.is_accepting(d) && (t == OFF || !is_name[t as usize]));
+        accept.push(lang.is_accepting(d) && (t == OFF || !is_name[t as usize]) && avoid.is_none_or(|x| x.accepts(a as usize)));
         i += 1;
     }
     ByteAutomaton::new(trans, accept, 0)
@@ -524,13 +534,13 @@ mod tests {
     fn identifiers_other_than_names() {
         let limits = corral_core::Limits::default();
         let ident = Dfa::from_rx(&corral_core::parse_regex("[A-Za-z_][A-Za-z0-9_]*", &limits).unwrap(), &limits).unwrap();
-        let a = excluding(&ident, &[b"city", b"ci", b"not-ident"]);
+        let a = excluding(&ident, &[b"city", b"ci", b"not-ident"], None);
         for (s, ok) in [("city", false), ("ci", false), ("c", true), ("cit", true), ("citys", true), ("_x9", true), ("9x", false), ("", false), ("a-b", false), ("not", true)] {
             assert_eq!(a.matches(s.as_bytes()), ok, "{s}");
         }
         // Names made of escapes (cohere_xml's keys): "a&amp;" is excluded, "a&amp;b" and "a&" are not keys or are other keys.
         let key = Dfa::from_rx(&corral_core::parse_regex("([^\\x00\"&<>]|&amp;|&lt;|&gt;|&quot;)+", &limits).unwrap(), &limits).unwrap();
-        let a = excluding(&key, &[b"a&amp;"]);
+        let a = excluding(&key, &[b"a&amp;"], None);
         for (s, ok) in [("a&amp;", false), ("a&amp;b", true), ("a&", false), ("a&am", false), ("a", true), ("é&lt;", true), ("a\"", false)] {
             assert_eq!(a.matches(s.as_bytes()), ok, "{s}");
         }

@@ -236,6 +236,14 @@ impl XmlCtx<'_> {
 }
 
 impl Compiler<'_> {
+    /// A raw string value: text without the style's closing delimiter or an excluded string,
+    /// of at most `max_chars` characters.
+    fn raw_text(&mut self, x: &XmlCtx, max_chars: Option<u32>, at: &str) -> crate::Result<Expr> {
+        let mut forbidden = vec![x.w.string_end().as_bytes().to_vec()];
+        forbidden.extend(self.excludes.iter().map(|e| e.as_bytes().to_vec()));
+        self.free_text(&forbidden, &[], Goal::Free, max_chars, at)
+    }
+
     /// The rule name of a rule defined later (for recursive rules).
     fn reserve_rule(&mut self) -> String {
         self.next_id += 1;
@@ -286,6 +294,11 @@ impl Compiler<'_> {
             Some(_) => return Err(invalid(&child(at, "properties"), "'properties' must be an object")),
         };
         let required: Vec<&str> = o.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        // A parameter whose name contains an excluded string cannot be written.
+        if let Some(r) = required.iter().find(|r| super::excludes::hits(r, &self.excludes)) {
+            return Err(unsupported("excludes", &child(at, "required"), format!("the required parameter '{r}' has an excluded string in its name")));
+        }
+        let props: Vec<(&String, &Value)> = props.into_iter().filter(|(n, _)| !super::excludes::hits(n, &self.excludes)).collect();
         let mut members = Vec::new();
         for (name, sub) in &props {
             let sat = child(&child(at, "properties"), name);
@@ -312,7 +325,14 @@ impl Compiler<'_> {
                 };
                 let names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
                 let lang = Dfa::from_rx(&corral_core::parse_regex(pattern, self.limits)?, self.limits)?;
-                let key = Expr::Terminal(Rx::Automaton(Arc::new(super::text::excluding(&lang, &names))));
+                let avoid = match self.excludes.is_empty() {
+                    true => None,
+                    false => {
+                        let pats: Vec<(Vec<u8>, super::Role)> = self.excludes.iter().map(|e| (e.as_bytes().to_vec(), super::Role::Forbidden)).collect();
+                        super::text::automaton(&pats, Goal::Free, None, super::MAX_TEXT_STATES)
+                    }
+                };
+                let key = Expr::Terminal(Rx::Automaton(Arc::new(super::text::excluding(&lang, &names, avoid.as_ref()))));
                 let param = x.param(Key::Other(key), values, x.kimi_type(sub));
                 Some(self.rule(param))
             }
@@ -393,9 +413,13 @@ impl Compiler<'_> {
             let (mut strings, mut others) = (Vec::new(), Vec::new());
             for v in values {
                 match v {
+                    Value::String(s) if super::excludes::hits(s, &self.excludes) => {}
                     Value::String(s) => strings.push(lit(s)),
                     v => others.push(Expr::Literal(serde_json::to_string(v).unwrap_or_default().into_bytes())),
                 }
+            }
+            if strings.is_empty() && others.is_empty() {
+                return Err(unsupported("excludes", at, "every enum value contains an excluded string"));
             }
             let mut out = Vec::new();
             if !strings.is_empty() {
@@ -451,9 +475,15 @@ impl Compiler<'_> {
                 let num = |k: &str| o.get(k).and_then(Value::as_u64).map(|n| n.min(u32::MAX as u64) as u32);
                 let min = num("minLength").unwrap_or(0);
                 let max = num("maxLength");
+                if !self.excludes.is_empty() {
+                    if min > 0 {
+                        return Err(unsupported("minLength", &child(at, "minLength"), "minLength on a raw string together with excludes is not supported"));
+                    }
+                    return Ok(vec![(VKind::Raw, x.pad(self.raw_text(x, max, at)?))]);
+                }
                 return Ok(vec![(VKind::Raw, x.pad(Expr::Terminal(Rx::Repeat { inner: Arc::new(Rx::any_char()), min, max })))]);
             }
-            return Ok(vec![(VKind::Raw, self.free_text(&[x.w.string_end().as_bytes().to_vec()], &[], Goal::Free, None, at)?)]);
+            return Ok(vec![(VKind::Raw, self.raw_text(x, None, at)?)]);
         }
         if x.w.nested() {
             let object_keys = ["properties", "required", "additionalProperties"];
@@ -527,7 +557,7 @@ impl Compiler<'_> {
     /// An unconstrained parameter value: raw text, or a JSON array or object; in
     /// `cohere_xml`, any of its four kinds (recursively).
     fn xml_any(&mut self, x: &XmlCtx, at: &str) -> crate::Result<Vec<(VKind, Expr)>> {
-        let raw = self.free_text(&[x.w.string_end().as_bytes().to_vec()], &[], Goal::Free, None, at)?;
+        let raw = self.raw_text(x, None, at)?;
         match x.w.family {
             Family::MinimaxM3 => Err(unsupported("json_schema", at, "minimax_m3_xml cannot write a value without a type (as in xgrammar)")),
             Family::Cohere => {
