@@ -347,7 +347,7 @@ def test_errors_carry_locations():
         ("%declare _INDENT\nstart: \"a\"\n", "%declare"),
         ("start: \"a\"\n%override start: \"b\"\n", "%override"),
         ("start: \"a\"\n%import .other.x\n", "relative %import"),
-        ("start: %regex {\"substring_words\": \"a b\"}\n", "%regex"),
+        ("start: %regex {\"type\": \"number\"}\n", '%regex {"type": ...}'),
         ("start: /a/l\n", "regex flag 'l'"),
         ("start: X\n%import common._STRING_INNER -> X\n", "common._STRING_INNER"),
     ],
@@ -550,6 +550,51 @@ def test_special_tokens_match_llguidance_llama3(grammar, pieces):
             break
         assert m.accept_token(t) and lm.consume_token(t), (step, t)
     assert m.is_accepting()
+
+
+SUBSTRING_SPECS = [
+    {"substring_words": "foo bar. baz, qux!! the_end"},
+    {"substring_chars": "abcab c"},
+    {"substring_chunks": ["abc", "de", "fg", "", "de"]},
+    {"substring_words": "Ünïcode wörds — and 数字 123"},
+]
+
+
+@pytest.mark.parametrize("spec", SUBSTRING_SPECS, ids=lambda s: next(iter(s)))
+def test_regex_substring_matches_llguidance(spec):
+    """%regex substring forms accept exactly the runs of consecutive chunks llguidance accepts:
+    every substring of the text, and near misses, judged alike (Llama 3 tokens)."""
+    import json
+
+    enc, vocab, llg, lltok = _llama3_pair()
+    grammar = f'start: "<" X ">"\nX: %regex {json.dumps(spec)}\n'
+    cg = corral.CompiledGrammar(corral.Grammar.from_lark(grammar), vocab)
+    llg_grammar = llg.grammar_from("lark", '%llguidance {"no_forcing": true}\n' + grammar)
+    v = next(iter(spec.values()))
+    text = v if isinstance(v, str) else "".join(v)
+    cands = {text[i:j] for i in range(len(text) + 1) for j in range(i, len(text) + 1)}
+    rng = random.Random(0)
+    cands |= {c[:-1] + rng.choice("ab .x") for c in sorted(cands) if c}
+    accepted = 0
+    for c in sorted(cands):
+        s = "<" + c + ">"
+        m = corral.Matcher(cg)
+        mine = m.accept_bytes(s.encode()) and m.is_accepting()
+        lm = llg.LLMatcher(lltok, llg_grammar, log_level=0)
+        theirs = all(lm.consume_token(t) for t in enc.encode(s)) and lm.is_accepting()
+        assert mine == theirs, (c, mine)
+        accepted += mine
+    assert 0 < accepted < len(cands)
+
+
+def test_regex_substring_forms():
+    g = corral.Grammar.from_lark('start: %regex {"substring_chunks": ["abc", "de", "fg"]}\n')
+    for s, ok in [("", True), ("abc", True), ("abcde", True), ("defg", True), ("abcdefg", True), ("ab", False), ("cde", False), ("fgde", False)]:
+        assert corral_accepts(g, s.encode()) == ok, s
+    with pytest.raises(corral.GrammarSyntaxError, match="exactly one"):
+        corral.Grammar.from_lark('start: %regex {"substring_chars": "a", "substring_words": "b"}\n')
+    with pytest.raises(corral.GrammarSyntaxError, match="list of strings"):
+        corral.Grammar.from_lark('start: %regex {"substring_chunks": "ab"}\n')
 
 
 def test_special_token_errors():

@@ -7,9 +7,11 @@
 //! `{params}` templates), `|`, `( )`, `[ ]`, `? * +`, `~ n`, `~ n..m`, `-> alias`, string
 //! literals (with the `i` flag), `"a".."z"`, `/regex/flags` (`i s x m u`), `%import common.X`
 //! (also `(A, B)` lists and `-> alias`), `%ignore`, and llguidance's `%json { schema }`,
-//! `%llguidance {}` and rule attributes (`capture`, `temperature`). Refused with
-//! [`FormatError::Unsupported`] naming the construct: `%declare`, `%override`, `%extend`,
-//! imports other than `common`, `%regex`, special tokens (`<|name|>`, `<[id]>`), attributes that
+//! `%regex { substring_chunks | substring_words | substring_chars }`, special tokens
+//! (`<|name|>`, `<[id]>`, `<[a-b,c]>`, `<[^…]>`), `%llguidance {}` and rule attributes
+//! (`capture`, `temperature`). Refused with [`FormatError::Unsupported`] naming the
+//! construct: `%declare`, `%override`, `%extend`, imports other than `common`, other
+//! `%regex` forms, attributes that
 //! change the language or count tokens (`max_tokens`, `stop`, `lazy`, `suffix`...), grammar
 //! references `@name`, the `&` and `~` lexeme operators of llguidance.
 
@@ -218,6 +220,29 @@ impl<'a> P<'a> {
     }
 
     /// A JSON value starting at the current position (after spaces).
+    /// llguidance's `%regex { "substring_chunks" | "substring_words" | "substring_chars": … }`:
+    /// any run of consecutive chunks of a text (see [`substring_automaton`]).
+    fn substring(&self, spec: &serde_json::Value, start: usize, spec_at: usize) -> crate::Result<Rx> {
+        use serde_json::Value;
+        let Value::Object(o) = spec else {
+            return Err(self.err(spec_at, "%regex takes a JSON object"));
+        };
+        let mut keys = o.keys();
+        let (Some(key), None) = (keys.next(), keys.next()) else {
+            return Err(self.err(spec_at, "%regex takes exactly one of substring_chunks, substring_words, substring_chars"));
+        };
+        let text = |v: &Value| v.as_str().map(String::from).ok_or_else(|| self.err(spec_at, format!("'{key}' must be a string")));
+        let chunks: Vec<String> = match (key.as_str(), &o[key]) {
+            ("substring_chunks", Value::Array(a)) => a.iter().map(text).collect::<crate::Result<_>>()?,
+            ("substring_chunks", _) => return Err(self.err(spec_at, "'substring_chunks' must be a list of strings")),
+            ("substring_words", v) => chunk_words(&text(v)?),
+            ("substring_chars", v) => text(v)?.chars().map(String::from).collect(),
+            (other, _) => return Err(self.unsupported(start, format!("%regex {{\"{other}\": ...}}"), "only llguidance's substring forms (substring_chunks, substring_words, substring_chars) are supported")),
+        };
+        let a = substring_automaton(&chunks, SUBSTRING_STATES).ok_or_else(|| self.err(start, format!("this %regex would need more than {SUBSTRING_STATES} automaton states")))?;
+        Ok(Rx::Automaton(std::sync::Arc::new(a)))
+    }
+
     fn json(&mut self) -> crate::Result<serde_json::Value> {
         self.space();
         let start = self.pos;
@@ -616,7 +641,11 @@ impl<'a> P<'a> {
                         let schema = self.json()?;
                         Ok(Node::Json { schema, offset: start })
                     }
-                    "regex" => Err(self.unsupported(start, "%regex", "llguidance's %regex { ... } (substring matching) is not supported; write the regex as /.../")),
+                    "regex" => {
+                        let spec_at = self.pos;
+                        let spec = self.json()?;
+                        self.substring(&spec, start, spec_at).map(Node::Token)
+                    }
                     "lark" => Err(self.unsupported(start, "%lark", "nested %lark grammars are not supported")),
                     _ => Err(self.err(start, format!("'%{kw}' cannot be used inside a rule"))),
                 }
@@ -867,6 +896,90 @@ fn case_class(c: char) -> Vec<(u32, u32)> {
     set
 }
 
+/// Most states of a `%regex` substring automaton.
+const SUBSTRING_STATES: usize = 1 << 20;
+
+/// `%regex`'s `substring_words` chunks: maximal runs of whitespace, of word characters
+/// (alphanumeric or `_`), or of other characters.
+fn chunk_words(text: &str) -> Vec<String> {
+    let class = |c: char| if c.is_whitespace() { 0 } else if c.is_alphanumeric() || c == '_' { 1 } else { 2 };
+    let mut out: Vec<String> = Vec::new();
+    let mut prev = None;
+    for c in text.chars() {
+        match out.last_mut() {
+            Some(last) if prev == Some(class(c)) => last.push(c),
+            _ => out.push(c.to_string()),
+        }
+        prev = Some(class(c));
+    }
+    out
+}
+
+/// The strings `chunks[n..m].concat()` for `n <= m` (the empty string included), as a byte
+/// automaton: the subset construction over positions (chunk, byte offset) of an automaton
+/// that may start at any chunk boundary and stop at any. `None` past `max_states`.
+fn substring_automaton(chunks: &[String], max_states: usize) -> Option<corral_core::ByteAutomaton> {
+    // A position is (chunk index, offset inside it); (n, 0) is the end. Offsets are never the
+    // chunk's length (that is the next chunk's boundary); empty chunks are skipped over.
+    let n = chunks.len();
+    let norm = |mut i: usize, off: usize| -> (u32, u32) {
+        if off == 0 || (i < n && off == chunks[i].len()) {
+            i += usize::from(off != 0);
+            while i < n && chunks[i].is_empty() {
+                i += 1;
+            }
+            return (i as u32, 0);
+        }
+        (i as u32, off as u32)
+    };
+    let mut start: Vec<(u32, u32)> = (0..=n).map(|i| norm(i, 0)).collect();
+    start.sort_unstable();
+    start.dedup();
+    let mut ids: HashMap<Vec<(u32, u32)>, u32> = HashMap::new();
+    let mut sets: Vec<Vec<(u32, u32)>> = vec![start.clone()];
+    ids.insert(start, 0);
+    let (mut trans, mut accept) = (Vec::new(), Vec::new());
+    let mut k = 0;
+    while k < sets.len() {
+        let set = sets[k].clone();
+        let mut by_byte: Vec<Vec<(u32, u32)>> = vec![Vec::new(); 256];
+        for &(i, off) in &set {
+            if let Some(&b) = chunks.get(i as usize).and_then(|c| c.as_bytes().get(off as usize)) {
+                by_byte[b as usize].push(norm(i as usize, off as usize + 1));
+            }
+        }
+        let mut row: Vec<(u8, u8, u32)> = Vec::new();
+        for (b, mut next) in by_byte.into_iter().enumerate() {
+            if next.is_empty() {
+                continue;
+            }
+            next.sort_unstable();
+            next.dedup();
+            let id = match ids.get(&next) {
+                Some(&id) => id,
+                None => {
+                    if sets.len() >= max_states {
+                        return None;
+                    }
+                    let id = sets.len() as u32;
+                    ids.insert(next.clone(), id);
+                    sets.push(next);
+                    id
+                }
+            };
+            let b = b as u8;
+            match row.last_mut() {
+                Some(last) if last.2 == id && last.1 as u16 + 1 == b as u16 => last.1 = b,
+                _ => row.push((b, b, id)),
+            }
+        }
+        trans.push(row);
+        accept.push(set.iter().any(|&(_, off)| off == 0));
+        k += 1;
+    }
+    Some(corral_core::ByteAutomaton::new(trans, accept, 0))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lark's common.lark, as regexes with the language Lark's Earley gives each terminal.
 
@@ -1106,7 +1219,7 @@ mod tests {
             ("start: x\nx[lazy]: \"a\"\n", "lazy"),
             ("%declare X\nstart: \"a\"\n", "%declare"),
             ("start: \"a\"\n%import python.NAME\n", "%import python"),
-            ("start: %regex {\"substring_words\": \"a b\"}\n", "%regex"),
+            ("start: %regex {\"type\": \"number\"}\n", "%regex {\"type\": ...}"),
             ("start: /a/l\n", "regex flag 'l'"),
             ("start: /a(?!b)/\n", "regex look-around"),
         ] {
