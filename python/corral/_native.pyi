@@ -205,6 +205,25 @@ def fill_next_token_bitmask_batch(matchers: Sequence[Matcher], bitmask: Any, ind
     >>> [corral.allowed_token_ids(row, vocab.size) for row in bitmask]
     [[0, 1], [2]]
     """
+def accept_token_batch(matchers: Sequence[Matcher], tokens: Sequence[int | None]) -> int:
+    """Accepts ``tokens[i]`` in ``matchers[i]`` for each row in one call; a row whose token is
+    None, or whose matcher has accepted EOS, is skipped. Returns -1 when every other row
+    accepted its token, else the index of the first row that refused it (that matcher
+    unchanged, the rows after it not advanced).
+
+    >>> import corral
+    >>> vocab = corral.Vocabulary.from_bytes([b"a", b"b", b""], eos_token_ids=[2])
+    >>> compiled = corral.compile(corral.Grammar.from_regex("ab"), vocab)
+    >>> ms = [corral.Matcher(compiled) for _ in range(3)]
+    >>> corral._native.accept_token_batch(ms, [0, None, 0])
+    -1
+    >>> corral._native.accept_token_batch(ms, [1, 0, 0])
+    2
+    >>> [m.num_accepted for m in ms]
+    [2, 1, 1]
+    """
+    ...
+
 def apply_token_bitmask_cpu(logits: Any, bitmask: Any, indices: Sequence[int] | None = None, vocab_size: int | None = None) -> list[int]: ...
 def _trigger_panic() -> None: ...
 def _allocator_purge_delay() -> int: ...

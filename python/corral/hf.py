@@ -104,11 +104,10 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type,unused-ignore]  # 
         self.check_empty = check_empty
         self._size = self.vocab.size
         self._matchers: list[Any] | None = None
-        self._hist: list[list[int]] = []
         # Rows ended after a fill past max_fill_ms (EOS only from then on).
         self._ended: list[bool] = []
-        self._prompt: torch.Tensor | None = None
-        self._ids: torch.Tensor | None = None  # input_ids at the previous call (CPU)
+        self._prompt: torch.Tensor | None = None  # the prompt (CPU)
+        self._prev: torch.Tensor | None = None  # input_ids at the previous call (its device)
         self._seen = 0
         self._bitmask: torch.Tensor | None = None
         self._pinned = False
@@ -123,81 +122,92 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type,unused-ignore]  # 
     def reset(self) -> None:
         """Forgets the current batch: the next call starts fresh matchers."""
         self._matchers = None
-        self._hist = []
         self._ended = []
         self._prompt = None
-        self._ids = None
+        self._prev = None
         self._seen = 0
 
     def _start(self, cur: torch.Tensor) -> None:
         rows, length = cur.shape
         self._matchers = [_native.Matcher(self.compiled) for _ in range(rows)]
-        self._hist = [[] for _ in range(rows)]
         self._ended = [False] * rows
-        self._prompt = cur
-        self._ids = cur
-        self._seen = length
+        self._prompt = cur.to("cpu", copy=True)
 
-    def _accept(self, row: int, matcher: Any, tokens: Sequence[int]) -> None:
-        hist = self._hist[row]
-        for tok in tokens:
-            if matcher.is_terminated() or self._ended[row]:
-                break  # generate() pads finished rows (an ended row's EOS is not fed to its grammar)
-            if not matcher.accept_token(tok):
-                text = b"".join(self.vocab.token_bytes(t) for t in hist)[-60:]
-                raise UsageError(
-                    f"row {row}: token {tok} ({self.vocab.token_bytes(tok)!r}) is not allowed after {text!r}: "
-                    "the grammar mask must be applied before sampling (is another logits processor changing "
-                    "the scores after this one?)"
-                )
-            hist.append(tok)
+    def _refused(self, row: int, tok: int, before: Sequence[int]) -> UsageError:
+        text = b"".join(self.vocab.token_bytes(t) for t in before[-60:])[-60:]
+        return UsageError(
+            f"row {row}: token {tok} ({self.vocab.token_bytes(tok)!r}) is not allowed after {text!r}: "
+            "the grammar mask must be applied before sampling (is another logits processor changing "
+            "the scores after this one?)"
+        )
 
-    def _advance(self, cur: torch.Tensor) -> None:
-        """Accepts the ids appended since the last call (``cur``: this call's input_ids, CPU)."""
-        assert self._matchers is not None and self._ids is not None
-        seen, length = self._seen, cur.shape[1]
-        same = (cur[:, :seen] == self._ids).all(dim=1).tolist()
-        if all(same):
-            new = cur[:, seen:length].tolist()
-            for i, m in enumerate(self._matchers):
-                self._accept(i, m, new[i])
-        else:
-            # Rows were reordered (beam search): each moved row continues a copy of the matcher
-            # whose previous ids it extends, or is rebuilt from scratch.
-            plen = self._prompt.shape[1] if self._prompt is not None else 0
-            old_rows = self._ids[:, plen:].tolist()
-            where: dict[tuple[int, ...], int] = {}
-            for j, r in enumerate(old_rows):
-                where.setdefault(tuple(r), j)
-            gen = cur[:, plen:length].tolist()
-            old_m, old_h, old_e = self._matchers, self._hist, self._ended
-            matchers: list[Any] = []
-            hists: list[list[int]] = []
-            ended: list[bool] = []
-            pending: list[list[int]] = []
-            for i in range(cur.shape[0]):
-                if same[i]:
-                    matchers.append(old_m[i])
-                    hists.append(old_h[i])
-                    ended.append(old_e[i])
-                    pending.append(gen[i][seen - plen :])
-                    continue
-                src = where.get(tuple(gen[i][: seen - plen]))
-                if src is not None:
-                    matchers.append(old_m[src].copy())
-                    hists.append(list(old_h[src]))
-                    ended.append(old_e[src])
-                    pending.append(gen[i][seen - plen :])
-                else:
-                    matchers.append(_native.Matcher(self.compiled))
-                    hists.append([])
-                    ended.append(False)
-                    pending.append(gen[i])
-            self._matchers, self._hist, self._ended = matchers, hists, ended
-            for i, m in enumerate(matchers):
-                self._accept(i, m, pending[i])
-        self._ids = cur
-        self._seen = length
+    def _accept(self, rows: Sequence[int], new: Sequence[Sequence[int]], before: Callable[[int], list[int]]) -> None:
+        """Accepts ``new[k]`` in the matcher of row ``rows[k]`` (``before(k)``: the row's ids
+        between the prompt and ``new[k]``, for an error message). Ended rows are skipped, as is
+        what ``generate`` appends after EOS (padding)."""
+        assert self._matchers is not None
+        matchers = [self._matchers[r] for r in rows]
+        width = max((len(n) for n in new), default=0)
+        for j in range(width):
+            toks = [n[j] if j < len(n) and not self._ended[r] else None for r, n in zip(rows, new)]
+            bad = _native.accept_token_batch(matchers, toks)
+            if bad >= 0:
+                tok = toks[bad]
+                assert tok is not None
+                raise self._refused(rows[bad], tok, before(bad) + list(new[bad][:j]))
+
+    def _advance(self, ids: torch.Tensor) -> bool:
+        """Accepts the ids appended since the last call (``ids``: this call's input_ids, on
+        its device); False when this is a new ``generate()`` call (the caller restarts)."""
+        assert self._matchers is not None and self._prev is not None and self._prompt is not None
+        seen, length = self._seen, ids.shape[1]
+        plen = self._prompt.shape[1]
+        # The common step: every row extends its previous ids (compared where they are, so
+        # that only the appended ids travel to the host), one new token per row, one call for
+        # the batch.
+        if torch.equal(ids[:, :seen], self._prev):
+            new = ids[:, seen:length].to("cpu")
+            if length - seen == 1 and not any(self._ended):
+                toks = new[:, 0].tolist()
+                bad = _native.accept_token_batch(self._matchers, toks)
+                if bad >= 0:
+                    raise self._refused(bad, toks[bad], ids[bad, plen:seen].tolist())
+                return True
+            self._accept(range(new.shape[0]), new.tolist(), lambda k: ids[k, plen:seen].tolist())
+            return True
+        cur = ids.to("cpu", copy=True)
+        if not torch.equal(cur[:, :plen], self._prompt):
+            return False
+        same = (cur[:, :seen] == self._prev.to("cpu")).all(dim=1).tolist()
+        # Rows were reordered (beam search): each moved row continues a copy of the matcher
+        # whose previous ids it extends, or is rebuilt from scratch.
+        old_rows = self._prev[:, plen:].to("cpu").tolist()
+        where: dict[tuple[int, ...], int] = {}
+        for j, r in enumerate(old_rows):
+            where.setdefault(tuple(r), j)
+        gen = cur[:, plen:length].tolist()
+        old_m, old_e = self._matchers, self._ended
+        matchers: list[Any] = []
+        ended: list[bool] = []
+        pending: list[list[int]] = []
+        for i in range(cur.shape[0]):
+            if same[i]:
+                matchers.append(old_m[i])
+                ended.append(old_e[i])
+                pending.append(gen[i][seen - plen :])
+                continue
+            src = where.get(tuple(gen[i][: seen - plen]))
+            if src is not None:
+                matchers.append(old_m[src].copy())
+                ended.append(old_e[src])
+                pending.append(gen[i][seen - plen :])
+            else:
+                matchers.append(_native.Matcher(self.compiled))
+                ended.append(False)
+                pending.append(gen[i])
+        self._matchers, self._ended = matchers, ended
+        self._accept(range(len(matchers)), pending, lambda k: gen[k][: len(gen[k]) - len(pending[k])])
+        return True
 
     def _end(self, row: int) -> None:
         """Ends row ``row`` after its fill ran past the time budget (EOS only from now on)."""
@@ -213,18 +223,21 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type,unused-ignore]  # 
                 f"{tuple(input_ids.shape)} and {tuple(scores.shape)}"
             )
         rows, length = input_ids.shape
-        cur = input_ids.detach().to("cpu", copy=True)
-        restart = (
+        ids = input_ids.detach()
+        fresh = (
             self._matchers is None
             or len(self._matchers) != rows
             or length <= self._seen
+            or self._prev is None
+            or self._prev.device != ids.device
             or self._prompt is None
-            or not torch.equal(cur[:, : self._prompt.shape[1]], self._prompt)
+            or length < self._prompt.shape[1]
         )
-        if restart:
-            self._start(cur)
-        else:
-            self._advance(cur)
+        if fresh or not self._advance(ids):
+            self._start(ids)
+        # A copy (on the device): the caller may reuse the tensor's storage.
+        self._prev = ids.clone()
+        self._seen = length
         if rows == 0:
             return scores
         # corral's own allocation: a repeat fill or application checks one data pointer (a
@@ -237,13 +250,17 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type,unused-ignore]  # 
         if self._bitmask is None or self._bitmask.shape[0] != rows or self._pinned != pinned:
             self._bitmask = allocate_token_bitmask(rows, self._size, pin_memory=pinned)
             self._pinned = pinned
-        live = [i for i, e in enumerate(self._ended) if not e]
-        for i in range(rows):
-            if self._ended[i]:
-                eos_only_row(self._bitmask, i, self.compiled.vocab.eos_token_ids)
-        if live:
-            assert self._matchers is not None  # set with the rows
-            fill_or_end([self._matchers[i] for i in live], self._bitmask, live, lambda k: self._end(live[k]))
+        assert self._matchers is not None  # set with the rows
+        if not any(self._ended):
+            live: Sequence[int] = range(rows)
+            fill_or_end(self._matchers, self._bitmask, live, self._end)
+        else:
+            live = [i for i, e in enumerate(self._ended) if not e]
+            for i in range(rows):
+                if self._ended[i]:
+                    eos_only_row(self._bitmask, i, self.compiled.vocab.eos_token_ids)
+            if live:
+                fill_or_end([self._matchers[i] for i in live], self._bitmask, live, lambda k: self._end(live[k]))
         apply_token_bitmask_inplace(scores, self._bitmask, vocab_size=self._size, check_empty=self.check_empty)
         return scores
 

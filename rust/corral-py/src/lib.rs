@@ -552,6 +552,31 @@ fn fill_next_token_bitmask_batch(py: Python<'_>, matchers: Vec<Bound<'_, PyMatch
     })
 }
 
+/// Accepts `tokens[i]` in `matchers[i]` for each row (one call for a whole batch); a row whose
+/// token is None, or whose matcher has accepted EOS, is skipped. Returns -1 when every other
+/// row accepted its token, else the index of the first row that refused it (that matcher
+/// unchanged, the rows after it not advanced).
+#[pyfunction]
+fn accept_token_batch(py: Python<'_>, matchers: Vec<Bound<'_, PyMatcher>>, tokens: Vec<Option<i64>>) -> PyResult<i64> {
+    guard(py, || {
+        if matchers.len() != tokens.len() {
+            return Err(usage(py, format!("{} matchers but {} tokens", matchers.len(), tokens.len())));
+        }
+        for (i, (m, t)) in matchers.iter().zip(tokens).enumerate() {
+            let Some(t) = t else { continue };
+            let mut m = m.try_borrow_mut().map_err(|_| usage(py, format!("matcher {i} is in use elsewhere")))?;
+            if m.inner.is_terminated() {
+                continue;
+            }
+            let id = u32::try_from(t).map_err(|_| usage(py, format!("token id {t} is out of range")))?;
+            if !m.inner.accept_token(id).map_err(|e| to_py(py, e))? {
+                return Ok(i as i64);
+            }
+        }
+        Ok(-1)
+    })
+}
+
 /// Raises a Rust panic inside a guarded entry point (tests prove it becomes `InternalError`).
 #[pyfunction]
 fn _trigger_panic(py: Python<'_>) -> PyResult<()> {
@@ -569,6 +594,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_trigger_panic, m)?)?;
     m.add_function(wrap_pyfunction!(_allocator_purge_delay, m)?)?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmask_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(accept_token_batch, m)?)?;
     m.add_function(wrap_pyfunction!(logits::apply_token_bitmask_cpu, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
