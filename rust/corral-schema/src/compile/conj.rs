@@ -50,9 +50,20 @@ impl<'a> Compiler<'a> {
         let body = if f.never {
             nothing()
         } else if let Some(g) = f.groups.first().cloned() {
-            let branches = if g.one_of && g.branches.len() > 1 { self.one_of_branches(&g, &items)? } else { g.branches.clone() };
             let mut res = resolved.clone();
             res.insert(g.id.clone());
+            if let Some(vals) = self.value_branches(&g) {
+                // Every branch a set of values: the group is the one enum of the values it
+                // admits (one automaton for many strings, no rule per branch).
+                let ptr = format!("{}/{}", g.ptr, if g.one_of { "oneOf" } else { "anyOf" });
+                let e = self.own(json!({ "enum": vals }), &ptr, &g.branches[0].base);
+                let mut its = items.clone();
+                its.push(e);
+                let body = self.conj(its, &res, depth)?;
+                self.add_rule(name.clone(), body);
+                return Ok(rf(&name));
+            }
+            let branches = if g.one_of && g.branches.len() > 1 { self.one_of_branches(&g, &items, &res)? } else { g.branches.clone() };
             let mut alts = Vec::new();
             for b in &branches {
                 let mut its = items.clone();
@@ -72,24 +83,101 @@ impl<'a> Compiler<'a> {
             }
             alt(alts)
         } else {
-            self.leaf(f, &items, depth)?
+            self.leaf(f, &items, resolved, depth)?
         };
         self.add_rule(name.clone(), body);
         Ok(rf(&name))
+    }
+
+    /// The values a group admits when each branch is a set of values (`const`, `enum`,
+    /// optionally narrowed by `type`, annotations aside): all of them for `anyOf`, those of
+    /// exactly one branch for `oneOf`. None when a branch is anything else.
+    pub(super) fn value_branches(&mut self, g: &Group<'a>) -> Option<Vec<Value>> {
+        if g.branches.len() < 2 {
+            return None;
+        }
+        let mut per: Vec<Vec<&Value>> = Vec::with_capacity(g.branches.len());
+        for b in &g.branches {
+            let Value::Object(m) = b.val() else { return None };
+            let mut vals: Option<Vec<&Value>> = None;
+            let mut types = T_ALL;
+            for (k, v) in m {
+                match k.as_str() {
+                    "const" => vals = Some(match vals {
+                        None => vec![v],
+                        Some(cur) => cur.into_iter().filter(|x| json_eq(x, v)).collect(),
+                    }),
+                    "enum" => {
+                        let Value::Array(a) = v else { return None };
+                        vals = Some(match vals {
+                            None => a.iter().collect(),
+                            Some(cur) => cur.into_iter().filter(|x| a.iter().any(|y| json_eq(x, y))).collect(),
+                        });
+                    }
+                    "type" => {
+                        let names: Vec<&Value> = match v {
+                            Value::Array(a) => a.iter().collect(),
+                            x => vec![x],
+                        };
+                        let mut mask = 0;
+                        for n in names {
+                            mask |= n.as_str().and_then(type_mask)?;
+                        }
+                        types &= mask;
+                    }
+                    "title" | "description" | "$comment" | "examples" | "default" | "deprecated" | "readOnly" | "writeOnly" => {}
+                    _ => return None,
+                }
+            }
+            let vals = vals?;
+            per.push(vals.into_iter().filter(|v| value_type(v, self.draft) & types != 0).collect());
+        }
+        for b in &g.branches {
+            if let Value::Object(m) = b.val() {
+                for k in m.keys() {
+                    if !self.kw.contains(k.as_str()) {
+                        self.kw.insert(k.clone());
+                    }
+                }
+            }
+        }
+        // (By key: values equal as JSON Schema compares them, numbers by value.)
+        let mut count: FxHashMap<String, (usize, &Value)> = FxHashMap::default();
+        let mut order = Vec::new();
+        for vals in &per {
+            let mut mine: FxHashSet<String> = FxHashSet::default();
+            for v in vals {
+                let k = json_key(v);
+                if !mine.insert(k.clone()) {
+                    continue;
+                }
+                let e = count.entry(k.clone()).or_insert_with(|| {
+                    order.push(k);
+                    (0, v)
+                });
+                e.0 += 1;
+            }
+        }
+        Some(order.iter().map(|k| &count[k]).filter(|(c, _)| !g.one_of || *c == 1).map(|(_, v)| (*v).clone()).collect())
     }
 
     /// `oneOf` as a union: branch i conjoined with the negation of every branch that may overlap
     /// it. Overlap is judged within `context` (the schemas the value must satisfy anyway, e.g. a
     /// sibling `required` with a discriminating property): branches that no value of the
     /// context satisfies together are exclusive there.
-    pub(super) fn one_of_branches(&mut self, g: &Group<'a>, context: &[Item<'a>]) -> Res<Vec<Item<'a>>> {
+    ///
+    /// `resolved` holds the groups already expanded in the context, this one included: the
+    /// context is flattened without them (looser, so a disjointness found is still true; the
+    /// `oneOf` itself, flattened again for each of its branches, made a `oneOf` of 10,000
+    /// consts quadratic).
+    pub(super) fn one_of_branches(&mut self, g: &Group<'a>, context: &[Item<'a>], resolved: &BTreeSet<String>) -> Res<Vec<Item<'a>>> {
         let n = g.branches.len();
         let mut flats = Vec::new();
         let mut conjs = Vec::new();
         for b in &g.branches {
             let mut its = vec![b.clone()];
             its.extend(context.iter().cloned());
-            flats.push(self.flatten(&its, &BTreeSet::new())?);
+            flats.push(self.flatten(&its, resolved)?);
             conjs.push(its);
         }
         let mut overlap = vec![vec![false; n]; n];
@@ -128,7 +216,7 @@ impl<'a> Compiler<'a> {
         pairs.dedup();
         for (i, j) in pairs {
             corral_core::budget::check()?;
-            if !self.disjoint(&flats[i], &flats[j], &conjs[i], &conjs[j], 2)? {
+            if !self.disjoint(&flats[i], &flats[j], &conjs[i], &conjs[j], resolved, 2)? {
                 overlap[i][j] = true;
                 overlap[j][i] = true;
                 any = true;
@@ -153,8 +241,10 @@ impl<'a> Compiler<'a> {
         Ok(out)
     }
 
-    /// True when no value satisfies both (conservative: false when unsure).
-    pub(super) fn disjoint(&mut self, a: &Flat<'a>, b: &Flat<'a>, ia: &[Item<'a>], ib: &[Item<'a>], depth: u32) -> Res<bool> {
+    /// True when no value satisfies both (conservative: false when unsure). The groups of
+    /// `resolved` are left out when values are validated against `ia`/`ib` (looser).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn disjoint(&mut self, a: &Flat<'a>, b: &Flat<'a>, ia: &[Item<'a>], ib: &[Item<'a>], resolved: &BTreeSet<String>, depth: u32) -> Res<bool> {
         if a.never || b.never {
             return Ok(true);
         }
@@ -167,7 +257,7 @@ impl<'a> Compiler<'a> {
             if let Some(vals) = &x.enums {
                 let mut all_out = true;
                 for v in vals {
-                    if value_type(v, self.draft) & common != 0 && self.valid_all(v, other)? {
+                    if value_type(v, self.draft) & common != 0 && self.valid_all_resolved(v, other, resolved)? {
                         all_out = false;
                         break;
                     }
@@ -253,7 +343,7 @@ impl<'a> Compiler<'a> {
                             }
                             let fx = self.flatten(&vx, &BTreeSet::new())?;
                             let fy = self.flatten(&ys, &BTreeSet::new())?;
-                            if self.disjoint(&fx, &fy, &vx, &ys, depth - 1)? {
+                            if self.disjoint(&fx, &fy, &vx, &ys, &BTreeSet::new(), depth - 1)? {
                                 return Ok(true);
                             }
                         }

@@ -26,7 +26,7 @@ fn string_set(strings: &[&str]) -> Rx {
 }
 
 impl<'a> Compiler<'a> {
-    pub(super) fn leaf(&mut self, f: Flat<'a>, items: &[Item<'a>], depth: u32) -> Res<Expr> {
+    pub(super) fn leaf(&mut self, f: Flat<'a>, items: &[Item<'a>], resolved: &BTreeSet<String>, depth: u32) -> Res<Expr> {
         // (Sets by key: an enum of 100,000 values must not compare every pair.)
         let excluded: std::collections::HashSet<String> = f.excluded.iter().map(json_key).collect();
         let is_excluded = |v: &Value| !excluded.is_empty() && excluded.contains(&json_key(v));
@@ -38,7 +38,7 @@ impl<'a> Compiler<'a> {
                 if value_type(v, self.draft) & f.types == 0 || is_excluded(v) || !seen.insert(json_key(v)) {
                     continue;
                 }
-                if self.valid_all(v, items)? {
+                if self.valid_all_resolved(v, items, resolved)? {
                     match v {
                         Value::String(s) => strings.push(s),
                         _ => alts.push(self.value_expr(v, depth)?),
@@ -56,7 +56,7 @@ impl<'a> Compiler<'a> {
         // container exclusions we cannot express
         for v in &f.excluded {
             if matches!(v, Value::Array(_) | Value::Object(_)) && value_type(v, self.draft) & f.types != 0 {
-                if self.valid_all(v, items)? {
+                if self.valid_all_resolved(v, items, resolved)? {
                     self.unsupported(&f.enum_ptr, "not", "excluding a specific array or object value is not supported")?;
                 }
             }

@@ -591,6 +591,8 @@ pub(crate) struct Compiler<'a> {
     /// The [`json_key`]s of a long `enum`, by the key of the item holding it: validating each
     /// of an enum's values against it must not compare every pair.
     enum_keys: FxHashMap<Rc<str>, Rc<FxHashSet<String>>>,
+    /// The value and the resolved groups [`Compiler::valid_all_resolved`] skips.
+    valid_skip: Option<(*const Value, BTreeSet<String>)>,
 }
 
 /// Every character a JSON string may hold (the Unicode scalar values).
@@ -671,6 +673,7 @@ fn compile_ast(schema: &Value, opts: &Options) -> Res<(GrammarAst, String, FxHas
         uneval_root: None,
         any_strings: FxHashMap::default(),
         enum_keys: FxHashMap::default(),
+        valid_skip: None,
     };
     let root_base = match schema.get(if draft == Draft::Draft4 { "id" } else { "$id" }).and_then(|v| v.as_str()) {
         Some(id) => join_uri("urn:corral:root", id),
