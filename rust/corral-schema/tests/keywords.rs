@@ -494,3 +494,50 @@ fn one_of_branches_validated_once() {
     no(&c, &["{\"a\":{\"c\":1}}"]);
     yes(&c, &["{\"b\":1}"]);
 }
+
+/// A string longer than a piece is a sequence of pieces: every spelling of each character
+/// still counts (escapes at the pieces' edges), and nothing else does.
+#[test]
+fn long_consts_are_exact() {
+    // 5,000 characters: pieces of 1,024 with a multi-byte character and escapes around
+    // each edge.
+    let mut s: String = (0..5000).map(|i| ["a", "é", "\"", "😀", "b"][i % 5]).collect();
+    s.replace_range(0..1, "\n");
+    let c = ck(json!({"const": s}));
+    let raw = serde_json::to_string(&s).unwrap();
+    yes(&c, &[&raw]);
+    // Each character spelt as \uXXXX (surrogate pairs for 😀) everywhere.
+    let escaped: String = std::iter::once("\"".to_string())
+        .chain(s.chars().map(|ch| {
+            let mut b = [0u16; 2];
+            ch.encode_utf16(&mut b).iter().map(|u| format!("\\u{u:04X}")).collect::<String>()
+        }))
+        .chain(std::iter::once("\"".to_string()))
+        .collect();
+    yes(&c, &[&escaped]);
+    let short = serde_json::to_string(&s[..s.len() - 1]).unwrap();
+    let longer = serde_json::to_string(&format!("{s}b")).unwrap();
+    // A change at the edge between two pieces (character 2,048).
+    let changed: String = s.chars().enumerate().map(|(i, ch)| if i == 2048 { 'c' } else { ch }).collect();
+    no(&c, &[&short, &longer, &serde_json::to_string(&changed).unwrap(), "\"\""]);
+    // A 1 MB const compiles (and inside an enum, with an object value).
+    let big = "x".repeat(1_000_000);
+    let c = ck(json!({"enum": [big, {"k": "y".repeat(3000)}, 1]}));
+    yes(&c, &[&format!("\"{big}\""), &format!("{{\"k\":\"{}\"}}", "y".repeat(3000)), "1"]);
+    no(&c, &[&format!("\"{}\"", &big[1..]), &format!("{{\"k\":\"{}\"}}", "y".repeat(2999))]);
+}
+
+/// The keys of an object with many properties are split where the names part: each name
+/// still matches only itself.
+#[test]
+fn many_property_keys_are_exact() {
+    let props: serde_json::Map<String, Value> = (0..300).map(|i| (format!("p{i}"), json!({"type": "integer"}))).chain([("".to_string(), json!({"const": 0})), ("é\"".to_string(), json!({"const": 1}))]).collect();
+    let c = ck(json!({"type": "object", "properties": props, "required": ["p1"], "additionalProperties": false}));
+    yes(&c, &["{\"p1\":1}", "{\"p10\":2,\"p1\":3,\"p100\":4,\"p299\":5}", "{\"\":0,\"p1\":1,\"\\u00e9\\\"\":1}", "{\"\\u00701\":1}"]);
+    no(&c, &["{}", "{\"p10\":1}", "{\"p1\":1,\"p300\":1}", "{\"p1\":1,\"p\":1}", "{\"p1\":1,\"p1\":1}", "{\"p1\":1,\"p01\":1}", "{\"p1\":1,\"é\":1}"]);
+    // With other keys allowed, a name that only begins like a declared one is another key.
+    let props: serde_json::Map<String, Value> = (0..100).map(|i| (format!("p{i}"), json!({"type": "integer"}))).collect();
+    let c = ck(json!({"type": "object", "properties": props, "additionalProperties": {"type": "string"}}));
+    yes(&c, &["{\"p1\":1,\"p1x\":\"a\",\"p\":\"b\",\"p100\":\"c\"}"]);
+    no(&c, &["{\"p1\":\"a\"}", "{\"p100\":1}"]);
+}

@@ -7,6 +7,12 @@ use super::*;
 /// ([`string_set`]) rather than an alternation of one automaton per value.
 const MANY_STRINGS: usize = 64;
 
+/// Strings of more characters than this are a sequence of pieces ([`Compiler::literal_expr`]).
+pub(super) const LONG_LITERAL: usize = 2048;
+
+/// The characters of each piece of a long string.
+const LITERAL_PIECE: usize = 1024;
+
 /// The quoted JSON strings whose values are `strings`, in every spelling, as one automaton:
 /// the minimal automaton of the values' characters ([`corral_core::minimal_acyclic`],
 /// linear in their length, prefixes and suffixes shared) encoded as JSON. A 100,000-value
@@ -40,7 +46,7 @@ impl<'a> Compiler<'a> {
                 }
                 if self.valid_all_resolved(v, items, resolved)? {
                     match v {
-                        Value::String(s) => strings.push(s),
+                        Value::String(s) if s.len() <= LONG_LITERAL || s.chars().count() <= LONG_LITERAL => strings.push(s),
                         _ => alts.push(self.value_expr(v, depth)?),
                     }
                 }
@@ -48,7 +54,7 @@ impl<'a> Compiler<'a> {
             if strings.len() >= MANY_STRINGS {
                 alts.insert(0, token(Expr::Terminal(string_set(&strings))));
             } else {
-                let lits: Vec<Expr> = strings.iter().map(|s| Expr::Terminal(self.enc.literal(s))).collect();
+                let lits: Vec<Expr> = strings.iter().map(|s| self.literal_expr(s)).collect();
                 alts.splice(0..0, lits);
             }
             return Ok(alt(alts));
@@ -95,12 +101,39 @@ impl<'a> Compiler<'a> {
 
     // ------------------------------------------------------------------ literal values
 
+    /// The quoted JSON string whose value is `s`, in every spelling: one automaton
+    /// ([`Encoder::literal`]), or for a string of more than [`LONG_LITERAL`] characters a
+    /// sequence of terminals of [`LITERAL_PIECE`] characters each (the first with the opening
+    /// quote, the last with the closing one): a 1 MB `const` is a thousand automata of a few
+    /// thousand states, each built when a generation reaches it, where one automaton would
+    /// have millions. Pieces end between characters, so each spelling of a character is
+    /// within one piece; tokens may still span pieces, as they span any two terminals.
+    pub(super) fn literal_expr(&mut self, s: &str) -> Expr {
+        if s.len() <= LONG_LITERAL || s.chars().count() <= LONG_LITERAL {
+            return Expr::Terminal(self.enc.literal(s));
+        }
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        let mut it = s.char_indices().map(|(i, _)| i).step_by(LITERAL_PIECE).skip(1);
+        loop {
+            let end = it.next();
+            let text: Arc<str> = s[start..end.unwrap_or(s.len())].into();
+            let a = crate::encode::json_literal_piece(&text, start == 0, end.is_none());
+            pieces.push(token(Expr::Terminal(Rx::Automaton(a))));
+            match end {
+                Some(e) => start = e,
+                None => break,
+            }
+        }
+        seq(pieces)
+    }
+
     pub(super) fn value_expr(&mut self, v: &Value, depth: u32) -> Res<Expr> {
         Ok(match v {
             Value::Null => Expr::Literal(b"null".to_vec()),
             Value::Bool(b) => Expr::Literal(if *b { b"true".to_vec() } else { b"false".to_vec() }),
             Value::Number(n) => Expr::Terminal(numbers::value_rx(&Dec::from_json(n).unwrap())),
-            Value::String(s) => Expr::Terminal(self.enc.literal(s)),
+            Value::String(s) => self.literal_expr(s),
             Value::Array(a) => {
                 if a.is_empty() {
                     return Ok(self.lay.empty("[", "]"));
@@ -121,7 +154,7 @@ impl<'a> Compiler<'a> {
                 }
                 let mut members = Vec::new();
                 for (k, x) in m {
-                    let key = Expr::Terminal(self.enc.literal(k));
+                    let key = self.literal_expr(k);
                     let val = self.value_expr(x, depth + 1)?;
                     members.push(seq(vec![key, self.lay.colon(), val]));
                 }
