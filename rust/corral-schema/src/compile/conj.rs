@@ -29,7 +29,9 @@ impl<'a> Compiler<'a> {
         }
         let name = self.new_name("s");
         self.memo.insert(key, name.clone());
-        self.leaves += 1;
+        if !resolved.is_empty() {
+            self.leaves += 1;
+        }
         if self.rules.len() > MAX_RULES {
             return Err(SchemaError::Grammar(corral_core::Error::Limit {
                 name: "max_productions",
@@ -38,10 +40,11 @@ impl<'a> Compiler<'a> {
                 hint: corral_core::LIMIT_HINT,
             }));
         }
-        if self.leaves > MAX_LEAVES {
+        let max_leaves = (MAX_LEAVES as u128 * self.opts.limits.max_productions as u128 / corral_core::Limits::default().max_productions as u128).max(1) as usize;
+        if self.leaves > max_leaves {
             return Err(SchemaError::Grammar(corral_core::Error::Limit {
                 name: "max_productions",
-                limit: MAX_LEAVES,
+                limit: max_leaves,
                 what: "the schema expands to too many sub-schema combinations (anyOf/oneOf/not)".into(),
                 hint: corral_core::LIMIT_HINT,
             }));
@@ -180,7 +183,8 @@ impl<'a> Compiler<'a> {
             flats.push(self.flatten(&its, resolved)?);
             conjs.push(its);
         }
-        let mut overlap = vec![vec![false; n]; n];
+        // Per branch, the branches it may overlap (lists: a matrix of 10,000 branches is 100 MB).
+        let mut overlap: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut any = false;
         // Branches with an enum (or const) admit only its values: two such branches whose
         // value sets share none are disjoint, so only the pairs that share a value, or that
@@ -199,26 +203,23 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        // The pairs that share a value, then every pair with a branch that is not finite
+        // (each pair once; not gathered into one list first: 3,000 object branches are 4.5
+        // million pairs, which took longer to sort than a small budget allows).
+        let mut shared: Vec<(usize, usize)> = Vec::new();
         for list in by_value.values() {
             for (x, &i) in list.iter().enumerate() {
-                pairs.extend(list[x + 1..].iter().map(|&j| (i, j)));
+                shared.extend(list[x + 1..].iter().map(|&j| (i, j)));
             }
         }
-        for i in 0..n {
-            for j in i + 1..n {
-                if !finite[i] || !finite[j] {
-                    pairs.push((i, j));
-                }
-            }
-        }
-        pairs.sort_unstable();
-        pairs.dedup();
-        for (i, j) in pairs {
+        shared.sort_unstable();
+        shared.dedup();
+        let others = (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).filter(|&(i, j)| !finite[i] || !finite[j]);
+        for (i, j) in shared.into_iter().chain(others) {
             corral_core::budget::check()?;
             if !self.disjoint(&flats[i], &flats[j], &conjs[i], &conjs[j], resolved, 2)? {
-                overlap[i][j] = true;
-                overlap[j][i] = true;
+                overlap[i].push(j);
+                overlap[j].push(i);
                 any = true;
             }
         }
@@ -227,7 +228,8 @@ impl<'a> Compiler<'a> {
         }
         let mut out = Vec::new();
         for i in 0..n {
-            let others: Vec<usize> = (0..n).filter(|&j| overlap[i][j]).collect();
+            let mut others = std::mem::take(&mut overlap[i]);
+            others.sort_unstable();
             if others.is_empty() {
                 out.push(g.branches[i].clone());
                 continue;

@@ -64,8 +64,12 @@ const RX_CAP: usize = 30_000;
 const TO_RX_STATES: usize = 512;
 /// Deepest nesting with an indented fixed layout.
 const MAX_INDENT_DEPTH: u32 = 32;
-/// Most leaf conjunctions expanded from anyOf/oneOf/not groups.
-const MAX_LEAVES: usize = 5_000;
+/// Most conjunctions expanded from anyOf/oneOf/not/if groups (the branches taken, each with
+/// the groups already chosen), at the default `max_productions`; scaled with it. Plain
+/// sub-schemas (property values, items) do not count: an object of 20,000 properties is
+/// 20,000 conjunctions but no combination (they counted until the `oneOf` expansion became
+/// linear, and such objects hit this limit).
+const MAX_LEAVES: usize = 20_000;
 /// Most grammar rules built for one schema.
 const MAX_RULES: usize = 100_000;
 
