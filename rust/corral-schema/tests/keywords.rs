@@ -541,3 +541,17 @@ fn many_property_keys_are_exact() {
     yes(&c, &["{\"p1\":1,\"p1x\":\"a\",\"p\":\"b\",\"p100\":\"c\"}"]);
     no(&c, &["{\"p1\":\"a\"}", "{\"p100\":1}"]);
 }
+
+/// `not` of a `oneOf`: no branch, or two of them.
+#[test]
+fn not_one_of() {
+    let c = ck(json!({"not": {"oneOf": [{"type": "integer"}, {"minimum": 2}, {"type": "string"}]}}));
+    // Integers >= 2 and strings (`minimum` holds for non-numbers) satisfy two branches, 1.5
+    // none; 1, -3, 2.5, null, [] one.
+    yes(&c, &["2", "7", "1.5", "\"a\""]);
+    no(&c, &["1", "-3", "2.5", "null", "[]", "{}", "true"]);
+    // Disjoint branches: the complement of their union.
+    let c = ck(json!({"type": "object", "not": {"oneOf": [{"required": ["a"], "properties": {"a": {"const": 1}}}, {"required": ["a"], "properties": {"a": {"const": 2}}}]}}));
+    yes(&c, &["{}", "{\"a\":3}", "{\"b\":1}"]);
+    no(&c, &["{\"a\":1}", "{\"a\":2,\"b\":0}"]);
+}

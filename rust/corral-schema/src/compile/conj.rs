@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// Most pairs of overlapping branches a negated `oneOf` is expanded into.
+const MAX_NOT_ONE_OF_PAIRS: usize = 64;
+
 impl<'a> Compiler<'a> {
     pub(super) fn conj(&mut self, items: Vec<Item<'a>>, resolved: &BTreeSet<String>, depth: u32) -> Res<Expr> {
         corral_core::budget::check()?;
@@ -418,9 +421,33 @@ impl<'a> Compiler<'a> {
             return Ok(vec![self.own(json!(true), &p, &base)]);
         }
         for g in &f.groups {
-            if g.one_of && g.branches.len() > 1 {
+            if g.one_of && g.branches.len() > 1 && !self.opts.strict {
+                // (Non-strict: loosened as before; the pairs' expansion below multiplies the
+                // combinations of schemas that loosen other keywords anyway.)
                 unsup(self, "oneOf")?;
                 return Ok(vec![self.own(json!(true), &p, &base)]);
+            }
+            if g.one_of && g.branches.len() > 1 {
+                // A value fails `oneOf` when it fails every branch (below, as for `anyOf`) or
+                // satisfies two: one branch per pair of branches that may overlap.
+                let n = g.branches.len();
+                let flats: Vec<Flat<'a>> = g.branches.iter().map(|b| self.flatten(std::slice::from_ref(b), &BTreeSet::new())).collect::<Res<_>>()?;
+                let mut pairs = Vec::new();
+                for i in 0..n {
+                    for j in i + 1..n {
+                        corral_core::budget::check()?;
+                        if !self.disjoint(&flats[i], &flats[j], std::slice::from_ref(&g.branches[i]), std::slice::from_ref(&g.branches[j]), &BTreeSet::new(), 2)? {
+                            pairs.push((i, j));
+                        }
+                    }
+                }
+                if pairs.len() > MAX_NOT_ONE_OF_PAIRS {
+                    unsup(self, "oneOf")?;
+                    return Ok(vec![self.own(json!(true), &p, &base)]);
+                }
+                for (i, j) in pairs {
+                    out.push(json!({ "allOf": [self.ref_value(&g.branches[i]), self.ref_value(&g.branches[j])] }));
+                }
             }
             let nots: Vec<Value> = g.branches.iter().map(|b| json!({"not": self.ref_value(b)})).collect();
             out.push(json!({ "allOf": nots }));
