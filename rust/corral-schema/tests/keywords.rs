@@ -90,7 +90,8 @@ fn strings() {
     assert!(matches!(&e, SchemaError::Unsupported { pointer, keyword, .. } if pointer == "/properties/a/pattern" && keyword == "pattern"), "{e}");
     // A `not` that cannot negate what it holds names that keyword once: /not/oneOf (it said
     // /not/not).
-    let one_of = json!({"not": {"oneOf": [{"type": "object", "additionalProperties": false, "properties": {"a": {}}}, {"type": "string"}]}});
+    // (A `oneOf` of 13 branches that all overlap: 78 pairs, past what its negation expands.)
+    let one_of = json!({"not": {"oneOf": (0..13).map(|i| json!({"minimum": i})).collect::<Vec<_>>()}});
     let e = compile_schema(&one_of, &compact()).unwrap_err();
     assert!(matches!(&e, SchemaError::Unsupported { pointer, keyword, .. } if pointer == "/not/oneOf" && keyword == "not"), "{e}");
 }
@@ -554,4 +555,32 @@ fn not_one_of() {
     let c = ck(json!({"type": "object", "not": {"oneOf": [{"required": ["a"], "properties": {"a": {"const": 1}}}, {"required": ["a"], "properties": {"a": {"const": 2}}}]}}));
     yes(&c, &["{}", "{\"a\":3}", "{\"b\":1}"]);
     no(&c, &["{\"a\":1}", "{\"a\":2,\"b\":0}"]);
+}
+
+/// `not` of `additionalProperties` / `patternProperties`: an object with a member the negated
+/// schema forbids (another key, or a value that violates the pattern's schema).
+#[test]
+fn not_additional_and_pattern_properties() {
+    // The usual oneOf of closed objects: {} is in both, so each excludes the other.
+    let c = ck(json!({"type": "object", "oneOf": [
+        {"properties": {"key": {"type": "string"}}, "additionalProperties": false},
+        {"properties": {"keys": {"type": "array"}}, "additionalProperties": false}
+    ]}));
+    yes(&c, &["{\"key\":\"a\"}", "{\"keys\":[]}"]);
+    no(&c, &["{}", "{\"key\":\"a\",\"keys\":[]}", "{\"other\":1}", "{\"key\":1}"]);
+    let c = ck(json!({"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}}}));
+    // Fails the negated schema only through another key whose value is not a string.
+    yes(&c, &["{\"b\":1}", "{\"a\":1,\"b\":null}", "{\"b\":\"x\",\"c\":[]}"]);
+    no(&c, &["{}", "{\"a\":1}", "{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}"]);
+    let c = ck(json!({"type": "object", "properties": {"x1": {"type": "integer"}}, "not": {"patternProperties": {"^x": {"type": "integer"}}}}));
+    // A key starting with x whose value is not an integer (the declared x1 included).
+    yes(&c, &["{\"xa\":\"s\"}", "{\"y\":1,\"xb\":null}"]);
+    no(&c, &["{}", "{\"xa\":1}", "{\"y\":\"s\"}", "{\"x1\":1}"]);
+    let c = ck(json!({"type": "object", "properties": {"x1": {}}, "not": {"patternProperties": {"^x": {"type": "integer"}}}}));
+    yes(&c, &["{\"x1\":\"s\"}", "{\"x1\":2,\"x2\":[]}"]);
+    no(&c, &["{\"x1\":2}", "{\"x1\":2,\"x2\":3}"]);
+    // Enum values are filtered by the same rule.
+    let c = ck(json!({"enum": [{"a": 1}, {"a": 1, "b": 2}, {}], "not": {"properties": {"a": {}}, "additionalProperties": false}}));
+    yes(&c, &["{\"a\":1,\"b\":2}"]);
+    no(&c, &["{\"a\":1}", "{}"]);
 }

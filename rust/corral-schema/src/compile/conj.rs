@@ -532,11 +532,15 @@ impl<'a> Compiler<'a> {
             out.push(json!({"x-corral-types": T_OBJ, "properties": {r.clone(): false}}));
         }
         for part in &f.obj_parts {
-            if !part.patterns.is_empty() {
-                unsup(self, "patternProperties")?;
+            // A member that violates a pattern's schema, or an other key whose value
+            // violates `additionalProperties` (any value when it is `false`).
+            for (pat, s) in &part.patterns {
+                out.push(json!({"x-corral-types": T_OBJ, "x-corral-exists": {"pattern": pat, "schema": {"not": self.ref_value(s)}}}));
             }
-            if part.additional.as_ref().is_some_and(|a| a.val() != &Value::Bool(true)) {
-                unsup(self, "additionalProperties")?;
+            if let Some(a) = part.additional.as_ref().filter(|a| a.val() != &Value::Bool(true)) {
+                let names: Vec<&String> = part.props.iter().map(|(k, _)| k).collect();
+                let pats: Vec<&String> = part.patterns.iter().map(|(k, _)| k).collect();
+                out.push(json!({"x-corral-types": T_OBJ, "x-corral-exists": {"not_names": names, "not_patterns": pats, "schema": {"not": self.ref_value(a)}}}));
             }
             for (k, s) in &part.props {
                 out.push(json!({"x-corral-types": T_OBJ, "required": [k], "properties": {k.clone(): {"not": self.ref_value(s)}}}));

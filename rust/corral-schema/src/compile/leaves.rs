@@ -55,6 +55,7 @@ fn only_values(f: &Flat<'_>) -> bool {
         && f.prop_names.is_empty()
         && f.groups.is_empty()
         && f.nots.is_empty()
+        && f.exists.is_empty()
 }
 
 impl<'a> Compiler<'a> {

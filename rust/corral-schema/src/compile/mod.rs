@@ -245,6 +245,15 @@ struct ObjPart<'a> {
     ptr: Rc<str>,
 }
 
+/// A set of keys: those not in `not_names`, matching none of `not_patterns`, and matching
+/// `pattern` when there is one.
+#[derive(Clone, Debug, Default)]
+struct KeyLang {
+    not_names: Vec<String>,
+    not_patterns: Vec<String>,
+    pattern: Option<String>,
+}
+
 #[derive(Clone, Debug)]
 enum StrCons {
     Pattern(String),
@@ -279,6 +288,10 @@ struct Flat<'a> {
     prop_names: Vec<Item<'a>>,
     groups: Vec<Group<'a>>,
     nots: Vec<(String, Item<'a>)>,
+    /// Objects must have a member whose key is in the set and whose value satisfies the
+    /// schema (`x-corral-exists`: what the negation of `additionalProperties` and
+    /// `patternProperties` leaves), with the pointer of the `not` it came from.
+    exists: Vec<(KeyLang, Item<'a>, Rc<str>)>,
 }
 
 impl Default for Flat<'_> {
@@ -310,6 +323,7 @@ impl Default for Flat<'_> {
             prop_names: vec![],
             groups: vec![],
             nots: vec![],
+            exists: vec![],
         }
     }
 }

@@ -107,6 +107,7 @@ impl<'a> Compiler<'a> {
         };
         // declared members
         let mut members: Vec<(String, Expr, bool)> = Vec::new(); // name, member expr, required
+        let mut member_schemas: Vec<Vec<Item<'a>>> = Vec::new(); // per member, its value's schemas
         let mut split_keys = if names.len() > SPLIT_KEYS_FROM { Some(key_pieces(&names)) } else { None };
         for n in &names {
             let req = f.required.contains(n);
@@ -120,6 +121,7 @@ impl<'a> Compiler<'a> {
                     continue;
                 }
                 Some(s) => {
+                    member_schemas.push(s.clone());
                     let v = self.conj(s, &BTreeSet::new(), depth + 1)?;
                     let key = match split_keys.as_mut().and_then(|m| m.remove(n.as_str())) {
                         Some(pieces) if pieces.len() > 1 => seq(pieces),
@@ -165,7 +167,10 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
+        // Each class of other keys with its value's schemas (for `x-corral-exists`).
+        let mut extra_classes: Vec<(Arc<CDfa>, Vec<Item<'a>>)> = Vec::new();
         if any_extra {
+            extra_classes.push((others(), vec![]));
             let key_body = self.dfa_expr(&others(), true);
             let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
             let v = self.conj(vec![], &BTreeSet::new(), depth + 1)?;
@@ -217,13 +222,14 @@ impl<'a> Compiler<'a> {
             if kd.is_empty() {
                 continue;
             }
-            let v = self.conj(schemas, &BTreeSet::new(), depth + 1)?;
+            let v = self.conj(schemas.clone(), &BTreeSet::new(), depth + 1)?;
             if matches!(v, Expr::Terminal(Rx::Nothing)) {
                 continue;
             }
             let key_body = self.dfa_expr(&kd, true);
             let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
             extras.push(seq(vec![key, self.lay.colon(), v]));
+            extra_classes.push((kd, schemas));
         }
         let extra = if extras.is_empty() {
             None
@@ -233,7 +239,77 @@ impl<'a> Compiler<'a> {
             self.add_rule(name.clone(), e);
             Some(rf(&name))
         };
-        self.object_automaton(members, extra, f, depth)
+        if f.exists.is_empty() {
+            return self.object_automaton(members, extra, f, depth);
+        }
+        if f.exists.len() > 1 {
+            let ptr = f.exists[1].2.clone();
+            self.unsupported_at(ptr.to_string(), "not", "several negated property constraints on one object")?;
+        }
+        // A member whose key is in the set and whose value satisfies the schema: one of the
+        // declared members in the set, made required with that schema added, or one more
+        // member among the other keys in the set (required; further ones are ordinary
+        // extras). One object automaton per way, joined.
+        let (lang, sch, ptr) = f.exists[0].clone();
+        let Some(lang_dfa) = self.key_lang_dfa(&lang, &ptr)? else {
+            return self.object_automaton(members, extra, f, depth); // (non-strict: dropped)
+        };
+        let mut ways = Vec::new();
+        for i in 0..members.len() {
+            if !lang_dfa.accepts(&members[i].0) {
+                continue;
+            }
+            let mut its = member_schemas[i].clone();
+            its.push(sch.clone());
+            let v = self.conj(its, &BTreeSet::new(), depth + 1)?;
+            if matches!(v, Expr::Terminal(Rx::Nothing)) {
+                continue;
+            }
+            let mut ms = members.clone();
+            let key = self.literal_expr(&ms[i].0);
+            ms[i].1 = seq(vec![key, self.lay.colon(), v]);
+            ms[i].2 = true;
+            ways.push(self.object_automaton(ms, extra.clone(), f, depth)?);
+        }
+        let mut forced = Vec::new();
+        for (kd, schemas) in &extra_classes {
+            let kd = kd.product(&lang_dfa, true, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?;
+            if kd.is_empty() {
+                continue;
+            }
+            let mut its = schemas.clone();
+            its.push(sch.clone());
+            let v = self.conj(its, &BTreeSet::new(), depth + 1)?;
+            if matches!(v, Expr::Terminal(Rx::Nothing)) {
+                continue;
+            }
+            let key_body = self.dfa_expr(&Arc::new(kd), true);
+            let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
+            forced.push(seq(vec![key, self.lay.colon(), v]));
+        }
+        if !forced.is_empty() {
+            let mut ms = members;
+            ms.push((String::new(), alt(forced), true));
+            ways.push(self.object_automaton(ms, extra, f, depth)?);
+        }
+        Ok(alt(ways))
+    }
+
+    /// The keys of `lang` as an automaton; None (after the non-strict warning) when a
+    /// pattern cannot be compiled.
+    fn key_lang_dfa(&mut self, lang: &KeyLang, ptr: &str) -> Res<Option<CDfa>> {
+        let names: Vec<&str> = lang.not_names.iter().map(|s| s.as_str()).collect();
+        let mut d: CDfa = (*keys_except(&names)).clone();
+        for (p, keep) in lang.not_patterns.iter().map(|p| (p, false)).chain(lang.pattern.iter().map(|p| (p, true))) {
+            match self.pattern_dfa(p) {
+                Ok(pd) => d = if keep { d.product(&pd, true, DFA_LIMIT) } else { d.minus(&pd, DFA_LIMIT) }.map_err(|_| self.limit_err("property name automaton"))?,
+                Err(e) => {
+                    self.unsupported_at(ptr.to_string(), "not", e)?;
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(d))
     }
 
     pub(super) fn name_dfa(&mut self, g: &Flat<'a>) -> Option<CDfa> {

@@ -263,6 +263,41 @@ impl<'a> Compiler<'a> {
                     let n = as_u64(s).unwrap_or(0);
                     if k == "minProperties" { o.len() as u64 >= n } else { o.len() as u64 <= n }
                 }
+                "x-corral-exists" => {
+                    let Value::Object(o) = v else { continue };
+                    let strs = |k: &str| -> Vec<String> { s.get(k).and_then(|a| a.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default() };
+                    let (names, pats, pat) = (strs("not_names"), strs("not_patterns"), s.get("pattern").and_then(|x| x.as_str()).map(String::from));
+                    let sch = self.child(it, &["x-corral-exists", "schema"]);
+                    let mut found = false;
+                    for (name, x) in o {
+                        if names.contains(name) {
+                            continue;
+                        }
+                        let mut out = false;
+                        for p in &pats {
+                            if self.pattern_matches(p, name).map_err(|e| SchemaError::Unsupported { pointer: it.ptr.to_string(), keyword: "not".into(), message: e })? {
+                                out = true;
+                            }
+                        }
+                        if let Some(p) = &pat {
+                            if !self.pattern_matches(p, name).map_err(|e| SchemaError::Unsupported { pointer: it.ptr.to_string(), keyword: "not".into(), message: e })? {
+                                out = true;
+                            }
+                        }
+                        if out {
+                            continue;
+                        }
+                        let ok = match &sch {
+                            Some(c) => self.valid_depth(x, c, depth + 1)?,
+                            None => true,
+                        };
+                        if ok {
+                            found = true;
+                            break;
+                        }
+                    }
+                    found
+                }
                 "propertyNames" => {
                     let Value::Object(o) = v else { continue };
                     let c = self.child(it, &["propertyNames"]).unwrap();
