@@ -584,3 +584,23 @@ fn not_additional_and_pattern_properties() {
     yes(&c, &["{\"a\":1,\"b\":2}"]);
     no(&c, &["{\"a\":1}", "{}"]);
 }
+
+/// Several negated property constraints on one object: each met by a declared member or an
+/// other key, one member possibly meeting several.
+#[test]
+fn several_negated_property_constraints() {
+    let c = ck(json!({"type": "object", "oneOf": [
+        {"properties": {"a": {}}, "additionalProperties": false},
+        {"properties": {"b": {}}, "additionalProperties": false},
+        {"properties": {"c": {}}, "additionalProperties": false}
+    ]}));
+    yes(&c, &["{\"a\":1}", "{\"b\":1}", "{\"c\":[]}"]);
+    no(&c, &["{}", "{\"a\":1,\"b\":1}", "{\"d\":1}", "{\"a\":1,\"c\":1}"]);
+    // Other keys must carry a non-string and a non-number value: one member can do both.
+    let c = ck(json!({"type": "object", "allOf": [
+        {"not": {"additionalProperties": {"type": "string"}}},
+        {"not": {"additionalProperties": {"type": "number"}}}
+    ]}));
+    yes(&c, &["{\"x\":null}", "{\"x\":\"s\",\"y\":1}", "{\"x\":[]}"]);
+    no(&c, &["{}", "{\"x\":\"s\"}", "{\"x\":1,\"y\":2}"]);
+}

@@ -7,6 +7,9 @@ use super::*;
 /// ([`key_pieces`]).
 const SPLIT_KEYS_FROM: usize = 48;
 
+/// Most ways [`Compiler::object_expr`] expands an object's `x-corral-exists` constraints into.
+const MAX_EXISTS_WAYS: usize = 64;
+
 /// The keys of `names` as terminals split at the nodes of the names' trie where they part
 /// or one of them ends: `p1`, `p10`, `p11`, … are `"p` `1` `"`, `"p` `1` `0"`, …. Each key
 /// as one terminal, an object of 1,000 properties had 1,000 terminals alive inside a key
@@ -242,57 +245,101 @@ impl<'a> Compiler<'a> {
         if f.exists.is_empty() {
             return self.object_automaton(members, extra, f, depth);
         }
-        if f.exists.len() > 1 {
-            let ptr = f.exists[1].2.clone();
-            self.unsupported_at(ptr.to_string(), "not", "several negated property constraints on one object")?;
+        // A member whose key is in the set and whose value satisfies the schema, for each
+        // such constraint: one of the declared members in the set, made required with that
+        // schema added; or one more member among the other keys in the set (required;
+        // further ones are ordinary extras), which a later constraint may use too. One
+        // object automaton per way of meeting them all, joined.
+        #[derive(Clone)]
+        struct Way<'a> {
+            /// Per declared member, the schemas added to it (required when any).
+            forced: Vec<Vec<Item<'a>>>,
+            /// Added members, each as its key classes with their values' schemas.
+            added: Vec<Vec<(Arc<CDfa>, Vec<Item<'a>>)>>,
         }
-        // A member whose key is in the set and whose value satisfies the schema: one of the
-        // declared members in the set, made required with that schema added, or one more
-        // member among the other keys in the set (required; further ones are ordinary
-        // extras). One object automaton per way, joined.
-        let (lang, sch, ptr) = f.exists[0].clone();
-        let Some(lang_dfa) = self.key_lang_dfa(&lang, &ptr)? else {
-            return self.object_automaton(members, extra, f, depth); // (non-strict: dropped)
-        };
-        let mut ways = Vec::new();
-        for i in 0..members.len() {
-            if !lang_dfa.accepts(&members[i].0) {
-                continue;
+        let mut ways = vec![Way { forced: vec![Vec::new(); members.len()], added: Vec::new() }];
+        for (lang, sch, ptr) in f.exists.clone() {
+            let Some(lang_dfa) = self.key_lang_dfa(&lang, &ptr)? else {
+                continue; // (non-strict: dropped, looser)
+            };
+            let narrow = |s: &mut Self, parts: &[(Arc<CDfa>, Vec<Item<'a>>)]| -> Res<Vec<(Arc<CDfa>, Vec<Item<'a>>)>> {
+                let mut out = Vec::new();
+                for (kd, its) in parts {
+                    let k = kd.product(&lang_dfa, true, DFA_LIMIT).map_err(|_| s.limit_err("property name automaton"))?;
+                    if !k.is_empty() {
+                        let mut its = its.clone();
+                        its.push(sch.clone());
+                        out.push((Arc::new(k), its));
+                    }
+                }
+                Ok(out)
+            };
+            let mut next = Vec::new();
+            for w in &ways {
+                for (i, m) in members.iter().enumerate() {
+                    if lang_dfa.accepts(&m.0) {
+                        let mut w2 = w.clone();
+                        w2.forced[i].push(sch.clone());
+                        next.push(w2);
+                    }
+                }
+                for a in 0..w.added.len() {
+                    let parts = narrow(self, &w.added[a])?;
+                    if !parts.is_empty() {
+                        let mut w2 = w.clone();
+                        w2.added[a] = parts;
+                        next.push(w2);
+                    }
+                }
+                let parts = narrow(self, &extra_classes)?;
+                if !parts.is_empty() {
+                    let mut w2 = w.clone();
+                    w2.added.push(parts);
+                    next.push(w2);
+                }
+                if next.len() > MAX_EXISTS_WAYS {
+                    self.unsupported_at(ptr.to_string(), "not", "too many ways to meet the negated property constraints on one object")?;
+                    return self.object_automaton(members, extra, f, depth); // (non-strict: looser)
+                }
             }
-            let mut its = member_schemas[i].clone();
-            its.push(sch.clone());
-            let v = self.conj(its, &BTreeSet::new(), depth + 1)?;
-            if matches!(v, Expr::Terminal(Rx::Nothing)) {
-                continue;
-            }
+            ways = next;
+        }
+        let mut out = Vec::new();
+        'ways: for w in ways {
             let mut ms = members.clone();
-            let key = self.literal_expr(&ms[i].0);
-            ms[i].1 = seq(vec![key, self.lay.colon(), v]);
-            ms[i].2 = true;
-            ways.push(self.object_automaton(ms, extra.clone(), f, depth)?);
-        }
-        let mut forced = Vec::new();
-        for (kd, schemas) in &extra_classes {
-            let kd = kd.product(&lang_dfa, true, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?;
-            if kd.is_empty() {
-                continue;
+            for (i, add) in w.forced.into_iter().enumerate() {
+                if add.is_empty() {
+                    continue;
+                }
+                let mut its = member_schemas[i].clone();
+                its.extend(add);
+                let v = self.conj(its, &BTreeSet::new(), depth + 1)?;
+                if matches!(v, Expr::Terminal(Rx::Nothing)) {
+                    continue 'ways;
+                }
+                let key = self.literal_expr(&ms[i].0);
+                ms[i].1 = seq(vec![key, self.lay.colon(), v]);
+                ms[i].2 = true;
             }
-            let mut its = schemas.clone();
-            its.push(sch.clone());
-            let v = self.conj(its, &BTreeSet::new(), depth + 1)?;
-            if matches!(v, Expr::Terminal(Rx::Nothing)) {
-                continue;
+            for parts in w.added {
+                let mut alts = Vec::new();
+                for (kd, its) in parts {
+                    let v = self.conj(its, &BTreeSet::new(), depth + 1)?;
+                    if matches!(v, Expr::Terminal(Rx::Nothing)) {
+                        continue;
+                    }
+                    let key_body = self.dfa_expr(&kd, true);
+                    let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
+                    alts.push(seq(vec![key, self.lay.colon(), v]));
+                }
+                if alts.is_empty() {
+                    continue 'ways;
+                }
+                ms.push((String::new(), alt(alts), true));
             }
-            let key_body = self.dfa_expr(&Arc::new(kd), true);
-            let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
-            forced.push(seq(vec![key, self.lay.colon(), v]));
+            out.push(self.object_automaton(ms, extra.clone(), f, depth)?);
         }
-        if !forced.is_empty() {
-            let mut ms = members;
-            ms.push((String::new(), alt(forced), true));
-            ways.push(self.object_automaton(ms, extra, f, depth)?);
-        }
-        Ok(alt(ways))
+        Ok(alt(out))
     }
 
     /// The keys of `lang` as an automaton; None (after the non-strict warning) when a
