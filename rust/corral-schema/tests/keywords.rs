@@ -604,3 +604,17 @@ fn several_negated_property_constraints() {
     yes(&c, &["{\"x\":null}", "{\"x\":\"s\",\"y\":1}", "{\"x\":[]}"]);
     no(&c, &["{}", "{\"x\":\"s\"}", "{\"x\":1,\"y\":2}"]);
 }
+
+/// `not` of `propertyNames`: an object with a key the names schema rejects.
+#[test]
+fn not_property_names() {
+    let c = ck(json!({"type": "object", "not": {"propertyNames": {"pattern": "^a"}}}));
+    yes(&c, &["{\"b\":1}", "{\"a\":1,\"ba\":2}"]);
+    no(&c, &["{}", "{\"a\":1}", "{\"ab\":1,\"a\":[]}"]);
+    let c = ck(json!({"type": "object", "properties": {"x": {}}, "not": {"propertyNames": {"maxLength": 2}}}));
+    yes(&c, &["{\"abc\":1}", "{\"x\":1,\"long\":2}"]);
+    no(&c, &["{\"x\":1}", "{\"ab\":1}"]);
+    let c = ck(json!({"enum": [{"a": 1}, {"b": 1}], "not": {"propertyNames": {"const": "a"}}}));
+    yes(&c, &["{\"b\":1}"]);
+    no(&c, &["{\"a\":1}"]);
+}

@@ -552,8 +552,9 @@ impl<'a> Compiler<'a> {
         if let Some(m) = f.max_props {
             out.push(json!({"x-corral-types": T_OBJ, "minProperties": m.saturating_add(1)}));
         }
-        if !f.prop_names.is_empty() {
-            unsup(self, "propertyNames")?;
+        // A key that fails `propertyNames`.
+        for pn in &f.prop_names {
+            out.push(json!({"x-corral-types": T_OBJ, "x-corral-exists": {"invalid_names": self.ref_value(pn)}}));
         }
         out.extend(loose_branches.into_inner());
         Ok(out.into_iter().map(|v| self.own(v, &p, &base)).collect())

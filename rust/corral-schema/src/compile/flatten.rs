@@ -300,7 +300,8 @@ impl<'a> Compiler<'a> {
                 "propertyNames" => f.prop_names.push(self.child(it, &["propertyNames"]).unwrap()),
                 "x-corral-exists" => {
                     let strs = |k: &str| -> Vec<String> { v.get(k).and_then(|a| a.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default() };
-                    let lang = KeyLang { not_names: strs("not_names"), not_patterns: strs("not_patterns"), pattern: v.get("pattern").and_then(|x| x.as_str()).map(String::from) };
+                    let invalid_names = self.child(it, &["x-corral-exists", "invalid_names"]);
+                    let lang = KeyLang { not_names: strs("not_names"), not_patterns: strs("not_patterns"), pattern: v.get("pattern").and_then(|x| x.as_str()).map(String::from), invalid_names };
                     let sch = self.child(it, &["x-corral-exists", "schema"]).unwrap_or_else(|| self.own(json!(true), &p, &it.base));
                     f.exists.push((lang, sch, p.clone()));
                 }

@@ -245,13 +245,14 @@ struct ObjPart<'a> {
     ptr: Rc<str>,
 }
 
-/// A set of keys: those not in `not_names`, matching none of `not_patterns`, and matching
-/// `pattern` when there is one.
+/// A set of keys: those not in `not_names`, matching none of `not_patterns`, matching
+/// `pattern` when there is one, and (`invalid_names`) failing that schema as strings.
 #[derive(Clone, Debug, Default)]
-struct KeyLang {
+struct KeyLang<'a> {
     not_names: Vec<String>,
     not_patterns: Vec<String>,
     pattern: Option<String>,
+    invalid_names: Option<Item<'a>>,
 }
 
 #[derive(Clone, Debug)]
@@ -291,7 +292,7 @@ struct Flat<'a> {
     /// Objects must have a member whose key is in the set and whose value satisfies the
     /// schema (`x-corral-exists`: what the negation of `additionalProperties` and
     /// `patternProperties` leaves), with the pointer of the `not` it came from.
-    exists: Vec<(KeyLang, Item<'a>, Rc<str>)>,
+    exists: Vec<(KeyLang<'a>, Item<'a>, Rc<str>)>,
 }
 
 impl Default for Flat<'_> {

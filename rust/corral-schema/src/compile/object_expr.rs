@@ -8,7 +8,7 @@ use super::*;
 const SPLIT_KEYS_FROM: usize = 48;
 
 /// Most ways [`Compiler::object_expr`] expands an object's `x-corral-exists` constraints into.
-const MAX_EXISTS_WAYS: usize = 64;
+const MAX_EXISTS_WAYS: usize = 256;
 
 /// The keys of `names` as terminals split at the nodes of the names' trie where they part
 /// or one of them ends: `p1`, `p10`, `p11`, … are `"p` `1` `"`, `"p` `1` `0"`, …. Each key
@@ -344,9 +344,31 @@ impl<'a> Compiler<'a> {
 
     /// The keys of `lang` as an automaton; None (after the non-strict warning) when a
     /// pattern cannot be compiled.
-    fn key_lang_dfa(&mut self, lang: &KeyLang, ptr: &str) -> Res<Option<CDfa>> {
+    fn key_lang_dfa(&mut self, lang: &KeyLang<'a>, ptr: &str) -> Res<Option<CDfa>> {
         let names: Vec<&str> = lang.not_names.iter().map(|s| s.as_str()).collect();
         let mut d: CDfa = (*keys_except(&names)).clone();
+        if let Some(pn) = &lang.invalid_names {
+            // The names `propertyNames` rejects: every key but its language.
+            let g = self.flatten(std::slice::from_ref(pn), &BTreeSet::new())?;
+            let valid = if g.never || g.types & T_STR == 0 {
+                Some(CDfa::empty())
+            } else if !g.groups.is_empty() || !g.nots.is_empty() || g.enums.is_some() || !g.excluded.is_empty() || g.min_len > 0 || g.max_len.is_some() {
+                self.name_dfa(&g)
+            } else {
+                match self.str_dfa_of(&g) {
+                    Ok(Some(d)) => Some(d),
+                    Ok(None) => Some(CDfa::from_rx(&star(any_char()), 10).unwrap()),
+                    Err(_) => None,
+                }
+            };
+            match valid {
+                Some(v) => d = d.minus(&v, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?,
+                None => {
+                    self.unsupported_at(ptr.to_string(), "not", "the names this propertyNames schema rejects cannot be turned into a key language")?;
+                    return Ok(None);
+                }
+            }
+        }
         for (p, keep) in lang.not_patterns.iter().map(|p| (p, false)).chain(lang.pattern.iter().map(|p| (p, true))) {
             match self.pattern_dfa(p) {
                 Ok(pd) => d = if keep { d.product(&pd, true, DFA_LIMIT) } else { d.minus(&pd, DFA_LIMIT) }.map_err(|_| self.limit_err("property name automaton"))?,

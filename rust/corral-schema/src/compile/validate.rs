@@ -287,6 +287,11 @@ impl<'a> Compiler<'a> {
                         if out {
                             continue;
                         }
+                        if let Some(c) = self.child(it, &["x-corral-exists", "invalid_names"]) {
+                            if self.valid_depth(&Value::String(name.clone()), &c, depth + 1)? {
+                                continue;
+                            }
+                        }
                         let ok = match &sch {
                             Some(c) => self.valid_depth(x, c, depth + 1)?,
                             None => true,
