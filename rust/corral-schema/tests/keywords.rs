@@ -618,3 +618,15 @@ fn not_property_names() {
     yes(&c, &["{\"b\":1}"]);
     no(&c, &["{\"a\":1}"]);
 }
+
+/// `propertyNames` holding `not`/`anyOf`/`oneOf`, positively and negated.
+#[test]
+fn property_names_with_combinators() {
+    let c = ck(json!({"type": "object", "not": {"propertyNames": {"not": {"const": "0"}}}}));
+    // Some key is "0".
+    yes(&c, &["{\"0\":1}", "{\"a\":1,\"0\":2}"]);
+    no(&c, &["{}", "{\"a\":1}", "{\"00\":1}"]);
+    let c = ck(json!({"type": "object", "propertyNames": {"oneOf": [{"pattern": "^a"}, {"pattern": "b$"}]}}));
+    yes(&c, &["{}", "{\"ax\":1,\"xb\":2}"]);
+    no(&c, &["{\"ab\":1}", "{\"x\":1}"]);
+}

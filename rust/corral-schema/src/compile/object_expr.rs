@@ -76,7 +76,7 @@ impl<'a> Compiler<'a> {
                 Some(CDfa::empty())
             } else if !g.groups.is_empty() || !g.nots.is_empty() || g.enums.is_some() || !g.excluded.is_empty() || g.min_len > 0 || g.max_len.is_some() {
                 // use the validator on declared names; extras need a regular language
-                match self.name_dfa(&g) {
+                match self.names_lang(&f.prop_names, 0)? {
                     Some(d) => Some(d),
                     None => {
                         let ptr = f.prop_names[0].ptr.clone();
@@ -349,19 +349,7 @@ impl<'a> Compiler<'a> {
         let mut d: CDfa = (*keys_except(&names)).clone();
         if let Some(pn) = &lang.invalid_names {
             // The names `propertyNames` rejects: every key but its language.
-            let g = self.flatten(std::slice::from_ref(pn), &BTreeSet::new())?;
-            let valid = if g.never || g.types & T_STR == 0 {
-                Some(CDfa::empty())
-            } else if !g.groups.is_empty() || !g.nots.is_empty() || g.enums.is_some() || !g.excluded.is_empty() || g.min_len > 0 || g.max_len.is_some() {
-                self.name_dfa(&g)
-            } else {
-                match self.str_dfa_of(&g) {
-                    Ok(Some(d)) => Some(d),
-                    Ok(None) => Some(CDfa::from_rx(&star(any_char()), 10).unwrap()),
-                    Err(_) => None,
-                }
-            };
-            match valid {
+            match self.names_lang(std::slice::from_ref(pn), 0)? {
                 Some(v) => d = d.minus(&v, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?,
                 None => {
                     self.unsupported_at(ptr.to_string(), "not", "the names this propertyNames schema rejects cannot be turned into a key language")?;
@@ -377,6 +365,51 @@ impl<'a> Compiler<'a> {
                     return Ok(None);
                 }
             }
+        }
+        Ok(Some(d))
+    }
+
+    /// The strings that satisfy `items`, as an automaton (`not`, `anyOf` and `oneOf` by
+    /// complement, union and "exactly one"), or None when some part has no automaton.
+    pub(super) fn names_lang(&mut self, items: &[Item<'a>], depth: u32) -> Res<Option<CDfa>> {
+        corral_core::budget::check()?;
+        if depth > 8 {
+            return Ok(None);
+        }
+        let mut g = self.flatten(items, &BTreeSet::new())?;
+        if g.never || g.types & T_STR == 0 {
+            return Ok(Some(CDfa::empty()));
+        }
+        let groups = std::mem::take(&mut g.groups);
+        let nots = std::mem::take(&mut g.nots);
+        let Some(mut d) = self.name_dfa(&g) else { return Ok(None) };
+        let too_big = |s: &Self| s.limit_err("property name automaton");
+        for (_, n) in nots {
+            let Some(x) = self.names_lang(std::slice::from_ref(&n), depth + 1)? else { return Ok(None) };
+            d = d.minus(&x, DFA_LIMIT).map_err(|_| too_big(self))?;
+        }
+        for grp in groups {
+            if grp.branches.is_empty() {
+                return Ok(None); // (an `if` alone, kept for annotations)
+            }
+            let mut langs = Vec::new();
+            for b in &grp.branches {
+                let Some(x) = self.names_lang(std::slice::from_ref(b), depth + 1)? else { return Ok(None) };
+                langs.push(x);
+            }
+            let mut u = CDfa::empty();
+            for (i, l) in langs.iter().enumerate() {
+                let mut part = l.clone();
+                if grp.one_of {
+                    for (j, o) in langs.iter().enumerate() {
+                        if i != j {
+                            part = part.minus(o, DFA_LIMIT).map_err(|_| too_big(self))?;
+                        }
+                    }
+                }
+                u = u.product(&part, false, DFA_LIMIT).map_err(|_| too_big(self))?;
+            }
+            d = d.product(&u, true, DFA_LIMIT).map_err(|_| too_big(self))?;
         }
         Ok(Some(d))
     }
