@@ -457,14 +457,17 @@ pub fn minimal_acyclic<T: Ord + Copy + std::hash::Hash>(words: &[&[T]]) -> Vec<(
     minimal_acyclic_impl(words, false).expect("no budget is checked")
 }
 
+/// The states of [`minimal_acyclic`]: per state, whether it accepts and its edges.
+pub type AcyclicStates<T> = Vec<(bool, Vec<(T, u32)>)>;
+
 /// [`minimal_acyclic`] under the current thread's compile budget
 /// ([`crate::runtime::budget`]): fails with [`crate::Error::CompileTimeout`] soon after the
 /// deadline (a million words take about half a second).
-pub fn minimal_acyclic_within_budget<T: Ord + Copy + std::hash::Hash>(words: &[&[T]]) -> crate::Result<Vec<(bool, Vec<(T, u32)>)>> {
+pub fn minimal_acyclic_within_budget<T: Ord + Copy + std::hash::Hash>(words: &[&[T]]) -> crate::Result<AcyclicStates<T>> {
     minimal_acyclic_impl(words, true)
 }
 
-fn minimal_acyclic_impl<T: Ord + Copy + std::hash::Hash>(words: &[&[T]], budget: bool) -> crate::Result<Vec<(bool, Vec<(T, u32)>)>> {
+fn minimal_acyclic_impl<T: Ord + Copy + std::hash::Hash>(words: &[&[T]], budget: bool) -> crate::Result<AcyclicStates<T>> {
     type State<T> = (bool, Vec<(T, u32)>);
     let mut sorted: Vec<&[T]> = words.to_vec();
     if budget {

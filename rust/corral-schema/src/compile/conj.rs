@@ -230,8 +230,7 @@ impl<'a> Compiler<'a> {
             return Ok(g.branches.clone());
         }
         let mut out = Vec::new();
-        for i in 0..n {
-            let mut others = std::mem::take(&mut overlap[i]);
+        for (i, mut others) in overlap.into_iter().enumerate() {
             others.sort_unstable();
             if others.is_empty() {
                 out.push(g.branches[i].clone());

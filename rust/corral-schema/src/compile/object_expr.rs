@@ -16,7 +16,7 @@ const MAX_EXISTS_WAYS: usize = 256;
 /// (all names after `"`, 111 after `"p1`): more than a mask's cache key holds, so each of
 /// those fills walked the whole vocabulary (p99 8 ms). Split, the terminals alive at once are
 /// the branches of one trie node, and equal pieces are one terminal.
-fn key_pieces<'n>(names: &'n [String]) -> FxHashMap<&'n str, Vec<Expr>> {
+fn key_pieces(names: &[String]) -> FxHashMap<&str, Vec<Expr>> {
     let mut sorted: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
     sorted.sort_unstable();
     sorted.dedup();

@@ -14,7 +14,7 @@ impl<'a> Compiler<'a> {
         if resolved.is_empty() {
             return self.valid_all(v, its);
         }
-        let saved = std::mem::replace(&mut self.valid_skip, Some((v as *const Value, resolved.clone())));
+        let saved = self.valid_skip.replace((v as *const Value, resolved.clone()));
         let r = self.valid_all(v, its);
         self.valid_skip = saved;
         r
