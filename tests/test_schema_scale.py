@@ -74,3 +74,76 @@ def test_hundred_thousand_value_enum():
     for s, ok in [('"value-0"', True), ('"value-99999"', True), ('"\\u0076alue-7"', True), ('"value-100000"', False), ('"value-01"', False)]:
         m = corral.Matcher(cg)
         assert (m.accept_bytes(s.encode()) and m.is_accepting()) == ok, s
+
+
+def test_one_of_of_ten_thousand_consts():
+    """A ``oneOf`` of 10,000 consts is one enum (the values of exactly one branch)."""
+    cg = corral.CompiledGrammar(corral.Grammar.from_json_schema({"oneOf": [{"const": f"c{i}"} for i in range(10_000)] + [{"const": "c5"}]}), VOCAB)
+    for s, ok in [('"c0"', True), ('"c9999"', True), ('"c5"', False), ('"c10000"', False)]:
+        m = corral.Matcher(cg)
+        assert (m.accept_bytes(s.encode()) and m.is_accepting()) == ok, s
+
+
+@pytest.mark.parametrize("size", [100_000, 1_000_000])
+def test_long_const_string(size):
+    """A long ``const`` string is a sequence of pieces: exact, and masks stay per token."""
+    value = "".join("ab\"é\n"[i % 5] for i in range(size))
+    cg = corral.CompiledGrammar(corral.Grammar.from_json_schema({"const": value}), VOCAB)
+    m = corral.Matcher(cg)
+    assert all(m.accept_token(t) for t in VOCAB.encode(json.dumps(value).encode()))
+    assert m.is_accepting()
+    m = corral.Matcher(cg)
+    assert m.accept_bytes(json.dumps(value[:-1]).encode()[:-1])
+    assert not m.accept_bytes(b'"'), "one character short"
+
+
+def test_thousand_properties_keys_are_exact():
+    props = {f"p{i}": {"type": "integer"} for i in range(1_000)}
+    cg = corral.CompiledGrammar(corral.Grammar.from_json_schema({"type": "object", "properties": props, "additionalProperties": False}), VOCAB)
+    for s, ok in [('{"p1": 1, "p10": 2, "p999": 3}', True), ('{"p1000": 1}', False), ('{"p": 1}', False), ('{"p1": 1, "p1": 2}', False)]:
+        m = corral.Matcher(cg)
+        assert (m.accept_bytes(s.encode()) and m.is_accepting()) == ok, s
+    # Masks along a document agree with token-by-token acceptance.
+    m = corral.Matcher(cg)
+    for tok in VOCAB.encode(b'{"p12": 1, "p120": 2}'):
+        mask = _mask(m)
+        assert (int(mask[tok // 32]) >> (tok % 32)) & 1
+        assert m.accept_token(tok)
+
+
+# Schemas whose compile takes far longer than the budgets below (seconds unbudgeted on this
+# VM), one per place the time goes: oneOf disjointness over object branches, many bounded
+# numbers (decimal automata), a million-value enum (its automaton; the dict is built first).
+SLOW_SCHEMAS = {
+    "oneOf objects": {"oneOf": [{"type": "object", "properties": {"k": {"const": f"c{i}"}, "v": {"type": "integer"}}, "required": ["k"]} for i in range(4_000)]},
+    "bounded numbers": {"anyOf": [{"type": "number", "minimum": i * 0.37, "maximum": i * 0.37 + 0.11, "multipleOf": 0.01} for i in range(20_000)]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SLOW_SCHEMAS))
+@pytest.mark.parametrize("budget_ms", [100, 400])
+def test_compile_budget_stops_soon_after_the_deadline(name, budget_ms):
+    """``max_compile_ms`` covers the schema-to-grammar phase: the call ends with
+    CompileTimeoutError within 1.5x the budget + 100 ms (the benchmark reports the real
+    overshoot)."""
+    schema = SLOW_SCHEMAS[name]
+    t = time.perf_counter()
+    with pytest.raises(corral.CompileTimeoutError) as e:
+        corral.Grammar.from_json_schema(schema, limits={"max_compile_ms": budget_ms})
+    took = time.perf_counter() - t
+    assert e.value.limit_name == "max_compile_ms"
+    assert took <= 1.5 * budget_ms / 1e3 + 0.1, f"{name}: {took * 1e3:.0f} ms under a {budget_ms} ms budget"
+
+
+def test_fill_budget_stops_soon_after_the_deadline():
+    """``max_fill_ms`` on a schema's grammar: a fill past it ends with FillTimeoutError within
+    1.5x the budget + 100 ms (inside a key of an object with 20,000 properties)."""
+    props = {f"p{i}": {"type": "integer"} for i in range(20_000)}
+    g = corral.Grammar.from_json_schema({"type": "object", "properties": props}, limits={"max_fill_ms": 1})
+    m = corral.Matcher(corral.CompiledGrammar(g, VOCAB))
+    assert m.accept_bytes(b'{"p1')
+    t = time.perf_counter()
+    with pytest.raises(corral.FillTimeoutError):
+        m.fill_next_token_bitmask(np.zeros((VOCAB.size + 31) // 32, dtype=np.int32))
+    took = time.perf_counter() - t
+    assert took <= 1.5 * 1 / 1e3 + 0.1, took

@@ -39,7 +39,7 @@ pub mod testutil;
 pub use apply::logits::{mask_row, mask_rows, NEG_INF_BF16, NEG_INF_F16, NEG_INF_F32};
 pub use automata::dfa::{Dfa, DEAD};
 pub use automata::kequiv::{predecessor_lists, untouched_member};
-pub use frontend::byte_automaton::{minimal_acyclic, summarize, ByteAutomaton, FlatTables, LazyFacts, Summary};
+pub use frontend::byte_automaton::{minimal_acyclic, minimal_acyclic_within_budget, summarize, ByteAutomaton, FlatTables, LazyFacts, Summary};
 pub use frontend::regex::parse_regex;
 pub use frontend::rx::{normalize_ranges, Rx};
 pub use frontend::token_class::{TokenClass, TokenRef};

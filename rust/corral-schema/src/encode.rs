@@ -667,18 +667,43 @@ const LITERAL_KEY: u32 = 0x4C49_5400;
 /// state for state: each character's states but its start, which is the state before it
 /// (the opening quote's, or the previous character's accepting state).
 pub fn json_literal(s: &Arc<str>) -> Arc<ByteAutomaton> {
-    // Exact state count: the state before `"`, the one after it, each character's states but
-    // its start, the state after the closing `"`.
-    let len = 3 + s.chars().map(|c| class_len(c) - 1).sum::<usize>();
+    Arc::new(literal_piece(s, true, true).json_literal())
+}
+
+/// A piece of a long JSON string literal whose value is `s`, in every spelling: the opening
+/// quote when `open`, each character's encoded forms, the closing quote when `close` (see
+/// [`json_literal`]; both quotes: the same automaton, unmarked). A string of a million
+/// characters is one automaton of millions of states, over every limit a grammar's terminal
+/// has; as a sequence of pieces, each is built when the generation reaches it.
+pub fn json_literal_piece(s: &Arc<str>, open: bool, close: bool) -> Arc<ByteAutomaton> {
+    assert!(!s.is_empty() || (open && close), "a piece without both quotes holds a character");
+    Arc::new(literal_piece(s, open, close))
+}
+
+fn literal_piece(s: &Arc<str>, open: bool, close: bool) -> ByteAutomaton {
+    // Exact state count: the state before `"` (when open), the first character's start, each
+    // character's states but its start, the state after the closing `"` (when close).
+    let len = 1 + open as usize + close as usize + s.chars().map(|c| class_len(c) - 1).sum::<usize>();
     let mut summary = corral_core::Summary::default();
-    summary.start_out.insert(b'"');
+    if open {
+        summary.start_out.insert(b'"');
+    } else {
+        let c = s.chars().next().expect("a piece without its opening quote holds a character");
+        with_class(c, |a| {
+            for &(lo, hi, _) in a.edges(a.start() as usize) {
+                for b in lo..=hi {
+                    summary.start_out.insert(b);
+                }
+            }
+        });
+    }
     summary.has_nonempty = true;
     let facts = LazyFacts { nullable: false, summary, len_bound: len, size_estimate: 2 * len };
     let mut key = Vec::with_capacity(1 + s.len());
-    key.push(LITERAL_KEY);
+    key.push(LITERAL_KEY | (!open as u32) | ((!close as u32) << 1));
     key.extend(s.chars().map(|c| c as u32));
     let text = s.clone();
-    Arc::new(ByteAutomaton::lazy(key, 0, facts, Arc::new(move || literal_tables(&text, len))).json_literal())
+    ByteAutomaton::lazy(key, 0, facts, Arc::new(move || literal_tables(&text, len, open, close)))
 }
 
 /// The number of states of the [`json_class`] automaton of the one character `c`; for an
@@ -711,13 +736,15 @@ fn with_class<T>(c: char, f: impl FnOnce(&ByteAutomaton) -> T) -> T {
     f(&json_class(&r))
 }
 
-/// The states of [`json_literal`]`(s)` (`len` of them), numbered in the order they are met.
-fn literal_tables(s: &str, len: usize) -> FlatTables {
+/// The states of [`json_literal_piece`]`(s, open, close)` (`len` of them), numbered in the
+/// order they are met.
+fn literal_tables(s: &str, len: usize, open: bool, close: bool) -> FlatTables {
     let mut t = FlatTables::with_capacity(len, 2 * len);
     // State 0 reads the opening quote into state 1, the first character's start.
-    t.push_state([(b'"', b'"', 1)], false);
-    t.push_state([], false);
-    let mut at = 1u32; // the current character's start
+    if open {
+        t.push_state([(b'"', b'"', 1)], false);
+    }
+    let mut at = t.push_state([], false); // the current character's start
     for c in s.chars() {
         at = with_class(c, |a| {
             debug_assert!(a.is_single_char());
@@ -744,8 +771,12 @@ fn literal_tables(s: &str, len: usize) -> FlatTables {
             end
         });
     }
-    let last = t.push_state([], true);
-    t.set_row(at, [(b'"', b'"', last)]);
+    if close {
+        let last = t.push_state([], true);
+        t.set_row(at, [(b'"', b'"', last)]);
+    } else {
+        t.accept[at as usize] = true;
+    }
     debug_assert_eq!(t.len(), len);
     t
 }

@@ -37,10 +37,18 @@
 //!   accepts numbers with a zero fraction (`1.0`), per JSON Schema 2020-12.
 //! * **oneOf** is compiled as `anyOf` when its branches are provably disjoint (different types,
 //!   disjoint `const`/`enum` values, a required property with disjoint values or forbidden by the
-//!   other branch); otherwise it is `Unsupported` (strict) or compiled as `anyOf` with a warning.
+//!   other branch); a branch that may overlap others is conjoined with their negations. A
+//!   `oneOf`/`anyOf` whose branches are all `const`/`enum` is one enum (the values of exactly
+//!   one branch for `oneOf`).
 //! * **not / if-then-else** are compiled by negating the schema keyword by keyword where each
 //!   keyword's negation is expressible (types, enum/const, bounds, lengths, patterns, formats,
-//!   required, properties, counts, items/contains).
+//!   required, properties, counts, items/contains, anyOf, oneOf — no branch or two that may
+//!   overlap). The negations of `additionalProperties`, `patternProperties` and
+//!   `propertyNames` ask for a member whose key is in a set and whose value satisfies a
+//!   schema; an object meets such constraints through a declared member made required (with
+//!   the schema added) or one more member among its other keys, one object automaton per way.
+//! * **Long literals** (over 2,048 characters) are sequences of terminals of 1,024 characters;
+//!   the keys of objects with many properties are split where their names part.
 //! * **format**: date, time, date-time (with RFC 3339 leap-second rules), duration, email
 //!   (RFC 5321 Mailbox), ipv4, ipv6, uuid, uri, uri-reference, json-pointer,
 //!   relative-json-pointer are exact. hostname (punycode, total length), idn-*, iri*,

@@ -6,7 +6,8 @@
 //! `-- --ignored` runs everything (use `--release`), printing compile-time percentiles.
 //! `CORRAL_JSB_TOKENS=1` adds the token-level compile against the Llama 3 vocabulary to each
 //! strict compile's time (what a user waits for before the first mask; the vocabulary itself
-//! is loaded and preprocessed once, outside the timings).
+//! is loaded and preprocessed once, outside the timings). `CORRAL_JSB_LIST=1` lists each
+//! strict failure with its reason (file, keyword, pointer).
 
 mod common;
 
@@ -38,6 +39,10 @@ struct Stats {
     /// Grammar plus token-level compile (with `CORRAL_JSB_TOKENS`).
     token_times: Vec<Duration>,
     reasons: BTreeMap<String, usize>,
+    /// Per subset (folder): schemas, compiled strict, compiled non-strict.
+    subsets: BTreeMap<String, (usize, usize, usize)>,
+    /// Strict failures, as `subset/file: reason` (printed with `CORRAL_JSB_LIST=1`).
+    failures: Vec<String>,
 }
 
 fn reason(e: &SchemaError) -> String {
@@ -96,6 +101,8 @@ fn run(sample: usize) {
         let tests: Vec<(String, bool)> =
             doc["tests"].as_array().map(|a| a.iter().map(|t| (serde_json::to_string(&t["data"]).unwrap(), t["valid"].as_bool().unwrap())).collect()).unwrap_or_default();
         st.schemas += 1;
+        let subset = f.parent().unwrap().file_name().unwrap().to_string_lossy().to_string();
+        st.subsets.entry(subset.clone()).or_default().0 += 1;
         st.valid += tests.iter().filter(|t| t.1).count();
         st.invalid += tests.iter().filter(|t| !t.1).count();
         let t0 = Instant::now();
@@ -113,6 +120,7 @@ fn run(sample: usize) {
         match r {
             Ok(c) => {
                 st.strict_ok += 1;
+                st.subsets.get_mut(&subset).unwrap().1 += 1;
                 let ck = Checker::new(&c.grammar);
                 for (i, (text, valid)) in tests.iter().enumerate() {
                     let acc = ck.accepts(text);
@@ -124,11 +132,19 @@ fn run(sample: usize) {
                     }
                 }
             }
-            Err(e) => *st.reasons.entry(reason(&e)).or_default() += 1,
+            Err(e) => {
+                *st.reasons.entry(reason(&e)).or_default() += 1;
+                let r = match &e {
+                    SchemaError::Unsupported { pointer, keyword, message } => format!("{keyword} at {pointer}: {}", message.chars().take(100).collect::<String>()),
+                    e => e.to_string().chars().take(140).collect(),
+                };
+                st.failures.push(format!("{name}: {r}"));
+            }
         }
         match compile_schema(schema, &loose) {
             Ok(c) => {
                 st.loose_ok += 1;
+                st.subsets.get_mut(&subset).unwrap().2 += 1;
                 let ck = Checker::new(&c.grammar);
                 for (i, (text, valid)) in tests.iter().enumerate() {
                     let acc = ck.accepts(text);
@@ -175,6 +191,15 @@ fn run(sample: usize) {
     if !t.is_empty() {
         let p = |q: f64| t[((t.len() - 1) as f64 * q) as usize];
         println!("  grammar + token-level compile, Llama 3 (strict, incl. failures): p50 {:?} p90 {:?} p99 {:?} max {:?}", p(0.5), p(0.9), p(0.99), t[t.len() - 1]);
+    }
+    println!("  per subset: schemas, strict compiled, non-strict compiled");
+    for (name, (n, s, l)) in &st.subsets {
+        println!("  | {name} | {n} | {s} ({:.1}%) | {l} ({:.1}%) |", pct(*s, *n), pct(*l, *n));
+    }
+    if std::env::var("CORRAL_JSB_LIST").is_ok() {
+        for f in &st.failures {
+            println!("  FAIL {f}");
+        }
     }
     let mut reasons: Vec<_> = st.reasons.iter().collect();
     reasons.sort_by(|a, b| b.1.cmp(a.1));

@@ -90,7 +90,8 @@ fn strings() {
     assert!(matches!(&e, SchemaError::Unsupported { pointer, keyword, .. } if pointer == "/properties/a/pattern" && keyword == "pattern"), "{e}");
     // A `not` that cannot negate what it holds names that keyword once: /not/oneOf (it said
     // /not/not).
-    let one_of = json!({"not": {"oneOf": [{"type": "object", "additionalProperties": false, "properties": {"a": {}}}, {"type": "string"}]}});
+    // (A `oneOf` of 13 branches that all overlap: 78 pairs, past what its negation expands.)
+    let one_of = json!({"not": {"oneOf": (0..13).map(|i| json!({"minimum": i})).collect::<Vec<_>>()}});
     let e = compile_schema(&one_of, &compact()).unwrap_err();
     assert!(matches!(&e, SchemaError::Unsupported { pointer, keyword, .. } if pointer == "/not/oneOf" && keyword == "not"), "{e}");
 }
@@ -440,4 +441,192 @@ fn nested_objects_in_enum_and_const() {
     let c = ck(json!({"enum": [{"foo": {"foo": false}}, {"foo": {"bar": 1}}]}));
     yes(&c, &["{\"foo\":{\"foo\":false}}", "{\"foo\":{\"bar\":1}}"]);
     no(&c, &["{\"foo\":{\"foo\":true}}", "{\"foo\":{\"foo\":false,\"bar\":1}}"]);
+}
+
+/// A group whose branches are all sets of values is one enum: `anyOf` the union, `oneOf` the
+/// values of exactly one branch (overlapping values excluded), `type` narrowing a branch.
+#[test]
+fn value_branches_merge_into_one_enum() {
+    let c = ck(json!({"oneOf": [{"const": "a"}, {"enum": ["a", "b", 1]}, {"const": 1.0, "title": "one"}, {"enum": [2, "c"], "type": "string"}]}));
+    yes(&c, &["\"b\"", "\"c\""]);
+    no(&c, &["\"a\"", "1", "1.0", "2", "\"d\""]);
+    let c = ck(json!({"anyOf": [{"const": "a"}, {"enum": ["a", "b", 1]}, {"enum": [2, "c"], "type": "string"}]}));
+    yes(&c, &["\"a\"", "\"b\"", "1", "1.0", "\"c\""]);
+    no(&c, &["2", "\"d\""]);
+    // Within a context that narrows the values.
+    let c = ck(json!({"type": "string", "maxLength": 1, "oneOf": [{"const": "a"}, {"const": "bb"}, {"const": "c"}]}));
+    yes(&c, &["\"a\"", "\"c\""]);
+    no(&c, &["\"bb\""]);
+    // A oneOf of 10,000 consts compiles (quickly: one automaton, see benches/schema_scale_bench.py).
+    let k = 10_000;
+    let s = json!({"oneOf": (0..k).map(|i| json!({"const": format!("c{i}")})).collect::<Vec<_>>()});
+    let c = ck(s);
+    yes(&c, &["\"c0\"", "\"c9999\"", "\"c5000\""]);
+    no(&c, &["\"c10000\"", "\"c\"", "\"c01\""]);
+}
+
+/// A `oneOf` whose branches are more than values goes branch by branch; a const checked in
+/// its branch is not validated against the whole `oneOf` again (that was quadratic), but a
+/// value nested inside it still meets the schema again through a reference.
+#[test]
+fn one_of_branches_validated_once() {
+    let s = json!({"oneOf": (0..3000).map(|i| json!({"const": format!("c{i}"), "maxLength": 4})).collect::<Vec<_>>()});
+    let c = ck(s);
+    yes(&c, &["\"c0\"", "\"c999\""]);
+    no(&c, &["\"c1000\"", "\"c\""]);
+    // Recursion: the nested value must itself satisfy the root's oneOf.
+    let c = ck(json!({
+        "oneOf": [
+            {"const": {"a": {"b": 1}}, "type": "object"},
+            {"const": {"b": 1}, "type": "object"},
+            {"const": {"b": 2}, "minProperties": 1}
+        ],
+        "properties": {"a": {"$ref": "#"}}
+    }));
+    yes(&c, &["{\"a\":{\"b\":1}}", "{\"b\":1}", "{\"b\":2}"]);
+    let c = ck(json!({
+        "oneOf": [
+            {"const": {"a": {"c": 1}}, "type": "object"},
+            {"const": {"b": 1}, "type": "object"}
+        ],
+        "properties": {"a": {"$ref": "#"}}
+    }));
+    // {"a":{"c":1}}: its "a" is {"c":1}, which no branch admits.
+    no(&c, &["{\"a\":{\"c\":1}}"]);
+    yes(&c, &["{\"b\":1}"]);
+}
+
+/// A string longer than a piece is a sequence of pieces: every spelling of each character
+/// still counts (escapes at the pieces' edges), and nothing else does.
+#[test]
+fn long_consts_are_exact() {
+    // 5,000 characters: pieces of 1,024 with a multi-byte character and escapes around
+    // each edge.
+    let mut s: String = (0..5000).map(|i| ["a", "é", "\"", "😀", "b"][i % 5]).collect();
+    s.replace_range(0..1, "\n");
+    let c = ck(json!({"const": s}));
+    let raw = serde_json::to_string(&s).unwrap();
+    yes(&c, &[&raw]);
+    // Each character spelt as \uXXXX (surrogate pairs for 😀) everywhere.
+    let escaped: String = std::iter::once("\"".to_string())
+        .chain(s.chars().map(|ch| {
+            let mut b = [0u16; 2];
+            ch.encode_utf16(&mut b).iter().map(|u| format!("\\u{u:04X}")).collect::<String>()
+        }))
+        .chain(std::iter::once("\"".to_string()))
+        .collect();
+    yes(&c, &[&escaped]);
+    let short = serde_json::to_string(&s[..s.len() - 1]).unwrap();
+    let longer = serde_json::to_string(&format!("{s}b")).unwrap();
+    // A change at the edge between two pieces (character 2,048).
+    let changed: String = s.chars().enumerate().map(|(i, ch)| if i == 2048 { 'c' } else { ch }).collect();
+    no(&c, &[&short, &longer, &serde_json::to_string(&changed).unwrap(), "\"\""]);
+    // A 1 MB const compiles (and inside an enum, with an object value).
+    let big = "x".repeat(1_000_000);
+    let c = ck(json!({"enum": [big, {"k": "y".repeat(3000)}, 1]}));
+    yes(&c, &[&format!("\"{big}\""), &format!("{{\"k\":\"{}\"}}", "y".repeat(3000)), "1"]);
+    no(&c, &[&format!("\"{}\"", &big[1..]), &format!("{{\"k\":\"{}\"}}", "y".repeat(2999))]);
+}
+
+/// The keys of an object with many properties are split where the names part: each name
+/// still matches only itself.
+#[test]
+fn many_property_keys_are_exact() {
+    let props: serde_json::Map<String, Value> = (0..300).map(|i| (format!("p{i}"), json!({"type": "integer"}))).chain([("".to_string(), json!({"const": 0})), ("é\"".to_string(), json!({"const": 1}))]).collect();
+    let c = ck(json!({"type": "object", "properties": props, "required": ["p1"], "additionalProperties": false}));
+    yes(&c, &["{\"p1\":1}", "{\"p10\":2,\"p1\":3,\"p100\":4,\"p299\":5}", "{\"\":0,\"p1\":1,\"\\u00e9\\\"\":1}", "{\"\\u00701\":1}"]);
+    no(&c, &["{}", "{\"p10\":1}", "{\"p1\":1,\"p300\":1}", "{\"p1\":1,\"p\":1}", "{\"p1\":1,\"p1\":1}", "{\"p1\":1,\"p01\":1}", "{\"p1\":1,\"é\":1}"]);
+    // With other keys allowed, a name that only begins like a declared one is another key.
+    let props: serde_json::Map<String, Value> = (0..100).map(|i| (format!("p{i}"), json!({"type": "integer"}))).collect();
+    let c = ck(json!({"type": "object", "properties": props, "additionalProperties": {"type": "string"}}));
+    yes(&c, &["{\"p1\":1,\"p1x\":\"a\",\"p\":\"b\",\"p100\":\"c\"}"]);
+    no(&c, &["{\"p1\":\"a\"}", "{\"p100\":1}"]);
+}
+
+/// `not` of a `oneOf`: no branch, or two of them.
+#[test]
+fn not_one_of() {
+    let c = ck(json!({"not": {"oneOf": [{"type": "integer"}, {"minimum": 2}, {"type": "string"}]}}));
+    // Integers >= 2 and strings (`minimum` holds for non-numbers) satisfy two branches, 1.5
+    // none; 1, -3, 2.5, null, [] one.
+    yes(&c, &["2", "7", "1.5", "\"a\""]);
+    no(&c, &["1", "-3", "2.5", "null", "[]", "{}", "true"]);
+    // Disjoint branches: the complement of their union.
+    let c = ck(json!({"type": "object", "not": {"oneOf": [{"required": ["a"], "properties": {"a": {"const": 1}}}, {"required": ["a"], "properties": {"a": {"const": 2}}}]}}));
+    yes(&c, &["{}", "{\"a\":3}", "{\"b\":1}"]);
+    no(&c, &["{\"a\":1}", "{\"a\":2,\"b\":0}"]);
+}
+
+/// `not` of `additionalProperties` / `patternProperties`: an object with a member the negated
+/// schema forbids (another key, or a value that violates the pattern's schema).
+#[test]
+fn not_additional_and_pattern_properties() {
+    // The usual oneOf of closed objects: {} is in both, so each excludes the other.
+    let c = ck(json!({"type": "object", "oneOf": [
+        {"properties": {"key": {"type": "string"}}, "additionalProperties": false},
+        {"properties": {"keys": {"type": "array"}}, "additionalProperties": false}
+    ]}));
+    yes(&c, &["{\"key\":\"a\"}", "{\"keys\":[]}"]);
+    no(&c, &["{}", "{\"key\":\"a\",\"keys\":[]}", "{\"other\":1}", "{\"key\":1}"]);
+    let c = ck(json!({"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}}}));
+    // Fails the negated schema only through another key whose value is not a string.
+    yes(&c, &["{\"b\":1}", "{\"a\":1,\"b\":null}", "{\"b\":\"x\",\"c\":[]}"]);
+    no(&c, &["{}", "{\"a\":1}", "{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}"]);
+    let c = ck(json!({"type": "object", "properties": {"x1": {"type": "integer"}}, "not": {"patternProperties": {"^x": {"type": "integer"}}}}));
+    // A key starting with x whose value is not an integer (the declared x1 included).
+    yes(&c, &["{\"xa\":\"s\"}", "{\"y\":1,\"xb\":null}"]);
+    no(&c, &["{}", "{\"xa\":1}", "{\"y\":\"s\"}", "{\"x1\":1}"]);
+    let c = ck(json!({"type": "object", "properties": {"x1": {}}, "not": {"patternProperties": {"^x": {"type": "integer"}}}}));
+    yes(&c, &["{\"x1\":\"s\"}", "{\"x1\":2,\"x2\":[]}"]);
+    no(&c, &["{\"x1\":2}", "{\"x1\":2,\"x2\":3}"]);
+    // Enum values are filtered by the same rule.
+    let c = ck(json!({"enum": [{"a": 1}, {"a": 1, "b": 2}, {}], "not": {"properties": {"a": {}}, "additionalProperties": false}}));
+    yes(&c, &["{\"a\":1,\"b\":2}"]);
+    no(&c, &["{\"a\":1}", "{}"]);
+}
+
+/// Several negated property constraints on one object: each met by a declared member or an
+/// other key, one member possibly meeting several.
+#[test]
+fn several_negated_property_constraints() {
+    let c = ck(json!({"type": "object", "oneOf": [
+        {"properties": {"a": {}}, "additionalProperties": false},
+        {"properties": {"b": {}}, "additionalProperties": false},
+        {"properties": {"c": {}}, "additionalProperties": false}
+    ]}));
+    yes(&c, &["{\"a\":1}", "{\"b\":1}", "{\"c\":[]}"]);
+    no(&c, &["{}", "{\"a\":1,\"b\":1}", "{\"d\":1}", "{\"a\":1,\"c\":1}"]);
+    // Other keys must carry a non-string and a non-number value: one member can do both.
+    let c = ck(json!({"type": "object", "allOf": [
+        {"not": {"additionalProperties": {"type": "string"}}},
+        {"not": {"additionalProperties": {"type": "number"}}}
+    ]}));
+    yes(&c, &["{\"x\":null}", "{\"x\":\"s\",\"y\":1}", "{\"x\":[]}"]);
+    no(&c, &["{}", "{\"x\":\"s\"}", "{\"x\":1,\"y\":2}"]);
+}
+
+/// `not` of `propertyNames`: an object with a key the names schema rejects.
+#[test]
+fn not_property_names() {
+    let c = ck(json!({"type": "object", "not": {"propertyNames": {"pattern": "^a"}}}));
+    yes(&c, &["{\"b\":1}", "{\"a\":1,\"ba\":2}"]);
+    no(&c, &["{}", "{\"a\":1}", "{\"ab\":1,\"a\":[]}"]);
+    let c = ck(json!({"type": "object", "properties": {"x": {}}, "not": {"propertyNames": {"maxLength": 2}}}));
+    yes(&c, &["{\"abc\":1}", "{\"x\":1,\"long\":2}"]);
+    no(&c, &["{\"x\":1}", "{\"ab\":1}"]);
+    let c = ck(json!({"enum": [{"a": 1}, {"b": 1}], "not": {"propertyNames": {"const": "a"}}}));
+    yes(&c, &["{\"b\":1}"]);
+    no(&c, &["{\"a\":1}"]);
+}
+
+/// `propertyNames` holding `not`/`anyOf`/`oneOf`, positively and negated.
+#[test]
+fn property_names_with_combinators() {
+    let c = ck(json!({"type": "object", "not": {"propertyNames": {"not": {"const": "0"}}}}));
+    // Some key is "0".
+    yes(&c, &["{\"0\":1}", "{\"a\":1,\"0\":2}"]);
+    no(&c, &["{}", "{\"a\":1}", "{\"00\":1}"]);
+    let c = ck(json!({"type": "object", "propertyNames": {"oneOf": [{"pattern": "^a"}, {"pattern": "b$"}]}}));
+    yes(&c, &["{}", "{\"ax\":1,\"xb\":2}"]);
+    no(&c, &["{\"ab\":1}", "{\"x\":1}"]);
 }

@@ -77,3 +77,19 @@ fn string_body_states_alike_share_a_cached_mask() {
         walk_checking_masks(&cg, doc, "string body");
     }
 }
+
+/// Keys split where the names part, and long strings as pieces: masks at every byte equal
+/// the per-token reference (tokens span the pieces' edges).
+#[test]
+fn split_keys_and_long_literal_masks_match_reference() {
+    let frags = ["\"", "\":", "p1", "p", "1", "0", "2", "\"p", "\\u0070", ",\"", "{\"", "}", "xxxx", "xx", "x\"", "\\u0078"];
+    let v = vocab(&frags, 0x1357_2468_9bdf_ace0);
+    let props: serde_json::Map<String, serde_json::Value> = (0..120).map(|i| (format!("p{i}"), json!({"type": "integer"}))).collect();
+    let docs: Vec<String> = vec![r#"{"p1":1,"p10":2,"p100":3,"p11":4}"#.into(), r#"{"\u0070119":0,"p0":1}"#.into()];
+    check(json!({"type": "object", "properties": props.clone()}), &docs, &v);
+    let docs: Vec<String> = vec![r#"{"p1":1,"p1x":2,"p":3}"#.into()];
+    check(json!({"type": "object", "properties": props, "additionalProperties": {"type": "integer"}}), &docs, &v);
+    let s = "x".repeat(2100);
+    let docs: Vec<String> = vec![format!("\"{s}\""), format!("\"{}\\u0078\"", &s[1..])];
+    check(json!({"const": s}), &docs, &v);
+}

@@ -454,12 +454,29 @@ pub fn summarize(t: &FlatTables, start: u32) -> Summary {
 /// sorted by symbol). A 100,000-value enum `"value-0"` … `"value-99999"` takes a few dozen
 /// states where a trie takes hundreds of thousands.
 pub fn minimal_acyclic<T: Ord + Copy + std::hash::Hash>(words: &[&[T]]) -> Vec<(bool, Vec<(T, u32)>)> {
+    minimal_acyclic_impl(words, false).expect("no budget is checked")
+}
+
+/// The states of [`minimal_acyclic`]: per state, whether it accepts and its edges.
+pub type AcyclicStates<T> = Vec<(bool, Vec<(T, u32)>)>;
+
+/// [`minimal_acyclic`] under the current thread's compile budget
+/// ([`crate::runtime::budget`]): fails with [`crate::Error::CompileTimeout`] soon after the
+/// deadline (a million words take about half a second).
+pub fn minimal_acyclic_within_budget<T: Ord + Copy + std::hash::Hash>(words: &[&[T]]) -> crate::Result<AcyclicStates<T>> {
+    minimal_acyclic_impl(words, true)
+}
+
+fn minimal_acyclic_impl<T: Ord + Copy + std::hash::Hash>(words: &[&[T]], budget: bool) -> crate::Result<AcyclicStates<T>> {
     type State<T> = (bool, Vec<(T, u32)>);
     let mut sorted: Vec<&[T]> = words.to_vec();
+    if budget {
+        crate::runtime::budget::check()?;
+    }
     sorted.sort_unstable();
     sorted.dedup();
     let mut states: Vec<State<T>> = vec![(false, Vec::new())];
-    let mut register: std::collections::HashMap<State<T>, u32> = std::collections::HashMap::new();
+    let mut register: rustc_hash::FxHashMap<State<T>, u32> = rustc_hash::FxHashMap::default();
     // The states along the previous word (path[0] = start), not registered yet.
     let mut path: Vec<u32> = vec![0];
     // Registers path[i] for i >= keep (deepest first), each replaced by an equal registered
@@ -475,7 +492,10 @@ pub fn minimal_acyclic<T: Ord + Copy + std::hash::Hash>(words: &[&[T]]) -> Vec<(
         }
     };
     let mut prev: &[T] = &[];
-    for w in sorted {
+    for (i, w) in sorted.into_iter().enumerate() {
+        if budget && i % 4096 == 4095 {
+            crate::runtime::budget::check()?;
+        }
         let common = prev.iter().zip(w).take_while(|(a, b)| a == b).count();
         settle(&mut states, &mut path, common + 1);
         for &c in &w[common..] {
@@ -505,7 +525,7 @@ pub fn minimal_acyclic<T: Ord + Copy + std::hash::Hash>(words: &[&[T]]) -> Vec<(
             }
         }
     }
-    order.iter().map(|&s| (states[s as usize].0, states[s as usize].1.iter().map(|&(c, t)| (c, new_id[t as usize])).collect())).collect()
+    Ok(order.iter().map(|&s| (states[s as usize].0, states[s as usize].1.iter().map(|&(c, t)| (c, new_id[t as usize])).collect())).collect())
 }
 
 #[cfg(test)]

@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// Most pairs of overlapping branches a negated `oneOf` is expanded into.
+const MAX_NOT_ONE_OF_PAIRS: usize = 64;
+
 impl<'a> Compiler<'a> {
     pub(super) fn conj(&mut self, items: Vec<Item<'a>>, resolved: &BTreeSet<String>, depth: u32) -> Res<Expr> {
         corral_core::budget::check()?;
@@ -29,7 +32,9 @@ impl<'a> Compiler<'a> {
         }
         let name = self.new_name("s");
         self.memo.insert(key, name.clone());
-        self.leaves += 1;
+        if !resolved.is_empty() {
+            self.leaves += 1;
+        }
         if self.rules.len() > MAX_RULES {
             return Err(SchemaError::Grammar(corral_core::Error::Limit {
                 name: "max_productions",
@@ -38,10 +43,11 @@ impl<'a> Compiler<'a> {
                 hint: corral_core::LIMIT_HINT,
             }));
         }
-        if self.leaves > MAX_LEAVES {
+        let max_leaves = (MAX_LEAVES as u128 * self.opts.limits.max_productions as u128 / corral_core::Limits::default().max_productions as u128).max(1) as usize;
+        if self.leaves > max_leaves {
             return Err(SchemaError::Grammar(corral_core::Error::Limit {
                 name: "max_productions",
-                limit: MAX_LEAVES,
+                limit: max_leaves,
                 what: "the schema expands to too many sub-schema combinations (anyOf/oneOf/not)".into(),
                 hint: corral_core::LIMIT_HINT,
             }));
@@ -50,9 +56,20 @@ impl<'a> Compiler<'a> {
         let body = if f.never {
             nothing()
         } else if let Some(g) = f.groups.first().cloned() {
-            let branches = if g.one_of && g.branches.len() > 1 { self.one_of_branches(&g, &items)? } else { g.branches.clone() };
             let mut res = resolved.clone();
             res.insert(g.id.clone());
+            if let Some(vals) = self.value_branches(&g) {
+                // Every branch a set of values: the group is the one enum of the values it
+                // admits (one automaton for many strings, no rule per branch).
+                let ptr = format!("{}/{}", g.ptr, if g.one_of { "oneOf" } else { "anyOf" });
+                let e = self.own(json!({ "enum": vals }), &ptr, &g.branches[0].base);
+                let mut its = items.clone();
+                its.push(e);
+                let body = self.conj(its, &res, depth)?;
+                self.add_rule(name.clone(), body);
+                return Ok(rf(&name));
+            }
+            let branches = if g.one_of && g.branches.len() > 1 { self.one_of_branches(&g, &items, &res)? } else { g.branches.clone() };
             let mut alts = Vec::new();
             for b in &branches {
                 let mut its = items.clone();
@@ -72,27 +89,105 @@ impl<'a> Compiler<'a> {
             }
             alt(alts)
         } else {
-            self.leaf(f, &items, depth)?
+            self.leaf(f, &items, resolved, depth)?
         };
         self.add_rule(name.clone(), body);
         Ok(rf(&name))
+    }
+
+    /// The values a group admits when each branch is a set of values (`const`, `enum`,
+    /// optionally narrowed by `type`, annotations aside): all of them for `anyOf`, those of
+    /// exactly one branch for `oneOf`. None when a branch is anything else.
+    pub(super) fn value_branches(&mut self, g: &Group<'a>) -> Option<Vec<Value>> {
+        if g.branches.len() < 2 {
+            return None;
+        }
+        let mut per: Vec<Vec<&Value>> = Vec::with_capacity(g.branches.len());
+        for b in &g.branches {
+            let Value::Object(m) = b.val() else { return None };
+            let mut vals: Option<Vec<&Value>> = None;
+            let mut types = T_ALL;
+            for (k, v) in m {
+                match k.as_str() {
+                    "const" => vals = Some(match vals {
+                        None => vec![v],
+                        Some(cur) => cur.into_iter().filter(|x| json_eq(x, v)).collect(),
+                    }),
+                    "enum" => {
+                        let Value::Array(a) = v else { return None };
+                        vals = Some(match vals {
+                            None => a.iter().collect(),
+                            Some(cur) => cur.into_iter().filter(|x| a.iter().any(|y| json_eq(x, y))).collect(),
+                        });
+                    }
+                    "type" => {
+                        let names: Vec<&Value> = match v {
+                            Value::Array(a) => a.iter().collect(),
+                            x => vec![x],
+                        };
+                        let mut mask = 0;
+                        for n in names {
+                            mask |= n.as_str().and_then(type_mask)?;
+                        }
+                        types &= mask;
+                    }
+                    "title" | "description" | "$comment" | "examples" | "default" | "deprecated" | "readOnly" | "writeOnly" => {}
+                    _ => return None,
+                }
+            }
+            let vals = vals?;
+            per.push(vals.into_iter().filter(|v| value_type(v, self.draft) & types != 0).collect());
+        }
+        for b in &g.branches {
+            if let Value::Object(m) = b.val() {
+                for k in m.keys() {
+                    if !self.kw.contains(k.as_str()) {
+                        self.kw.insert(k.clone());
+                    }
+                }
+            }
+        }
+        // (By key: values equal as JSON Schema compares them, numbers by value.)
+        let mut count: FxHashMap<String, (usize, &Value)> = FxHashMap::default();
+        let mut order = Vec::new();
+        for vals in &per {
+            let mut mine: FxHashSet<String> = FxHashSet::default();
+            for v in vals {
+                let k = json_key(v);
+                if !mine.insert(k.clone()) {
+                    continue;
+                }
+                let e = count.entry(k.clone()).or_insert_with(|| {
+                    order.push(k);
+                    (0, v)
+                });
+                e.0 += 1;
+            }
+        }
+        Some(order.iter().map(|k| &count[k]).filter(|(c, _)| !g.one_of || *c == 1).map(|(_, v)| (*v).clone()).collect())
     }
 
     /// `oneOf` as a union: branch i conjoined with the negation of every branch that may overlap
     /// it. Overlap is judged within `context` (the schemas the value must satisfy anyway, e.g. a
     /// sibling `required` with a discriminating property): branches that no value of the
     /// context satisfies together are exclusive there.
-    pub(super) fn one_of_branches(&mut self, g: &Group<'a>, context: &[Item<'a>]) -> Res<Vec<Item<'a>>> {
+    ///
+    /// `resolved` holds the groups already expanded in the context, this one included: the
+    /// context is flattened without them (looser, so a disjointness found is still true; the
+    /// `oneOf` itself, flattened again for each of its branches, made a `oneOf` of 10,000
+    /// consts quadratic).
+    pub(super) fn one_of_branches(&mut self, g: &Group<'a>, context: &[Item<'a>], resolved: &BTreeSet<String>) -> Res<Vec<Item<'a>>> {
         let n = g.branches.len();
         let mut flats = Vec::new();
         let mut conjs = Vec::new();
         for b in &g.branches {
             let mut its = vec![b.clone()];
             its.extend(context.iter().cloned());
-            flats.push(self.flatten(&its, &BTreeSet::new())?);
+            flats.push(self.flatten(&its, resolved)?);
             conjs.push(its);
         }
-        let mut overlap = vec![vec![false; n]; n];
+        // Per branch, the branches it may overlap (lists: a matrix of 10,000 branches is 100 MB).
+        let mut overlap: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut any = false;
         // Branches with an enum (or const) admit only its values: two such branches whose
         // value sets share none are disjoint, so only the pairs that share a value, or that
@@ -111,26 +206,23 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        // The pairs that share a value, then every pair with a branch that is not finite
+        // (each pair once; not gathered into one list first: 3,000 object branches are 4.5
+        // million pairs, which took longer to sort than a small budget allows).
+        let mut shared: Vec<(usize, usize)> = Vec::new();
         for list in by_value.values() {
             for (x, &i) in list.iter().enumerate() {
-                pairs.extend(list[x + 1..].iter().map(|&j| (i, j)));
+                shared.extend(list[x + 1..].iter().map(|&j| (i, j)));
             }
         }
-        for i in 0..n {
-            for j in i + 1..n {
-                if !finite[i] || !finite[j] {
-                    pairs.push((i, j));
-                }
-            }
-        }
-        pairs.sort_unstable();
-        pairs.dedup();
-        for (i, j) in pairs {
+        shared.sort_unstable();
+        shared.dedup();
+        let others = (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j))).filter(|&(i, j)| !finite[i] || !finite[j]);
+        for (i, j) in shared.into_iter().chain(others) {
             corral_core::budget::check()?;
-            if !self.disjoint(&flats[i], &flats[j], &conjs[i], &conjs[j], 2)? {
-                overlap[i][j] = true;
-                overlap[j][i] = true;
+            if !self.disjoint(&flats[i], &flats[j], &conjs[i], &conjs[j], resolved, 2)? {
+                overlap[i].push(j);
+                overlap[j].push(i);
                 any = true;
             }
         }
@@ -138,8 +230,8 @@ impl<'a> Compiler<'a> {
             return Ok(g.branches.clone());
         }
         let mut out = Vec::new();
-        for i in 0..n {
-            let others: Vec<usize> = (0..n).filter(|&j| overlap[i][j]).collect();
+        for (i, mut others) in overlap.into_iter().enumerate() {
+            others.sort_unstable();
             if others.is_empty() {
                 out.push(g.branches[i].clone());
                 continue;
@@ -153,8 +245,10 @@ impl<'a> Compiler<'a> {
         Ok(out)
     }
 
-    /// True when no value satisfies both (conservative: false when unsure).
-    pub(super) fn disjoint(&mut self, a: &Flat<'a>, b: &Flat<'a>, ia: &[Item<'a>], ib: &[Item<'a>], depth: u32) -> Res<bool> {
+    /// True when no value satisfies both (conservative: false when unsure). The groups of
+    /// `resolved` are left out when values are validated against `ia`/`ib` (looser).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn disjoint(&mut self, a: &Flat<'a>, b: &Flat<'a>, ia: &[Item<'a>], ib: &[Item<'a>], resolved: &BTreeSet<String>, depth: u32) -> Res<bool> {
         if a.never || b.never {
             return Ok(true);
         }
@@ -167,7 +261,7 @@ impl<'a> Compiler<'a> {
             if let Some(vals) = &x.enums {
                 let mut all_out = true;
                 for v in vals {
-                    if value_type(v, self.draft) & common != 0 && self.valid_all(v, other)? {
+                    if value_type(v, self.draft) & common != 0 && self.valid_all_resolved(v, other, resolved)? {
                         all_out = false;
                         break;
                     }
@@ -253,7 +347,7 @@ impl<'a> Compiler<'a> {
                             }
                             let fx = self.flatten(&vx, &BTreeSet::new())?;
                             let fy = self.flatten(&ys, &BTreeSet::new())?;
-                            if self.disjoint(&fx, &fy, &vx, &ys, depth - 1)? {
+                            if self.disjoint(&fx, &fy, &vx, &ys, &BTreeSet::new(), depth - 1)? {
                                 return Ok(true);
                             }
                         }
@@ -326,9 +420,33 @@ impl<'a> Compiler<'a> {
             return Ok(vec![self.own(json!(true), &p, &base)]);
         }
         for g in &f.groups {
-            if g.one_of && g.branches.len() > 1 {
+            if g.one_of && g.branches.len() > 1 && !self.opts.strict {
+                // (Non-strict: loosened as before; the pairs' expansion below multiplies the
+                // combinations of schemas that loosen other keywords anyway.)
                 unsup(self, "oneOf")?;
                 return Ok(vec![self.own(json!(true), &p, &base)]);
+            }
+            if g.one_of && g.branches.len() > 1 {
+                // A value fails `oneOf` when it fails every branch (below, as for `anyOf`) or
+                // satisfies two: one branch per pair of branches that may overlap.
+                let n = g.branches.len();
+                let flats: Vec<Flat<'a>> = g.branches.iter().map(|b| self.flatten(std::slice::from_ref(b), &BTreeSet::new())).collect::<Res<_>>()?;
+                let mut pairs = Vec::new();
+                for i in 0..n {
+                    for j in i + 1..n {
+                        corral_core::budget::check()?;
+                        if !self.disjoint(&flats[i], &flats[j], std::slice::from_ref(&g.branches[i]), std::slice::from_ref(&g.branches[j]), &BTreeSet::new(), 2)? {
+                            pairs.push((i, j));
+                        }
+                    }
+                }
+                if pairs.len() > MAX_NOT_ONE_OF_PAIRS {
+                    unsup(self, "oneOf")?;
+                    return Ok(vec![self.own(json!(true), &p, &base)]);
+                }
+                for (i, j) in pairs {
+                    out.push(json!({ "allOf": [self.ref_value(&g.branches[i]), self.ref_value(&g.branches[j])] }));
+                }
             }
             let nots: Vec<Value> = g.branches.iter().map(|b| json!({"not": self.ref_value(b)})).collect();
             out.push(json!({ "allOf": nots }));
@@ -413,11 +531,15 @@ impl<'a> Compiler<'a> {
             out.push(json!({"x-corral-types": T_OBJ, "properties": {r.clone(): false}}));
         }
         for part in &f.obj_parts {
-            if !part.patterns.is_empty() {
-                unsup(self, "patternProperties")?;
+            // A member that violates a pattern's schema, or an other key whose value
+            // violates `additionalProperties` (any value when it is `false`).
+            for (pat, s) in &part.patterns {
+                out.push(json!({"x-corral-types": T_OBJ, "x-corral-exists": {"pattern": pat, "schema": {"not": self.ref_value(s)}}}));
             }
-            if part.additional.as_ref().is_some_and(|a| a.val() != &Value::Bool(true)) {
-                unsup(self, "additionalProperties")?;
+            if let Some(a) = part.additional.as_ref().filter(|a| a.val() != &Value::Bool(true)) {
+                let names: Vec<&String> = part.props.iter().map(|(k, _)| k).collect();
+                let pats: Vec<&String> = part.patterns.iter().map(|(k, _)| k).collect();
+                out.push(json!({"x-corral-types": T_OBJ, "x-corral-exists": {"not_names": names, "not_patterns": pats, "schema": {"not": self.ref_value(a)}}}));
             }
             for (k, s) in &part.props {
                 out.push(json!({"x-corral-types": T_OBJ, "required": [k], "properties": {k.clone(): {"not": self.ref_value(s)}}}));
@@ -429,8 +551,9 @@ impl<'a> Compiler<'a> {
         if let Some(m) = f.max_props {
             out.push(json!({"x-corral-types": T_OBJ, "minProperties": m.saturating_add(1)}));
         }
-        if !f.prop_names.is_empty() {
-            unsup(self, "propertyNames")?;
+        // A key that fails `propertyNames`.
+        for pn in &f.prop_names {
+            out.push(json!({"x-corral-types": T_OBJ, "x-corral-exists": {"invalid_names": self.ref_value(pn)}}));
         }
         out.extend(loose_branches.into_inner());
         Ok(out.into_iter().map(|v| self.own(v, &p, &base)).collect())

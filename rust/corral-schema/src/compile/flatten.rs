@@ -298,6 +298,13 @@ impl<'a> Compiler<'a> {
                     f.max_props = Some(f.max_props.map_or(n, |x| x.min(n)));
                 }
                 "propertyNames" => f.prop_names.push(self.child(it, &["propertyNames"]).unwrap()),
+                "x-corral-exists" => {
+                    let strs = |k: &str| -> Vec<String> { v.get(k).and_then(|a| a.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default() };
+                    let invalid_names = self.child(it, &["x-corral-exists", "invalid_names"]);
+                    let lang = KeyLang { not_names: strs("not_names"), not_patterns: strs("not_patterns"), pattern: v.get("pattern").and_then(|x| x.as_str()).map(String::from), invalid_names };
+                    let sch = self.child(it, &["x-corral-exists", "schema"]).unwrap_or_else(|| self.own(json!(true), &p, &it.base));
+                    f.exists.push((lang, sch, p.clone()));
+                }
                 "unevaluatedProperties" | "unevaluatedItems" => {
                     if self.skip_uneval > 0 {
                         if self.uneval_root.as_deref() != Some(&*it.key) {

@@ -7,48 +7,94 @@ use super::*;
 /// ([`string_set`]) rather than an alternation of one automaton per value.
 const MANY_STRINGS: usize = 64;
 
+/// Strings of more characters than this are a sequence of pieces ([`Compiler::literal_expr`]).
+pub(super) const LONG_LITERAL: usize = 2048;
+
+/// The characters of each piece of a long string.
+const LITERAL_PIECE: usize = 1024;
+
 /// The quoted JSON strings whose values are `strings`, in every spelling, as one automaton:
 /// the minimal automaton of the values' characters ([`corral_core::minimal_acyclic`],
 /// linear in their length, prefixes and suffixes shared) encoded as JSON. A 100,000-value
 /// enum was an alternation of 100,000 automata, too large to lower as one terminal, and so
 /// 100,000 terminals that every fill walked.
-fn string_set(strings: &[&str]) -> Rx {
+fn string_set(strings: &[&str]) -> Result<Rx, corral_core::Error> {
     let chars: Vec<Vec<u32>> = strings.iter().map(|s| s.chars().map(|c| c as u32).collect()).collect();
     let words: Vec<&[u32]> = chars.iter().map(|w| w.as_slice()).collect();
-    let states = corral_core::minimal_acyclic(&words);
+    let states = corral_core::minimal_acyclic_within_budget(&words)?;
     let mut d = crate::cdfa::CDfa { trans: Vec::with_capacity(states.len()), accept: Vec::with_capacity(states.len()), start: 0 };
     for (acc, row) in states {
         d.trans.push(row.into_iter().map(|(c, t)| (c, c, t)).collect());
         d.accept.push(acc);
     }
     let quote = || Rx::Literal(b"\"".to_vec());
-    Rx::concat(vec![quote(), Rx::Automaton(std::sync::Arc::new(crate::encode::json_automaton(&d))), quote()])
+    Ok(Rx::concat(vec![quote(), Rx::Automaton(std::sync::Arc::new(crate::encode::json_automaton(&d))), quote()]))
+}
+
+/// Whether `f` constrains nothing but the values and types (no bounds, lengths, patterns,
+/// items, properties, groups or negations).
+fn only_values(f: &Flat<'_>) -> bool {
+    f.excluded.is_empty()
+        && matches!(f.lo, Bound::None)
+        && matches!(f.hi, Bound::None)
+        && f.mult.is_empty()
+        && f.not_mult.is_empty()
+        && f.min_len == 0
+        && f.max_len.is_none()
+        && f.str_pos.is_empty()
+        && f.str_neg.is_empty()
+        && f.arr_parts.is_empty()
+        && f.min_items == 0
+        && f.max_items.is_none()
+        && f.contains.is_empty()
+        && f.unique.is_none()
+        && f.obj_parts.is_empty()
+        && f.required.is_empty()
+        && f.min_props == 0
+        && f.max_props.is_none()
+        && f.prop_names.is_empty()
+        && f.groups.is_empty()
+        && f.nots.is_empty()
+        && f.exists.is_empty()
 }
 
 impl<'a> Compiler<'a> {
-    pub(super) fn leaf(&mut self, f: Flat<'a>, items: &[Item<'a>], depth: u32) -> Res<Expr> {
+    pub(super) fn leaf(&mut self, f: Flat<'a>, items: &[Item<'a>], resolved: &BTreeSet<String>, depth: u32) -> Res<Expr> {
         // (Sets by key: an enum of 100,000 values must not compare every pair.)
-        let excluded: std::collections::HashSet<String> = f.excluded.iter().map(json_key).collect();
+        let excluded: FxHashSet<String> = f.excluded.iter().map(json_key).collect();
         let is_excluded = |v: &Value| !excluded.is_empty() && excluded.contains(&json_key(v));
         if let Some(vals) = &f.enums {
+            // The values are those of every `enum`/`const` met (intersected while flattening);
+            // when nothing else constrains them, validating each against the schema again
+            // only finds it in its own enum (most of a million-value enum's compile).
+            let check = !only_values(&f);
             let mut alts = Vec::new();
-            let mut seen: std::collections::HashSet<String> = std::collections::HashSet::with_capacity(vals.len());
+            let mut seen: FxHashSet<String> = FxHashSet::default();
+            let mut seen_str: FxHashSet<&str> = FxHashSet::default();
             let mut strings: Vec<&str> = Vec::new();
-            for v in vals {
-                if value_type(v, self.draft) & f.types == 0 || is_excluded(v) || !seen.insert(json_key(v)) {
+            for (i, v) in vals.iter().enumerate() {
+                if i % 4096 == 4095 {
+                    corral_core::budget::check()?;
+                }
+                let fresh = match v {
+                    Value::String(s) => seen_str.insert(s),
+                    v => seen.insert(json_key(v)),
+                };
+                if !fresh || value_type(v, self.draft) & f.types == 0 || is_excluded(v) {
                     continue;
                 }
-                if self.valid_all(v, items)? {
+                if !check || self.valid_all_resolved(v, items, resolved)? {
                     match v {
-                        Value::String(s) => strings.push(s),
+                        Value::String(s) if s.len() <= LONG_LITERAL || s.chars().count() <= LONG_LITERAL => strings.push(s),
                         _ => alts.push(self.value_expr(v, depth)?),
                     }
                 }
             }
+            corral_core::budget::check()?;
             if strings.len() >= MANY_STRINGS {
-                alts.insert(0, token(Expr::Terminal(string_set(&strings))));
+                alts.insert(0, token(Expr::Terminal(string_set(&strings)?)));
             } else {
-                let lits: Vec<Expr> = strings.iter().map(|s| Expr::Terminal(self.enc.literal(s))).collect();
+                let lits: Vec<Expr> = strings.iter().map(|s| self.literal_expr(s)).collect();
                 alts.splice(0..0, lits);
             }
             return Ok(alt(alts));
@@ -56,7 +102,7 @@ impl<'a> Compiler<'a> {
         // container exclusions we cannot express
         for v in &f.excluded {
             if matches!(v, Value::Array(_) | Value::Object(_)) && value_type(v, self.draft) & f.types != 0 {
-                if self.valid_all(v, items)? {
+                if self.valid_all_resolved(v, items, resolved)? {
                     self.unsupported(&f.enum_ptr, "not", "excluding a specific array or object value is not supported")?;
                 }
             }
@@ -95,12 +141,39 @@ impl<'a> Compiler<'a> {
 
     // ------------------------------------------------------------------ literal values
 
+    /// The quoted JSON string whose value is `s`, in every spelling: one automaton
+    /// ([`Encoder::literal`]), or for a string of more than [`LONG_LITERAL`] characters a
+    /// sequence of terminals of [`LITERAL_PIECE`] characters each (the first with the opening
+    /// quote, the last with the closing one): a 1 MB `const` is a thousand automata of a few
+    /// thousand states, each built when a generation reaches it, where one automaton would
+    /// have millions. Pieces end between characters, so each spelling of a character is
+    /// within one piece; tokens may still span pieces, as they span any two terminals.
+    pub(super) fn literal_expr(&mut self, s: &str) -> Expr {
+        if s.len() <= LONG_LITERAL || s.chars().count() <= LONG_LITERAL {
+            return Expr::Terminal(self.enc.literal(s));
+        }
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        let mut it = s.char_indices().map(|(i, _)| i).step_by(LITERAL_PIECE).skip(1);
+        loop {
+            let end = it.next();
+            let text: Arc<str> = s[start..end.unwrap_or(s.len())].into();
+            let a = crate::encode::json_literal_piece(&text, start == 0, end.is_none());
+            pieces.push(token(Expr::Terminal(Rx::Automaton(a))));
+            match end {
+                Some(e) => start = e,
+                None => break,
+            }
+        }
+        seq(pieces)
+    }
+
     pub(super) fn value_expr(&mut self, v: &Value, depth: u32) -> Res<Expr> {
         Ok(match v {
             Value::Null => Expr::Literal(b"null".to_vec()),
             Value::Bool(b) => Expr::Literal(if *b { b"true".to_vec() } else { b"false".to_vec() }),
             Value::Number(n) => Expr::Terminal(numbers::value_rx(&Dec::from_json(n).unwrap())),
-            Value::String(s) => Expr::Terminal(self.enc.literal(s)),
+            Value::String(s) => self.literal_expr(s),
             Value::Array(a) => {
                 if a.is_empty() {
                     return Ok(self.lay.empty("[", "]"));
@@ -121,7 +194,7 @@ impl<'a> Compiler<'a> {
                 }
                 let mut members = Vec::new();
                 for (k, x) in m {
-                    let key = Expr::Terminal(self.enc.literal(k));
+                    let key = self.literal_expr(k);
                     let val = self.value_expr(x, depth + 1)?;
                     members.push(seq(vec![key, self.lay.colon(), val]));
                 }

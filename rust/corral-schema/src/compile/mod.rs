@@ -64,8 +64,12 @@ const RX_CAP: usize = 30_000;
 const TO_RX_STATES: usize = 512;
 /// Deepest nesting with an indented fixed layout.
 const MAX_INDENT_DEPTH: u32 = 32;
-/// Most leaf conjunctions expanded from anyOf/oneOf/not groups.
-const MAX_LEAVES: usize = 5_000;
+/// Most conjunctions expanded from anyOf/oneOf/not/if groups (the branches taken, each with
+/// the groups already chosen), at the default `max_productions`; scaled with it. Plain
+/// sub-schemas (property values, items) do not count: an object of 20,000 properties is
+/// 20,000 conjunctions but no combination (they counted until the `oneOf` expansion became
+/// linear, and such objects hit this limit).
+const MAX_LEAVES: usize = 20_000;
 /// Most grammar rules built for one schema.
 const MAX_RULES: usize = 100_000;
 
@@ -241,6 +245,16 @@ struct ObjPart<'a> {
     ptr: Rc<str>,
 }
 
+/// A set of keys: those not in `not_names`, matching none of `not_patterns`, matching
+/// `pattern` when there is one, and (`invalid_names`) failing that schema as strings.
+#[derive(Clone, Debug, Default)]
+struct KeyLang<'a> {
+    not_names: Vec<String>,
+    not_patterns: Vec<String>,
+    pattern: Option<String>,
+    invalid_names: Option<Item<'a>>,
+}
+
 #[derive(Clone, Debug)]
 enum StrCons {
     Pattern(String),
@@ -275,6 +289,10 @@ struct Flat<'a> {
     prop_names: Vec<Item<'a>>,
     groups: Vec<Group<'a>>,
     nots: Vec<(String, Item<'a>)>,
+    /// Objects must have a member whose key is in the set and whose value satisfies the
+    /// schema (`x-corral-exists`: what the negation of `additionalProperties` and
+    /// `patternProperties` leaves), with the pointer of the `not` it came from.
+    exists: Vec<(KeyLang<'a>, Item<'a>, Rc<str>)>,
 }
 
 impl Default for Flat<'_> {
@@ -306,6 +324,7 @@ impl Default for Flat<'_> {
             prop_names: vec![],
             groups: vec![],
             nots: vec![],
+            exists: vec![],
         }
     }
 }
@@ -591,6 +610,8 @@ pub(crate) struct Compiler<'a> {
     /// The [`json_key`]s of a long `enum`, by the key of the item holding it: validating each
     /// of an enum's values against it must not compare every pair.
     enum_keys: FxHashMap<Rc<str>, Rc<FxHashSet<String>>>,
+    /// The value and the resolved groups [`Compiler::valid_all_resolved`] skips.
+    valid_skip: Option<(*const Value, BTreeSet<String>)>,
 }
 
 /// Every character a JSON string may hold (the Unicode scalar values).
@@ -671,6 +692,7 @@ fn compile_ast(schema: &Value, opts: &Options) -> Res<(GrammarAst, String, FxHas
         uneval_root: None,
         any_strings: FxHashMap::default(),
         enum_keys: FxHashMap::default(),
+        valid_skip: None,
     };
     let root_base = match schema.get(if draft == Draft::Draft4 { "id" } else { "$id" }).and_then(|v| v.as_str()) {
         Some(id) => join_uri("urn:corral:root", id),

@@ -3,6 +3,54 @@
 
 use super::*;
 
+/// From this many declared names on, the keys of an object are split where their names part
+/// ([`key_pieces`]).
+const SPLIT_KEYS_FROM: usize = 48;
+
+/// Most ways [`Compiler::object_expr`] expands an object's `x-corral-exists` constraints into.
+const MAX_EXISTS_WAYS: usize = 256;
+
+/// The keys of `names` as terminals split at the nodes of the names' trie where they part
+/// or one of them ends: `p1`, `p10`, `p11`, … are `"p` `1` `"`, `"p` `1` `0"`, …. Each key
+/// as one terminal, an object of 1,000 properties had 1,000 terminals alive inside a key
+/// (all names after `"`, 111 after `"p1`): more than a mask's cache key holds, so each of
+/// those fills walked the whole vocabulary (p99 8 ms). Split, the terminals alive at once are
+/// the branches of one trie node, and equal pieces are one terminal.
+fn key_pieces(names: &[String]) -> FxHashMap<&str, Vec<Expr>> {
+    let mut sorted: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    // The trie nodes where names part (or one ends): the longest common prefix of each pair
+    // of neighbours in sorted order, cut back to a character boundary.
+    let mut nodes: FxHashSet<&str> = FxHashSet::default();
+    for w in sorted.windows(2) {
+        let (a, b) = (w[0].as_bytes(), w[1].as_bytes());
+        let mut l = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        while !w[0].is_char_boundary(l) {
+            l -= 1;
+        }
+        nodes.insert(&w[0][..l]);
+    }
+    let mut out = FxHashMap::default();
+    for &n in &sorted {
+        if n.len() > 256 {
+            continue; // (one terminal, or pieces of its own: `literal_expr`)
+        }
+        let mut cuts: Vec<usize> = n.char_indices().map(|(i, _)| i).skip(1).filter(|&i| nodes.contains(&n[..i])).collect();
+        cuts.push(n.len());
+        let mut pieces = Vec::with_capacity(cuts.len());
+        let mut start = 0;
+        for (k, &end) in cuts.iter().enumerate() {
+            let text: Arc<str> = n[start..end].into();
+            let a = if cuts.len() == 1 { crate::encode::json_literal(&text) } else { crate::encode::json_literal_piece(&text, k == 0, k + 1 == cuts.len()) };
+            pieces.push(token(Expr::Terminal(Rx::Automaton(a))));
+            start = end;
+        }
+        out.insert(n, pieces);
+    }
+    out
+}
+
 impl<'a> Compiler<'a> {
     pub(super) fn object_expr(&mut self, f: &Flat<'a>, depth: u32) -> Res<Expr> {
         // declared names
@@ -28,7 +76,7 @@ impl<'a> Compiler<'a> {
                 Some(CDfa::empty())
             } else if !g.groups.is_empty() || !g.nots.is_empty() || g.enums.is_some() || !g.excluded.is_empty() || g.min_len > 0 || g.max_len.is_some() {
                 // use the validator on declared names; extras need a regular language
-                match self.name_dfa(&g) {
+                match self.names_lang(&f.prop_names, 0)? {
                     Some(d) => Some(d),
                     None => {
                         let ptr = f.prop_names[0].ptr.clone();
@@ -62,6 +110,8 @@ impl<'a> Compiler<'a> {
         };
         // declared members
         let mut members: Vec<(String, Expr, bool)> = Vec::new(); // name, member expr, required
+        let mut member_schemas: Vec<Vec<Item<'a>>> = Vec::new(); // per member, its value's schemas
+        let mut split_keys = if names.len() > SPLIT_KEYS_FROM { Some(key_pieces(&names)) } else { None };
         for n in &names {
             let req = f.required.contains(n);
             let allowed = name_ok(self, n)?;
@@ -74,8 +124,12 @@ impl<'a> Compiler<'a> {
                     continue;
                 }
                 Some(s) => {
+                    member_schemas.push(s.clone());
                     let v = self.conj(s, &BTreeSet::new(), depth + 1)?;
-                    let key = Expr::Terminal(self.enc.literal(n));
+                    let key = match split_keys.as_mut().and_then(|m| m.remove(n.as_str())) {
+                        Some(pieces) if pieces.len() > 1 => seq(pieces),
+                        _ => self.literal_expr(n),
+                    };
                     members.push((n.clone(), seq(vec![key, self.lay.colon(), v]), req));
                 }
             }
@@ -116,7 +170,10 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
+        // Each class of other keys with its value's schemas (for `x-corral-exists`).
+        let mut extra_classes: Vec<(Arc<CDfa>, Vec<Item<'a>>)> = Vec::new();
         if any_extra {
+            extra_classes.push((others(), vec![]));
             let key_body = self.dfa_expr(&others(), true);
             let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
             let v = self.conj(vec![], &BTreeSet::new(), depth + 1)?;
@@ -168,13 +225,14 @@ impl<'a> Compiler<'a> {
             if kd.is_empty() {
                 continue;
             }
-            let v = self.conj(schemas, &BTreeSet::new(), depth + 1)?;
+            let v = self.conj(schemas.clone(), &BTreeSet::new(), depth + 1)?;
             if matches!(v, Expr::Terminal(Rx::Nothing)) {
                 continue;
             }
             let key_body = self.dfa_expr(&kd, true);
             let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
             extras.push(seq(vec![key, self.lay.colon(), v]));
+            extra_classes.push((kd, schemas));
         }
         let extra = if extras.is_empty() {
             None
@@ -184,7 +242,176 @@ impl<'a> Compiler<'a> {
             self.add_rule(name.clone(), e);
             Some(rf(&name))
         };
-        self.object_automaton(members, extra, f, depth)
+        if f.exists.is_empty() {
+            return self.object_automaton(members, extra, f, depth);
+        }
+        // A member whose key is in the set and whose value satisfies the schema, for each
+        // such constraint: one of the declared members in the set, made required with that
+        // schema added; or one more member among the other keys in the set (required;
+        // further ones are ordinary extras), which a later constraint may use too. One
+        // object automaton per way of meeting them all, joined.
+        #[derive(Clone)]
+        struct Way<'a> {
+            /// Per declared member, the schemas added to it (required when any).
+            forced: Vec<Vec<Item<'a>>>,
+            /// Added members, each as its key classes with their values' schemas.
+            added: Vec<Vec<(Arc<CDfa>, Vec<Item<'a>>)>>,
+        }
+        let mut ways = vec![Way { forced: vec![Vec::new(); members.len()], added: Vec::new() }];
+        for (lang, sch, ptr) in f.exists.clone() {
+            let Some(lang_dfa) = self.key_lang_dfa(&lang, &ptr)? else {
+                continue; // (non-strict: dropped, looser)
+            };
+            let narrow = |s: &mut Self, parts: &[(Arc<CDfa>, Vec<Item<'a>>)]| -> Res<Vec<(Arc<CDfa>, Vec<Item<'a>>)>> {
+                let mut out = Vec::new();
+                for (kd, its) in parts {
+                    let k = kd.product(&lang_dfa, true, DFA_LIMIT).map_err(|_| s.limit_err("property name automaton"))?;
+                    if !k.is_empty() {
+                        let mut its = its.clone();
+                        its.push(sch.clone());
+                        out.push((Arc::new(k), its));
+                    }
+                }
+                Ok(out)
+            };
+            let mut next = Vec::new();
+            for w in &ways {
+                for (i, m) in members.iter().enumerate() {
+                    if lang_dfa.accepts(&m.0) {
+                        let mut w2 = w.clone();
+                        w2.forced[i].push(sch.clone());
+                        next.push(w2);
+                    }
+                }
+                for a in 0..w.added.len() {
+                    let parts = narrow(self, &w.added[a])?;
+                    if !parts.is_empty() {
+                        let mut w2 = w.clone();
+                        w2.added[a] = parts;
+                        next.push(w2);
+                    }
+                }
+                let parts = narrow(self, &extra_classes)?;
+                if !parts.is_empty() {
+                    let mut w2 = w.clone();
+                    w2.added.push(parts);
+                    next.push(w2);
+                }
+                if next.len() > MAX_EXISTS_WAYS {
+                    self.unsupported_at(ptr.to_string(), "not", "too many ways to meet the negated property constraints on one object")?;
+                    return self.object_automaton(members, extra, f, depth); // (non-strict: looser)
+                }
+            }
+            ways = next;
+        }
+        let mut out = Vec::new();
+        'ways: for w in ways {
+            let mut ms = members.clone();
+            for (i, add) in w.forced.into_iter().enumerate() {
+                if add.is_empty() {
+                    continue;
+                }
+                let mut its = member_schemas[i].clone();
+                its.extend(add);
+                let v = self.conj(its, &BTreeSet::new(), depth + 1)?;
+                if matches!(v, Expr::Terminal(Rx::Nothing)) {
+                    continue 'ways;
+                }
+                let key = self.literal_expr(&ms[i].0);
+                ms[i].1 = seq(vec![key, self.lay.colon(), v]);
+                ms[i].2 = true;
+            }
+            for parts in w.added {
+                let mut alts = Vec::new();
+                for (kd, its) in parts {
+                    let v = self.conj(its, &BTreeSet::new(), depth + 1)?;
+                    if matches!(v, Expr::Terminal(Rx::Nothing)) {
+                        continue;
+                    }
+                    let key_body = self.dfa_expr(&kd, true);
+                    let key = seq(vec![Expr::Literal(b"\"".to_vec()), key_body, Expr::Literal(b"\"".to_vec())]);
+                    alts.push(seq(vec![key, self.lay.colon(), v]));
+                }
+                if alts.is_empty() {
+                    continue 'ways;
+                }
+                ms.push((String::new(), alt(alts), true));
+            }
+            out.push(self.object_automaton(ms, extra.clone(), f, depth)?);
+        }
+        Ok(alt(out))
+    }
+
+    /// The keys of `lang` as an automaton; None (after the non-strict warning) when a
+    /// pattern cannot be compiled.
+    fn key_lang_dfa(&mut self, lang: &KeyLang<'a>, ptr: &str) -> Res<Option<CDfa>> {
+        let names: Vec<&str> = lang.not_names.iter().map(|s| s.as_str()).collect();
+        let mut d: CDfa = (*keys_except(&names)).clone();
+        if let Some(pn) = &lang.invalid_names {
+            // The names `propertyNames` rejects: every key but its language.
+            match self.names_lang(std::slice::from_ref(pn), 0)? {
+                Some(v) => d = d.minus(&v, DFA_LIMIT).map_err(|_| self.limit_err("property name automaton"))?,
+                None => {
+                    self.unsupported_at(ptr.to_string(), "not", "the names this propertyNames schema rejects cannot be turned into a key language")?;
+                    return Ok(None);
+                }
+            }
+        }
+        for (p, keep) in lang.not_patterns.iter().map(|p| (p, false)).chain(lang.pattern.iter().map(|p| (p, true))) {
+            match self.pattern_dfa(p) {
+                Ok(pd) => d = if keep { d.product(&pd, true, DFA_LIMIT) } else { d.minus(&pd, DFA_LIMIT) }.map_err(|_| self.limit_err("property name automaton"))?,
+                Err(e) => {
+                    self.unsupported_at(ptr.to_string(), "not", e)?;
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(d))
+    }
+
+    /// The strings that satisfy `items`, as an automaton (`not`, `anyOf` and `oneOf` by
+    /// complement, union and "exactly one"), or None when some part has no automaton.
+    pub(super) fn names_lang(&mut self, items: &[Item<'a>], depth: u32) -> Res<Option<CDfa>> {
+        corral_core::budget::check()?;
+        if depth > 8 {
+            return Ok(None);
+        }
+        let mut g = self.flatten(items, &BTreeSet::new())?;
+        if g.never || g.types & T_STR == 0 {
+            return Ok(Some(CDfa::empty()));
+        }
+        let groups = std::mem::take(&mut g.groups);
+        let nots = std::mem::take(&mut g.nots);
+        let Some(mut d) = self.name_dfa(&g) else { return Ok(None) };
+        let too_big = |s: &Self| s.limit_err("property name automaton");
+        for (_, n) in nots {
+            let Some(x) = self.names_lang(std::slice::from_ref(&n), depth + 1)? else { return Ok(None) };
+            d = d.minus(&x, DFA_LIMIT).map_err(|_| too_big(self))?;
+        }
+        for grp in groups {
+            if grp.branches.is_empty() {
+                return Ok(None); // (an `if` alone, kept for annotations)
+            }
+            let mut langs = Vec::new();
+            for b in &grp.branches {
+                let Some(x) = self.names_lang(std::slice::from_ref(b), depth + 1)? else { return Ok(None) };
+                langs.push(x);
+            }
+            let mut u = CDfa::empty();
+            for (i, l) in langs.iter().enumerate() {
+                let mut part = l.clone();
+                if grp.one_of {
+                    for (j, o) in langs.iter().enumerate() {
+                        if i != j {
+                            part = part.minus(o, DFA_LIMIT).map_err(|_| too_big(self))?;
+                        }
+                    }
+                }
+                u = u.product(&part, false, DFA_LIMIT).map_err(|_| too_big(self))?;
+            }
+            d = d.product(&u, true, DFA_LIMIT).map_err(|_| too_big(self))?;
+        }
+        Ok(Some(d))
     }
 
     pub(super) fn name_dfa(&mut self, g: &Flat<'a>) -> Option<CDfa> {

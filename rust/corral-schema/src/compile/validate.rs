@@ -4,6 +4,30 @@
 use super::*;
 
 impl<'a> Compiler<'a> {
+    /// Whether `v` validates against every schema of `its`, where the groups of `resolved`
+    /// (ids as [`Compiler::flatten`] makes them) are already expanded into `its`: a value that
+    /// validates against the chosen branch among `its` validates against the group, so the
+    /// group itself is skipped for `v` (not for values nested in it, which may meet the same
+    /// schema again through a reference). Validating a const of a 10,000-branch `oneOf`
+    /// against the whole `oneOf` again made that schema's compile quadratic.
+    pub(super) fn valid_all_resolved(&mut self, v: &Value, its: &[Item<'a>], resolved: &BTreeSet<String>) -> Res<bool> {
+        if resolved.is_empty() {
+            return self.valid_all(v, its);
+        }
+        let saved = self.valid_skip.replace((v as *const Value, resolved.clone()));
+        let r = self.valid_all(v, its);
+        self.valid_skip = saved;
+        r
+    }
+
+    /// Whether group `id` of the value at `v` is one [`Compiler::valid_all_resolved`] skips.
+    fn skipped(&self, v: &Value, id: impl FnOnce() -> String) -> bool {
+        match &self.valid_skip {
+            Some((top, set)) => std::ptr::eq(*top, v) && set.contains(&id()),
+            None => false,
+        }
+    }
+
     /// Whether `v` validates against every schema of `its`.
     pub(super) fn valid_all(&mut self, v: &Value, its: &[Item<'a>]) -> Res<bool> {
         for it in its {
@@ -42,6 +66,7 @@ impl<'a> Compiler<'a> {
                     let t = self.doc_item(s.as_str().unwrap_or("")).unwrap();
                     self.valid_depth(v, &t, depth + 1)?
                 }
+                "anyOf" | "oneOf" if self.skipped(v, || format!("{}/{k}", it.key)) => true,
                 "allOf" | "anyOf" | "oneOf" => {
                     let n = s.as_array().map(|a| a.len()).unwrap_or(0);
                     let mut cnt = 0;
@@ -57,11 +82,13 @@ impl<'a> Compiler<'a> {
                         _ => cnt == 1,
                     }
                 }
+                "not" if self.skipped(v, || format!("{}/not", it.key)) => true,
                 "not" => {
                     let c = self.child(it, &["not"]).unwrap();
                     !self.valid_depth(v, &c, depth + 1)?
                 }
                 "if" if self.draft < Draft::Draft7 => true,
+                "if" if self.skipped(v, || format!("{}/if", it.key)) => true,
                 "if" => {
                     let c = self.child(it, &["if"]).unwrap();
                     let branch = if self.valid_depth(v, &c, depth + 1)? { "then" } else { "else" };
@@ -236,6 +263,46 @@ impl<'a> Compiler<'a> {
                     let n = as_u64(s).unwrap_or(0);
                     if k == "minProperties" { o.len() as u64 >= n } else { o.len() as u64 <= n }
                 }
+                "x-corral-exists" => {
+                    let Value::Object(o) = v else { continue };
+                    let strs = |k: &str| -> Vec<String> { s.get(k).and_then(|a| a.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default() };
+                    let (names, pats, pat) = (strs("not_names"), strs("not_patterns"), s.get("pattern").and_then(|x| x.as_str()).map(String::from));
+                    let sch = self.child(it, &["x-corral-exists", "schema"]);
+                    let mut found = false;
+                    for (name, x) in o {
+                        if names.contains(name) {
+                            continue;
+                        }
+                        let mut out = false;
+                        for p in &pats {
+                            if self.pattern_matches(p, name).map_err(|e| SchemaError::Unsupported { pointer: it.ptr.to_string(), keyword: "not".into(), message: e })? {
+                                out = true;
+                            }
+                        }
+                        if let Some(p) = &pat {
+                            if !self.pattern_matches(p, name).map_err(|e| SchemaError::Unsupported { pointer: it.ptr.to_string(), keyword: "not".into(), message: e })? {
+                                out = true;
+                            }
+                        }
+                        if out {
+                            continue;
+                        }
+                        if let Some(c) = self.child(it, &["x-corral-exists", "invalid_names"]) {
+                            if self.valid_depth(&Value::String(name.clone()), &c, depth + 1)? {
+                                continue;
+                            }
+                        }
+                        let ok = match &sch {
+                            Some(c) => self.valid_depth(x, c, depth + 1)?,
+                            None => true,
+                        };
+                        if ok {
+                            found = true;
+                            break;
+                        }
+                    }
+                    found
+                }
                 "propertyNames" => {
                     let Value::Object(o) = v else { continue };
                     let c = self.child(it, &["propertyNames"]).unwrap();
@@ -253,7 +320,7 @@ impl<'a> Compiler<'a> {
                     let mut ok = true;
                     if let Some(deps) = s.as_object() {
                         for (name, d) in deps {
-                            if !o.contains_key(name) {
+                            if !o.contains_key(name) || self.skipped(v, || format!("{}/{k}/{}", it.key, esc_ptr(name))) {
                                 continue;
                             }
                             match d {
