@@ -397,7 +397,9 @@ class Stats:
 # Running a workload
 
 
-def run_workload(w: wl.Workload, tok, engines: list[str], args, tmp: str) -> dict:
+def run_workload(w: wl.Workload, tok, engines: list[str], args, tmp: str, keep: dict | None = None) -> dict:
+    """Runs every item of `w` on every engine (interleaved); `keep`, when given, receives each
+    engine's :class:`Stats` (per-grammar samples for callers such as grammar_bench.py)."""
     tokname = tok.name
     job = os.path.join(tmp, f"{tokname}-{w.name}.pickle")
     with open(job, "wb") as f:
@@ -434,6 +436,8 @@ def run_workload(w: wl.Workload, tok, engines: list[str], args, tmp: str) -> dic
             log(f"  [{w.name} {k + 1}/{n} {time.monotonic() - t0:.0f}s] {item.label[:60]}: {' '.join(line)}")
     for wk in workers.values():
         wk.close()
+    if keep is not None:
+        keep.update(stats)
     return {
         "name": w.name, "title": w.title, "notes": w.notes, "grammars": w.grammars, "instances": w.instances,
         "tokens": w.tokens, "seconds": time.monotonic() - t0,
