@@ -267,6 +267,7 @@ class Stats:
         self.fill_us: list[float] = []
         self.fill_warm_us: list[float] = []  # walks other than the first one after a compile
         self.fill_by_gid: dict[str, list[float]] = {}
+        self.walks_by_gid: dict[str, list[tuple[str, list[float]]]] = {}  # (outcome, fill µs) per walk, in order
         self.ttfm_by_gid: dict[str, float] = {}
         self.accept_us: list[float] = []
         self.counts: dict[str, int] = {k: 0 for k in (
@@ -304,6 +305,7 @@ class Stats:
                 fills = [x / 1e3 for x in w["fill_ns"]]
                 self.fill_us.extend(fills)
                 self.fill_by_gid.setdefault(item.gid, []).extend(fills)
+                self.walks_by_gid.setdefault(item.gid, []).append((w["outcome"], fills))
                 if fills:
                     # (Where a fill tail comes from: the slowest fill per grammar, and its walk and step.)
                     top = max(range(len(fills)), key=fills.__getitem__)

@@ -1,8 +1,8 @@
-; factorial, map and a small association-list lookup
 (define (fact n)
   (if (<= n 1)
       1
       (* n (fact (- n 1)))))
+; factorial, map and a small association-list lookup
 
 (define (my-map f xs)
   (cond ((null? xs) '())
