@@ -340,6 +340,19 @@ def ratio_table(summary: dict, titles: dict) -> list[str]:
     return lines
 
 
+def before_after(summary: dict, titles: dict) -> list[str]:
+    per, ov = summary["per_grammar"], summary["overall"]
+    lines = ["| grammar | compile | fill p50 | fill p99 | fill p99.9 | fill max |", "|---|---:|---:|---:|---:|---:|"]
+    rows = [(titles[g], per[g]["corral"], per[g]["corral_base"], per[g]["corral"]["compile_ms"],
+             per[g]["corral_base"]["compile_ms"]) for g in per]
+    rows.append(("**all**", ov["corral"], ov["corral_base"], ov["corral"]["compile_ms"]["p50"], ov["corral_base"]["compile_ms"]["p50"]))
+    for label, a, b, ca, cb in rows:
+        fa, fb = a["fill_us"], b["fill_us"]
+        lines.append(f"| {label} | {_r(ca, cb)} | {_r(fa['p50'], fb['p50'])} | {_r(fa['p99'], fb['p99'])} | "
+                     f"{_r(fa['p99.9'], fb['p99.9'])} | {_r(fa['max'], fb['max'])} |")
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -358,6 +371,9 @@ def parse_args(argv=None):
     ap.add_argument("--setup-timeout", type=float, default=180.0)
     ap.add_argument("--mem-gib", type=float, default=8.0, help="RLIMIT_AS per worker (0: none)")
     ap.add_argument("--threads", type=int, default=0, help="cap engine threads; 0: defaults")
+    ap.add_argument("--corral-base", default="", metavar="SO",
+                    help="also run corral on this other build of its extension (a copy of python/corral/_native*.so "
+                         "made before a change): engine corral_base, with a before/after table")
     ap.add_argument("--python", default=sys.executable, help="interpreter of the workers (must import every engine)")
     ap.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     ap.add_argument("--tag", default="")
@@ -374,6 +390,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     toknames = [t for t in args.tokenizers.split(",") if t]
     engines = [e for e in args.engines.split(",") if e]
+    if args.corral_base:
+        os.environ["CORRAL_BASE_SO"] = os.path.abspath(args.corral_base)
+        if "corral_base" not in engines:
+            engines.insert(1, "corral_base")
     want = [x for x in args.grammars.split(",") if x]
     grammars = [g for g in GRAMMARS if not want or g.name in want]
     if want and len(grammars) != len(want):
@@ -439,6 +459,11 @@ def main(argv=None) -> int:
                       "skips the rest of that walk). The last two columns are corral's absolute targets, over all walks.")
             md.append("")
             md += ratio_table(summary, titles)
+            md.append("")
+        if "corral_base" in engines and "corral" in engines:
+            md.append("corral (this build) / corral_base (the `--corral-base` build), fills over all walks:")
+            md.append("")
+            md += before_after(summary, titles)
             md.append("")
         fails = []
         for gid, row in summary["per_grammar"].items():
