@@ -291,15 +291,6 @@ impl Filler {
             return true;
         }
         if cur.len() > MAX_KEY_LEXEMES {
-            if std::env::var_os("CORRAL_DEBUG_FILL").is_some() {
-                let mut d: Vec<(u32, u32)> = cur.iter().map(|l| (l.term, l.state)).collect();
-                d.sort_unstable();
-                d.dedup();
-                let mut r: Vec<u32> = cur.iter().map(|l| l.row).collect();
-                r.sort_unstable();
-                r.dedup();
-                eprintln!("DEBUG walk_whole: {} lexemes, {} distinct (term, state), {} rows", cur.len(), d.len(), r.len());
-            }
             self.dense = true;
             mask[..mask_words].fill(0);
             return self.walk_whole(cfg, trie, parser, cur, mask);
@@ -318,9 +309,6 @@ impl Filler {
         }
         if self.timed_out {
             return false;
-        }
-        if std::env::var_os("CORRAL_DEBUG_FILL").is_some() {
-            eprintln!("DEBUG rows exhausted: {} lexemes", cur.len());
         }
         // The paths through the levels multiply: the plain walk instead. Every token set so
         // far is allowed, and the walk sets every allowed token, so the mask stays.
@@ -419,12 +407,6 @@ impl Filler {
             next.clear();
             start_lexemes(cfg, parser, row, &mut next);
             if next.len() > MAX_KEY_LEXEMES {
-                if std::env::var_os("CORRAL_DEBUG_FILL").is_some() {
-                    let mut d: Vec<(u32, u32)> = next.iter().map(|l| (l.term, l.state)).collect();
-                    d.sort_unstable();
-                    d.dedup();
-                    eprintln!("DEBUG group walk_full: {} lexemes, {} distinct, {} nodes", next.len(), d.len(), group.nodes.len());
-                }
                 self.dense = true;
                 if !self.walk_full(cfg, trie, parser, &group.nodes, true, &next, mask) {
                     self.work = next;

@@ -131,6 +131,13 @@ impl Level {
 
 /// Records trie node `i` (which has children) in the group of lexemes `ending`.
 fn record_end(i: usize, ending: u64, groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
+    // (Runs of nodes in one group are common: an identifier ends at every byte of a word.)
+    if let Some(last) = groups.last_mut() {
+        if last.ending == ending {
+            last.nodes.push(i as u32);
+            return;
+        }
+    }
     let gi = *group_of.entry(ending).or_insert_with(|| {
         groups.push(EndGroup { ending, nodes: Vec::new() });
         groups.len() - 1
@@ -765,9 +772,12 @@ impl CiEntry {
                 ends.extend(g.nodes.iter().map(|&n| (n, 1u64 << j)));
             }
         }
-        ends.sort_unstable_by_key(|e| e.0);
+        // Each group's nodes are sorted: the stable sort merges those runs (tens of thousands
+        // of nodes where an identifier ends all along the trie) instead of sorting from scratch.
+        ends.sort_by_key(|e| e.0);
         let mut groups: Vec<EndGroup> = Vec::new();
         let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+        let mut last = (0u64, usize::MAX);
         let mut i = 0;
         while i < ends.len() {
             let (node, mut bits) = ends[i];
@@ -776,11 +786,14 @@ impl CiEntry {
                 bits |= ends[i].1;
                 i += 1;
             }
-            let gi = *group_of.entry(bits).or_insert_with(|| {
-                groups.push(EndGroup { ending: bits, nodes: Vec::new() });
-                groups.len() - 1
-            });
-            groups[gi].nodes.push(node);
+            if last.1 == usize::MAX || last.0 != bits {
+                let gi = *group_of.entry(bits).or_insert_with(|| {
+                    groups.push(EndGroup { ending: bits, nodes: Vec::new() });
+                    groups.len() - 1
+                });
+                last = (bits, gi);
+            }
+            groups[last.1].nodes.push(node);
         }
         CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
     }
