@@ -105,8 +105,13 @@ pub struct EndGroup {
 /// One level of the walk for one key.
 #[derive(Debug, Default)]
 pub struct Level {
-    /// Tokens allowed at this level (below level 0; level 0 keeps a bitmask instead).
+    /// Tokens allowed at this level (below level 0; level 0 keeps a bitmask instead), when
+    /// they are fewer than the words of a bitmask of them...
     pub tokens: Vec<u32>,
+    /// ...else that bitmask (its words up to the largest id's): a fill ORs it in instead of
+    /// setting tens of thousands of bits one by one (an identifier-like terminal that ends all
+    /// along the trie allows most of the vocabulary again at each level below).
+    pub bits: Option<Box<[u32]>>,
     /// Where terminals end with bytes to follow.
     pub groups: Vec<EndGroup>,
     children: RwLock<FxHashMap<u32, FxHashMap<Key, Arc<Level>>>>,
@@ -114,7 +119,7 @@ pub struct Level {
 
 impl Level {
     fn memory_bytes(&self) -> usize {
-        self.tokens.len() * 4 + self.groups.iter().map(|g| g.nodes.len() * 4 + 48).sum::<usize>() + 64
+        self.tokens.len() * 4 + self.bits.as_ref().map_or(0, |b| b.len() * 4) + self.groups.iter().map(|g| g.nodes.len() * 4 + 48).sum::<usize>() + 64
     }
 
     /// The cached next level below group `g` for `key`, if present.
@@ -154,7 +159,9 @@ fn dedup_groups(groups: &mut [EndGroup]) {
         if g.nodes.windows(2).all(|w| w[0] < w[1]) {
             continue;
         }
-        g.nodes.sort_unstable();
+        // (The walk below each root adds its nodes in increasing order: the stable sort
+        // merges those runs.)
+        g.nodes.sort();
         g.nodes.dedup();
     }
 }
@@ -637,7 +644,7 @@ impl CiEntry {
         }
         Self::walk_others(slice, partial, lexers, &mut allowed, &mut groups, &mut group_of);
         dedup_groups(&mut groups);
-        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } }
     }
 
     /// Walks the trie of the tokens the slice leaves out (and, with `partial`, of the longer
@@ -697,7 +704,7 @@ impl CiEntry {
         } else {
             part(&whole(trie, 1))
         };
-        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } }
     }
 }
 
@@ -758,7 +765,7 @@ impl CiEntry {
             groups[0].nodes.extend(nodes);
         }
         dedup_groups(&mut groups);
-        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } })
+        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } })
     }
 
     /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
@@ -795,7 +802,7 @@ impl CiEntry {
             }
             groups[last.1].nodes.push(node);
         }
-        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } }
     }
 }
 
@@ -834,13 +841,25 @@ fn union_sets<'a>(sets: impl Iterator<Item = &'a TokenSet> + Clone, mask_words: 
     }
 }
 
+/// Fewest tokens a level keeps as a bitmask ([`Level::bits`]).
+const MIN_LEVEL_BITS: usize = 1024;
+
 /// Builds the level below `parent`'s group for `lexers`.
 pub(crate) fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level {
     let first = first_bytes(lexers);
     let roots: Vec<u32> = parent.nodes.iter().copied().filter(|&n| trie.child_bytes(n as usize).intersects(&first)).collect();
-    let mut tokens = Vec::new();
+    let mut tokens: Vec<u32> = Vec::new();
     let groups = walk(trie, lexers, &below(trie, &roots), &first, |ids| tokens.extend_from_slice(ids));
-    Level { tokens, groups, children: Default::default() }
+    let words = tokens.iter().max().map_or(0, |&m| m as usize / 32 + 1);
+    let bits = (tokens.len() >= MIN_LEVEL_BITS && tokens.len() > words).then(|| {
+        let mut b = vec![0u32; words].into_boxed_slice();
+        crate::vocab::token_set::set_ids(&mut b, &tokens);
+        b
+    });
+    if bits.is_some() {
+        tokens = Vec::new();
+    }
+    Level { tokens, bits, groups, children: Default::default() }
 }
 
 /// A state whose entry this one's is cheaply derived from ([`CiEntry::derive`]), and the `m`
