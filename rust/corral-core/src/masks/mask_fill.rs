@@ -167,6 +167,7 @@ impl RowMemo {
     /// `lex` when the row is not kept, else left to the returned entry. Returns whether the
     /// position is viable, the new number of rows, and that entry or [`NO_TAIL`].
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn step(&mut self, cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: std::ops::Range<usize>, tail: u32, cur: u32, b: u8) -> (bool, u32, u32) {
         let out_start = lex.len();
         self.completed.clear();
@@ -200,12 +201,10 @@ impl RowMemo {
             _ => self.map.get(self.key.as_slice()).copied(),
         };
         if let Some(id) = found {
-            if self.recent.len() > slot {
-                if self.recent[slot].1 != id {
-                    self.recent[slot].0.clear();
-                    self.recent[slot].0.extend_from_slice(&self.key);
-                    self.recent[slot].1 = id;
-                }
+            if self.recent.len() > slot && self.recent[slot].1 != id {
+                self.recent[slot].0.clear();
+                self.recent[slot].0.extend_from_slice(&self.key);
+                self.recent[slot].1 = id;
             }
             self.path.push(id);
             return (true, cur + 1, id);
