@@ -267,6 +267,7 @@ class Stats:
         self.fill_us: list[float] = []
         self.fill_warm_us: list[float] = []  # walks other than the first one after a compile
         self.fill_by_gid: dict[str, list[float]] = {}
+        self.walks_by_gid: dict[str, list[tuple[str, list[float]]]] = {}  # (outcome, fill µs) per walk, in order
         self.ttfm_by_gid: dict[str, float] = {}
         self.accept_us: list[float] = []
         self.counts: dict[str, int] = {k: 0 for k in (
@@ -304,6 +305,7 @@ class Stats:
                 fills = [x / 1e3 for x in w["fill_ns"]]
                 self.fill_us.extend(fills)
                 self.fill_by_gid.setdefault(item.gid, []).extend(fills)
+                self.walks_by_gid.setdefault(item.gid, []).append((w["outcome"], fills))
                 if fills:
                     # (Where a fill tail comes from: the slowest fill per grammar, and its walk and step.)
                     top = max(range(len(fills)), key=fills.__getitem__)
@@ -397,7 +399,9 @@ class Stats:
 # Running a workload
 
 
-def run_workload(w: wl.Workload, tok, engines: list[str], args, tmp: str) -> dict:
+def run_workload(w: wl.Workload, tok, engines: list[str], args, tmp: str, keep: dict | None = None) -> dict:
+    """Runs every item of `w` on every engine (interleaved); `keep`, when given, receives each
+    engine's :class:`Stats` (per-grammar samples for callers such as grammar_bench.py)."""
     tokname = tok.name
     job = os.path.join(tmp, f"{tokname}-{w.name}.pickle")
     with open(job, "wb") as f:
@@ -434,6 +438,8 @@ def run_workload(w: wl.Workload, tok, engines: list[str], args, tmp: str) -> dic
             log(f"  [{w.name} {k + 1}/{n} {time.monotonic() - t0:.0f}s] {item.label[:60]}: {' '.join(line)}")
     for wk in workers.values():
         wk.close()
+    if keep is not None:
+        keep.update(stats)
     return {
         "name": w.name, "title": w.title, "notes": w.notes, "grammars": w.grammars, "instances": w.instances,
         "tokens": w.tokens, "seconds": time.monotonic() - t0,

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import importlib
 
-ENGINES = ("corral", "xgrammar", "llguidance", "outlines")
+ENGINES = ("corral", "xgrammar", "llguidance", "outlines", "corral_base")
 
 #: engines whose fill API takes a torch tensor (the others get a numpy array and a pointer);
 #: the worker imports torch for them before measuring its baseline memory.
-TORCH_MASK = {"corral", "xgrammar"}
+TORCH_MASK = {"corral", "xgrammar", "corral_base"}
 
 
 def module(name: str):

@@ -4,7 +4,8 @@ JSON Schema: ``Grammar.from_json_schema(schema_text)`` with corral's defaults (f
 whitespace up to 20 characters, ``strict=True``, ``property_order="any"``: declared properties in
 any order, each at most once); ``--corral-schema-option KEY=VALUE`` passes
 other keyword arguments. Skipped (``Unsupported``) while ``from_json_schema`` does not exist.
-"Any JSON": ``grammars/json.ebnf``. GBNF: ``Grammar.from_ebnf``.
+"Any JSON": ``grammars/json.ebnf``. GBNF: ``Grammar.from_ebnf``. Lark: ``Grammar.from_lark``.
+Structural tag (xgrammar's format, ``spec["tag"]``): ``Grammar.from_structural_tag``.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ class Engine(_Base):
             g = corral.Grammar.from_ebnf(self.json_ebnf)
         elif kind == "gbnf":
             g = corral.Grammar.from_ebnf(spec["text"])
+        elif kind == "lark":
+            g = corral.Grammar.from_lark(spec["text"])
+        elif kind == "structural_tag":
+            g = corral.Grammar.from_structural_tag(spec["tag"])
         else:
             raise Unsupported(kind)
         return self._compiled(g)

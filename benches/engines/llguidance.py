@@ -2,7 +2,9 @@
 
 JSON Schema: ``LLMatcher.grammar_from_json_schema(schema)`` with its defaults (flexible
 whitespace, "," and ":" separators). "Any JSON": the same with the schema ``{}``. GBNF:
-``llguidance.grammar_from("gbnf", text)`` (GBNF -> Lark conversion). A matcher that enters
+``llguidance.grammar_from("gbnf", text)`` (GBNF -> Lark conversion). Lark:
+``grammar_from("lark", text)``. Structural tag: ``StructTag.to_grammar`` over ``spec["llg_tags"]``
+(trigger, begin, JSON Schema, end; the same tags as xgrammar's ``triggered_tags``). A matcher that enters
 its error state while compiling counts as a compile error. The mask is written through
 ``LLMatcher.unsafe_compute_mask_ptr`` (what ``llguidance.torch.fill_next_token_bitmask`` calls,
 without that wrapper's asserts).
@@ -42,6 +44,14 @@ class Engine(_Base):
             g = llguidance.LLMatcher.grammar_from_json_schema("{}")
         elif kind == "gbnf":
             g = llguidance.grammar_from("gbnf", spec["text"])
+        elif kind == "lark":
+            g = llguidance.grammar_from("lark", spec["text"])
+        elif kind == "structural_tag":
+            # llguidance's own structural tags: one StructTag per tag (lazy trigger in free
+            # text). The trigger is plain text here, not a special token.
+            tags = [llguidance.StructTag(trigger=t["trigger"], begin=t["begin"], grammar=t["schema"], end=t["end"])
+                    for t in spec["llg_tags"]]
+            g = llguidance.grammar_from("lark", llguidance.StructTag.to_grammar(tags, assume_special=False))
         else:
             raise Unsupported(kind)
         # Validate here so that an invalid grammar is a compile error, as with the others;

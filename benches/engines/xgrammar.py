@@ -5,10 +5,12 @@ JSON Schema: ``compile_json_schema(schema)`` with its defaults (``any_whitespace
 ``--xgrammar-nonstrict`` passes ``strict_mode=False``,
 ``--xgrammar-any-order`` passes ``any_order=True``. "Any JSON": ``compile_builtin_json_grammar``
 (an object or an array at top level). GBNF: ``Grammar.from_ebnf`` + ``compile_grammar``.
+Lark: ``Grammar.from_lark`` + ``compile_grammar``. Structural tag: ``compile_structural_tag``.
 """
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import version
 
 import xgrammar as xgr
@@ -47,6 +49,10 @@ class Engine(_Base):
             return self.compiler.compile_builtin_json_grammar()
         if kind == "gbnf":
             return self.compiler.compile_grammar(xgr.Grammar.from_ebnf(spec["text"]))
+        if kind == "lark":
+            return self.compiler.compile_grammar(xgr.Grammar.from_lark(spec["text"]))
+        if kind == "structural_tag":
+            return self.compiler.compile_structural_tag(json.dumps(spec["tag"]))
         raise Unsupported(kind)
 
     def matcher(self, compiled):

@@ -15,10 +15,12 @@
 //! the levels (fewer on a small trie); past that it starts over with the plain walk, whose
 //! chart has one row per trie node at most (exact either way).
 
+use crate::automata::dfa::DEAD;
 use crate::parser::cfg::Cfg;
 use crate::vocab::ci_cache::{CiCache, CiEntry, Level, Lexer, MAX_KEY_LEXEMES};
-use crate::parser::earley::Parser;
-use crate::parser::step::{start_lexemes, step, Lexeme, StepScratch};
+use crate::parser::earley::{Item, Parser};
+use crate::parser::step::{advance, start_lexemes, Lexeme};
+use rustc_hash::FxHashMap;
 use crate::vocab::token_set::{set_ids, TokenSet, MAX_LISTED};
 use crate::vocab::toktrie::TokTrie;
 use std::sync::Arc;
@@ -30,8 +32,10 @@ pub(crate) struct Filler {
     lex: Vec<(Vec<Lexeme>, Vec<(u32, u32)>)>,
     completed: Vec<(u32, u32)>,
     work: Vec<Lexeme>,
-    frames: Vec<(u32, u32, u32)>,
-    scratch: StepScratch,
+    /// Per depth of the plain walk: the lexemes in `work`, the parser's rows (the parser may
+    /// hold fewer: see [`RowMemo::step`]), and the
+    /// [`RowMemo`] entry whose lexemes also continue there ([`NO_TAIL`]: none).
+    frames: Vec<(u32, u32, u32, u32)>,
     /// Longest token in bytes (the trie's depth): states equal up to it share cache entries.
     depth: usize,
     /// Scratch for [`Filler::set_level`]: each lexeme with its key element.
@@ -51,11 +55,202 @@ pub(crate) struct Filler {
     ticks: u32,
     /// The current fill ran past its deadline (it stopped; the mask is incomplete).
     timed_out: bool,
+    /// The rows the current plain walk pushed, for copying instead of rebuilding.
+    memo: RowMemo,
+}
+
+/// Most items [`RowMemo`] keeps (12 bytes each); past that, rows are built, not kept.
+const MEMO_MAX_ITEMS: usize = 1 << 18;
+
+/// The parser rows one plain walk ([`Filler::walk_full`]) pushed, each with the lexemes it
+/// starts, keyed by what determines them: the new row's index and its completions `(row,
+/// terminal)`, where a row pushed during the walk also names the entry it was copied from.
+///
+/// A terminal that ends at many trie nodes (an identifier ending after every byte of every
+/// identifier-like token) pushes the same row at each of them, and with a large grammar a
+/// row costs microseconds of completion and prediction while a copy costs tens of
+/// nanoseconds. Exact: a row is a function of its index, the completed terminals and the
+/// contents of the rows they started at; rows below the walk's first row do not change
+/// during the walk, and a row the walk pushed is identified by its entry (by induction).
+#[derive(Debug, Clone, Default)]
+struct RowMemo {
+    map: FxHashMap<Vec<u32>, u32>,
+    /// Per entry: end of its items, terms and lexemes in the arrays below, and whether the
+    /// row accepts (the starts are the previous entry's ends).
+    entries: Vec<(u32, u32, u32, bool)>,
+    items: Vec<Item>,
+    terms: Vec<u32>,
+    lex: Vec<Lexeme>,
+    /// The entry (or, for a row not kept, a unique id) of each row on the current path,
+    /// indexed by row - `base`.
+    path: Vec<u32>,
+    /// The first row the walk may push.
+    base: u32,
+    /// Ids for rows not kept (never equal to an entry's index).
+    fresh: u32,
+    key: Vec<u32>,
+    completed: Vec<(u32, u32)>,
+    /// Per entry and byte: 0, or 1 + the index in `tres` of [`RowMemo::tail`]'s answer.
+    tab: Vec<u32>,
+    /// Ranges into `tlex` and `tcomp`.
+    tres: Vec<(u32, u32, u32, u32)>,
+    tlex: Vec<Lexeme>,
+    tcomp: Vec<(u32, u32)>,
+    /// Per depth (modulo [`RECENT`]): the last key looked up there and its entry.
+    recent: Vec<(Vec<u32>, u32)>,
+}
+
+/// Slots of [`RowMemo::recent`].
+const RECENT: usize = 64;
+
+/// No [`RowMemo`] entry's lexemes continue at this depth.
+const NO_TAIL: u32 = u32::MAX;
+
+impl RowMemo {
+    /// Lets go of large buffers (a matcher keeps its filler between fills).
+    fn trim(&mut self) {
+        const KEEP: usize = 1 << 12;
+        if self.items.capacity() > 4 * KEEP || self.map.capacity() > KEEP || self.tab.capacity() > 64 * KEEP {
+            *self = RowMemo::default();
+        }
+    }
+
+    fn reset(&mut self, base: u32) {
+        self.map.clear();
+        self.entries.clear();
+        self.items.clear();
+        self.terms.clear();
+        self.lex.clear();
+        self.path.clear();
+        self.tab.clear();
+        self.tres.clear();
+        self.tlex.clear();
+        self.tcomp.clear();
+        self.recent.clear();
+        self.base = base;
+        self.fresh = u32::MAX / 2;
+    }
+
+    /// The lexemes of entry `e`'s row that byte `b` continues, and the terminals among them
+    /// that `b` completes (ranges into `tlex` and `tcomp`), computed on first use.
+    #[inline]
+    fn tail(&mut self, cfg: &Cfg, e: u32, b: u8) -> (usize, usize, usize, usize) {
+        let slot = e as usize * 256 + b as usize;
+        let k = self.tab[slot];
+        if k == 0 {
+            let l0 = if e == 0 { 0 } else { self.entries[e as usize - 1].2 as usize };
+            let l1 = self.entries[e as usize].2 as usize;
+            let (a, c) = (self.tlex.len() as u32, self.tcomp.len() as u32);
+            for lx in &self.lex[l0..l1] {
+                let dfa = cfg.terminals[lx.term as usize].dfa();
+                let s = dfa.next(lx.state, b);
+                if s == DEAD {
+                    continue;
+                }
+                self.tlex.push(Lexeme { state: s, ..*lx });
+                if dfa.is_accepting(s) {
+                    self.tcomp.push((lx.row, lx.term));
+                }
+            }
+            self.tres.push((a, self.tlex.len() as u32, c, self.tcomp.len() as u32));
+            self.tab[slot] = self.tres.len() as u32;
+        }
+        let r = self.tres[self.tab[slot] as usize - 1];
+        (r.0 as usize, r.1 as usize, r.2 as usize, r.3 as usize)
+    }
+
+    /// [`crate::parser::step::step`] for the plain walk at a position with `cur` parser
+    /// rows (the parser holds the first of them; the others are entries of `path`, copied
+    /// in only when a row must be built): advances `lex[from]` and the lexemes of entry `tail`
+    /// ([`NO_TAIL`]: none) by `b`, and where terminals complete, adds the row (an entry when
+    /// an equal row was built before in this walk). The new row's lexemes are appended to
+    /// `lex` when the row is not kept, else left to the returned entry. Returns whether the
+    /// position is viable, the new number of rows, and that entry or [`NO_TAIL`].
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn step(&mut self, cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: std::ops::Range<usize>, tail: u32, cur: u32, b: u8) -> (bool, u32, u32) {
+        let out_start = lex.len();
+        self.completed.clear();
+        advance(cfg, lex, from, b, &mut self.completed);
+        if tail != NO_TAIL {
+            let (l0, l1, c0, c1) = self.tail(cfg, tail, b);
+            lex.extend_from_slice(&self.tlex[l0..l1]);
+            self.completed.extend_from_slice(&self.tcomp[c0..c1]);
+        }
+        if self.completed.is_empty() {
+            return (lex.len() > out_start, cur, NO_TAIL);
+        }
+        if self.completed.len() > 1 {
+            self.completed.sort_unstable();
+            self.completed.dedup();
+        }
+        debug_assert!(cur >= self.base);
+        let depth = (cur - self.base) as usize;
+        self.path.truncate(depth);
+        self.key.clear();
+        self.key.push(cur);
+        for &(r, t) in &self.completed {
+            let id = if r < self.base { u32::MAX } else { self.path[(r - self.base) as usize] };
+            self.key.extend_from_slice(&[r, t, id]);
+        }
+        // The last entry found at this depth is most often the one wanted: compare before hashing.
+        let slot = depth % RECENT;
+        let found = match self.recent.get(slot) {
+            // (An inline loop: keys hold a few words, a memcmp call costs more.)
+            Some((k, id)) if k.len() == self.key.len() && k.iter().zip(&self.key).all(|(a, b)| a == b) => Some(*id),
+            _ => self.map.get(self.key.as_slice()).copied(),
+        };
+        if let Some(id) = found {
+            if self.recent.len() > slot && self.recent[slot].1 != id {
+                self.recent[slot].0.clear();
+                self.recent[slot].0.extend_from_slice(&self.key);
+                self.recent[slot].1 = id;
+            }
+            self.path.push(id);
+            return (true, cur + 1, id);
+        }
+        // Build the row: first copy in the rows of the path the parser does not hold yet.
+        let mut real = parser.num_rows() as u32;
+        debug_assert!(real <= cur);
+        while real < cur {
+            let id = self.path[(real - self.base) as usize] as usize;
+            let (i0, t0) = if id == 0 { (0, 0) } else { let p = self.entries[id - 1]; (p.0 as usize, p.1 as usize) };
+            let e = self.entries[id];
+            parser.push_row_copy(&self.items[i0..e.0 as usize], &self.terms[t0..e.1 as usize], e.3);
+            real += 1;
+        }
+        let row = parser.push_row(cfg, &self.completed);
+        let l0 = lex.len();
+        start_lexemes(cfg, parser, row, lex);
+        let (items, terms, accepting) = parser.row_parts(row);
+        if self.items.len() + items.len() <= MEMO_MAX_ITEMS {
+            let id = self.entries.len() as u32;
+            self.items.extend_from_slice(items);
+            self.terms.extend_from_slice(terms);
+            self.lex.extend_from_slice(&lex[l0..]);
+            lex.truncate(l0);
+            self.entries.push((self.items.len() as u32, self.terms.len() as u32, self.lex.len() as u32, accepting));
+            self.tab.resize(self.entries.len() * 256, 0);
+            self.map.insert(self.key.clone(), id);
+            if self.recent.len() <= slot {
+                self.recent.resize_with(slot + 1, || (Vec::new(), u32::MAX));
+            }
+            self.recent[slot].0.clear();
+            self.recent[slot].0.extend_from_slice(&self.key);
+            self.recent[slot].1 = id;
+            self.path.push(id);
+            (true, cur + 1, id)
+        } else {
+            self.fresh += 1;
+            self.path.push(self.fresh);
+            (true, cur + 1, NO_TAIL)
+        }
+    }
 }
 
 /// Trie nodes a plain walk steps between two reads of the clock (a step costs from tens of
-/// nanoseconds to, with rows of thousands of items, a millisecond).
-const NODES_PER_CLOCK_READ: u32 = 16;
+/// nanoseconds to, with rows of thousands of items, a millisecond; the clock about 25 ns).
+const NODES_PER_CLOCK_READ: u32 = 64;
 
 /// Parser rows the levels push between two reads of the clock (a row costs a microsecond
 /// or more; the clock about 25 ns).
@@ -136,7 +331,14 @@ impl Filler {
 
     /// [`Filler::walk_full`] over the whole trie; false when it ran out of time.
     fn walk_whole(&mut self, cfg: &Cfg, trie: &TokTrie, parser: &mut Parser, cur: &[Lexeme], mask: &mut [u32]) -> bool {
-        let roots: Vec<u32> = (0..trie.nodes.len() as u32).filter(|&i| trie.nodes[i as usize].depth == 1).collect();
+        // The first-level nodes, stepping over their subtrees (not a scan of every node).
+        let mut roots: Vec<u32> = Vec::with_capacity(256);
+        let mut i = 0;
+        while i < trie.nodes.len() {
+            debug_assert_eq!(trie.nodes[i].depth, 1);
+            roots.push(i as u32);
+            i += trie.nodes[i].subtree_len as usize;
+        }
         self.walk_full(cfg, trie, parser, &roots, false, cur, mask)
     }
 
@@ -226,6 +428,12 @@ impl Filler {
                         ci.level(trie, level, g as u32, &self.lex[lvl + 1].1, &lexers)
                     }
                 };
+                if let Some(bits) = &child.bits {
+                    for (m, b) in mask.iter_mut().zip(bits.iter()) {
+                        *m |= *b;
+                    }
+                    self.dense = true;
+                }
                 set_ids(mask, &child.tokens);
                 if !self.dense {
                     if self.ids.len() + child.tokens.len() > MAX_LISTED {
@@ -259,6 +467,7 @@ impl Filler {
         let nodes = &trie.nodes;
         let rows0 = parser.num_rows() as u32;
         let mut work = Vec::with_capacity(c.len() * 4);
+        self.memo.reset(rows0);
         for &root in roots {
             let root = root as usize;
             let (start, end, base) = if below {
@@ -269,11 +478,12 @@ impl Filler {
             work.clear();
             work.extend_from_slice(c);
             self.frames.clear();
-            self.frames.push((0, c.len() as u32, rows0));
+            self.frames.push((0, c.len() as u32, rows0, NO_TAIL));
             let mut i = start;
             while i < end {
                 if self.out_of_time(NODES_PER_CLOCK_READ) {
                     parser.truncate(rows0 as usize);
+                    self.memo.trim();
                     return false;
                 }
                 let node = nodes[i];
@@ -286,18 +496,19 @@ impl Filler {
                 }
                 let p = self.frames[d - 1];
                 let at = work.len();
-                let (_, ok) = step(cfg, parser, &mut work, p.0 as usize..p.1 as usize, node.byte, &mut self.scratch);
+                let (ok, rows, tail) = self.memo.step(cfg, parser, &mut work, p.0 as usize..p.1 as usize, p.3, p.2, node.byte);
                 if !ok {
                     parser.truncate(p.2 as usize);
                     i += node.subtree_len as usize;
                     continue;
                 }
                 set_ids(mask, trie.tokens_at(i));
-                self.frames.push((at as u32, work.len() as u32, parser.num_rows() as u32));
+                self.frames.push((at as u32, work.len() as u32, rows, tail));
                 i += 1;
             }
             parser.truncate(rows0 as usize);
         }
+        self.memo.trim();
         true
     }
 }

@@ -189,6 +189,27 @@ impl Parser {
         }
     }
 
+    /// Row `r`'s items, expected terminals and whether it accepts (to copy it with
+    /// [`Parser::push_row_copy`]).
+    #[inline]
+    pub(crate) fn row_parts(&self, r: u32) -> (&[Item], &[u32], bool) {
+        let row = &self.rows[r as usize];
+        (&self.items[row.items_start as usize..row.items_end as usize], &self.row_terms[row.terms_start as usize..row.terms_end as usize], row.accepting)
+    }
+
+    /// Pushes a row holding exactly `items` and `terms`: the parts ([`Parser::row_parts`]) of
+    /// a row that [`Parser::push_row`] built at this same index from the same completions of
+    /// rows with the same contents, so it equals what `push_row` would build now. Returns its index.
+    #[inline]
+    pub(crate) fn push_row_copy(&mut self, items: &[Item], terms: &[u32], accepting: bool) -> u32 {
+        let start = self.items.len() as u32;
+        let ts = self.row_terms.len() as u32;
+        self.items.extend_from_slice(items);
+        self.row_terms.extend_from_slice(terms);
+        self.rows.push(Row { items_start: start, items_end: self.items.len() as u32, terms_start: ts, terms_end: self.row_terms.len() as u32, accepting });
+        (self.rows.len() - 1) as u32
+    }
+
     /// Pushes the row reached when each `(origin_row, terminal)` in `completed` has just been matched.
     /// Returns the new row's index.
     pub(crate) fn push_row(&mut self, cfg: &Cfg, completed: &[(u32, u32)]) -> u32 {

@@ -50,13 +50,10 @@ pub(crate) fn step(cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: 
     step_completing(cfg, parser, lex, from, b, &[], scratch)
 }
 
-/// [`step`], with `also` (pairs of origin row and terminal) completing at the new position
-/// too: the terminals matched by token id that the token whose last byte is `b` completes.
+/// The lexer half of [`step`]: appends to `lex` each lexeme of `lex[from]` that byte `b`
+/// continues, and to `completed` the `(row, terminal)` of each that `b` leaves accepting.
 #[inline]
-pub(crate) fn step_completing(cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: std::ops::Range<usize>, b: u8, also: &[(u32, u32)], scratch: &mut StepScratch) -> (u32, bool) {
-    let out_start = lex.len();
-    scratch.completed.clear();
-    scratch.completed.extend_from_slice(also);
+pub(crate) fn advance(cfg: &Cfg, lex: &mut Vec<Lexeme>, from: std::ops::Range<usize>, b: u8, completed: &mut Vec<(u32, u32)>) {
     for i in from {
         let lx = lex[i];
         let dfa = cfg.terminals[lx.term as usize].dfa();
@@ -66,9 +63,19 @@ pub(crate) fn step_completing(cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexe
         }
         lex.push(Lexeme { state: s, ..lx });
         if dfa.is_accepting(s) {
-            scratch.completed.push((lx.row, lx.term));
+            completed.push((lx.row, lx.term));
         }
     }
+}
+
+/// [`step`], with `also` (pairs of origin row and terminal) completing at the new position
+/// too: the terminals matched by token id that the token whose last byte is `b` completes.
+#[inline]
+pub(crate) fn step_completing(cfg: &Cfg, parser: &mut Parser, lex: &mut Vec<Lexeme>, from: std::ops::Range<usize>, b: u8, also: &[(u32, u32)], scratch: &mut StepScratch) -> (u32, bool) {
+    let out_start = lex.len();
+    scratch.completed.clear();
+    scratch.completed.extend_from_slice(also);
+    advance(cfg, lex, from, b, &mut scratch.completed);
     if scratch.completed.is_empty() {
         return (NO_ROW, lex.len() > out_start);
     }

@@ -105,8 +105,13 @@ pub struct EndGroup {
 /// One level of the walk for one key.
 #[derive(Debug, Default)]
 pub struct Level {
-    /// Tokens allowed at this level (below level 0; level 0 keeps a bitmask instead).
+    /// Tokens allowed at this level (below level 0; level 0 keeps a bitmask instead), when
+    /// they are fewer than the words of a bitmask of them...
     pub tokens: Vec<u32>,
+    /// ...else that bitmask (its words up to the largest id's): a fill ORs it in instead of
+    /// setting tens of thousands of bits one by one (an identifier-like terminal that ends all
+    /// along the trie allows most of the vocabulary again at each level below).
+    pub bits: Option<Box<[u32]>>,
     /// Where terminals end with bytes to follow.
     pub groups: Vec<EndGroup>,
     children: RwLock<FxHashMap<u32, FxHashMap<Key, Arc<Level>>>>,
@@ -114,7 +119,7 @@ pub struct Level {
 
 impl Level {
     fn memory_bytes(&self) -> usize {
-        self.tokens.len() * 4 + self.groups.iter().map(|g| g.nodes.len() * 4 + 48).sum::<usize>() + 64
+        self.tokens.len() * 4 + self.bits.as_ref().map_or(0, |b| b.len() * 4) + self.groups.iter().map(|g| g.nodes.len() * 4 + 48).sum::<usize>() + 64
     }
 
     /// The cached next level below group `g` for `key`, if present.
@@ -131,6 +136,13 @@ impl Level {
 
 /// Records trie node `i` (which has children) in the group of lexemes `ending`.
 fn record_end(i: usize, ending: u64, groups: &mut Vec<EndGroup>, group_of: &mut FxHashMap<u64, usize>) {
+    // (Runs of nodes in one group are common: an identifier ends at every byte of a word.)
+    if let Some(last) = groups.last_mut() {
+        if last.ending == ending {
+            last.nodes.push(i as u32);
+            return;
+        }
+    }
     let gi = *group_of.entry(ending).or_insert_with(|| {
         groups.push(EndGroup { ending, nodes: Vec::new() });
         groups.len() - 1
@@ -147,7 +159,9 @@ fn dedup_groups(groups: &mut [EndGroup]) {
         if g.nodes.windows(2).all(|w| w[0] < w[1]) {
             continue;
         }
-        g.nodes.sort_unstable();
+        // (The walk below each root adds its nodes in increasing order: the stable sort
+        // merges those runs.)
+        g.nodes.sort();
         g.nodes.dedup();
     }
 }
@@ -630,7 +644,7 @@ impl CiEntry {
         }
         Self::walk_others(slice, partial, lexers, &mut allowed, &mut groups, &mut group_of);
         dedup_groups(&mut groups);
-        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } }
     }
 
     /// Walks the trie of the tokens the slice leaves out (and, with `partial`, of the longer
@@ -690,7 +704,7 @@ impl CiEntry {
         } else {
             part(&whole(trie, 1))
         };
-        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } }
     }
 }
 
@@ -751,7 +765,7 @@ impl CiEntry {
             groups[0].nodes.extend(nodes);
         }
         dedup_groups(&mut groups);
-        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } })
+        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } })
     }
 
     /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
@@ -765,9 +779,12 @@ impl CiEntry {
                 ends.extend(g.nodes.iter().map(|&n| (n, 1u64 << j)));
             }
         }
-        ends.sort_unstable_by_key(|e| e.0);
+        // Each group's nodes are sorted: the stable sort merges those runs (tens of thousands
+        // of nodes where an identifier ends all along the trie) instead of sorting from scratch.
+        ends.sort_by_key(|e| e.0);
         let mut groups: Vec<EndGroup> = Vec::new();
         let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+        let mut last = (0u64, usize::MAX);
         let mut i = 0;
         while i < ends.len() {
             let (node, mut bits) = ends[i];
@@ -776,13 +793,16 @@ impl CiEntry {
                 bits |= ends[i].1;
                 i += 1;
             }
-            let gi = *group_of.entry(bits).or_insert_with(|| {
-                groups.push(EndGroup { ending: bits, nodes: Vec::new() });
-                groups.len() - 1
-            });
-            groups[gi].nodes.push(node);
+            if last.1 == usize::MAX || last.0 != bits {
+                let gi = *group_of.entry(bits).or_insert_with(|| {
+                    groups.push(EndGroup { ending: bits, nodes: Vec::new() });
+                    groups.len() - 1
+                });
+                last = (bits, gi);
+            }
+            groups[last.1].nodes.push(node);
         }
-        CiEntry { allowed, level: Level { tokens: Vec::new(), groups, children: Default::default() } }
+        CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } }
     }
 }
 
@@ -821,13 +841,25 @@ fn union_sets<'a>(sets: impl Iterator<Item = &'a TokenSet> + Clone, mask_words: 
     }
 }
 
+/// Fewest tokens a level keeps as a bitmask ([`Level::bits`]).
+const MIN_LEVEL_BITS: usize = 1024;
+
 /// Builds the level below `parent`'s group for `lexers`.
 pub(crate) fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level {
     let first = first_bytes(lexers);
     let roots: Vec<u32> = parent.nodes.iter().copied().filter(|&n| trie.child_bytes(n as usize).intersects(&first)).collect();
-    let mut tokens = Vec::new();
+    let mut tokens: Vec<u32> = Vec::new();
     let groups = walk(trie, lexers, &below(trie, &roots), &first, |ids| tokens.extend_from_slice(ids));
-    Level { tokens, groups, children: Default::default() }
+    let words = tokens.iter().max().map_or(0, |&m| m as usize / 32 + 1);
+    let bits = (tokens.len() >= MIN_LEVEL_BITS && tokens.len() > words).then(|| {
+        let mut b = vec![0u32; words].into_boxed_slice();
+        crate::vocab::token_set::set_ids(&mut b, &tokens);
+        b
+    });
+    if bits.is_some() {
+        tokens = Vec::new();
+    }
+    Level { tokens, bits, groups, children: Default::default() }
 }
 
 /// A state whose entry this one's is cheaply derived from ([`CiEntry::derive`]), and the `m`

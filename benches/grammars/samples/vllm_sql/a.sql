@@ -1,0 +1,1 @@
+SELECTcol_1fromtable_1wherecol_2=1

@@ -1,0 +1,1 @@
+SELECTcol_2fromtable_2wherecol_1=2
