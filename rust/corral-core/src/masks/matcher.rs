@@ -38,7 +38,7 @@ pub struct CompiledGrammar {
     vocab: Arc<Vocabulary>,
     initial_parser: Parser,
     initial_lex: Vec<Lexeme>,
-    masks: MaskCache,
+    masks: std::sync::Arc<MaskCache>,
     /// The terminals matched by token id ([`crate::frontend::token_class`]) with their tokens as a
     /// bitmask (all zeros for a class the vocabulary cannot resolve: see
     /// [`CompiledGrammar::check_tokens`]).
@@ -395,6 +395,7 @@ impl Matcher {
     /// A fill past the grammar's time budget ([`crate::Limits::max_fill_ms`]) stops with
     /// [`Error::FillTimeout`], the row all zeros and the matcher unchanged.
     pub fn fill_missed(&mut self, mask: &mut [u32], miss: CacheMiss) -> Result<()> {
+        let t0 = std::time::Instant::now();
         let s = self.top();
         let words = self.g.vocab.mask_words();
         let vocab = self.g.vocab.clone();
@@ -433,7 +434,7 @@ impl Matcher {
             None => TokenSet::Bits(mask[..words].into()),
         };
         debug_assert!(kept.to_bits(words)[..] == mask[..words], "the kept mask is not the fill's mask");
-        self.g.masks.insert(&[key, miss.by_language], kept);
+        self.g.masks.insert(&[key, miss.by_language], kept, t0.elapsed().as_nanos() as u64);
         Ok(())
     }
 
