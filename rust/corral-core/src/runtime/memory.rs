@@ -287,20 +287,6 @@ impl Account {
         }
     }
 
-    /// Charges (or refunds) the difference when an entry charged `old` bytes now holds `new`
-    /// (an automaton whose memoized tables grew): never refused.
-    pub fn adjust(&self, old: usize, new: usize) {
-        if new > old {
-            let g = global();
-            let d = new - old;
-            g.total.fetch_add(d, Relaxed);
-            self.bytes.fetch_add(d, Relaxed);
-            g.kinds[self.kind as usize].bytes.fetch_add(d, Relaxed);
-        } else if old > new {
-            self.refund(old - new, false);
-        }
-    }
-
     /// Counts a hit.
     #[inline]
     pub fn hit(&self) {
