@@ -112,7 +112,8 @@ impl MaskCache {
         let size = m.retained_bytes() as u64 + ENTRY_BYTES;
         let all = (size + ENTRY_BYTES * keys.len().saturating_sub(1) as u64) as usize;
         if self.account.bytes() + all > self.budget {
-            self.evict_to((self.budget - self.budget / 8).saturating_sub(all));
+            // (To 7/8 of the cap: one scan per eighth of it filled, not one per insert.)
+            self.evict_to((self.budget - self.budget / 8).min(self.budget.saturating_sub(all)));
         }
         if self.account.bytes() + all > self.budget || !self.account.try_charge(all) {
             return;

@@ -235,12 +235,18 @@ impl Account {
         let g = global();
         let budget = g.budget.load(Relaxed);
         if budget != UNLIMITED {
-            let prev = g.total.fetch_add(bytes, Relaxed);
-            if prev + bytes > budget {
-                g.total.fetch_sub(bytes, Relaxed);
-                self.counts[3].fetch_add(1, Relaxed);
-                request_eviction();
-                return false;
+            // (A compare-and-swap, so that the total never passes the budget, even for a moment.)
+            let mut prev = g.total.load(Relaxed);
+            loop {
+                if prev + bytes > budget {
+                    self.counts[3].fetch_add(1, Relaxed);
+                    request_eviction();
+                    return false;
+                }
+                match g.total.compare_exchange_weak(prev, prev + bytes, Relaxed, Relaxed) {
+                    Ok(_) => break,
+                    Err(now) => prev = now,
+                }
             }
             if prev + bytes > high_water(budget) {
                 request_eviction();
@@ -278,10 +284,12 @@ impl Account {
 
     /// Refunds `bytes` of an entry that went (`evicted`: by the budget, counted).
     pub fn refund(&self, bytes: usize, evicted: bool) {
+        // (The kind's bytes first, the total after: a reader never sees a kind hold more
+        // than the total allows.)
         let g = global();
-        g.total.fetch_sub(bytes, Relaxed);
         self.bytes.fetch_sub(bytes, Relaxed);
         g.kinds[self.kind as usize].bytes.fetch_sub(bytes, Relaxed);
+        g.total.fetch_sub(bytes, Relaxed);
         if evicted {
             self.counts[2].fetch_add(1, Relaxed);
         }
