@@ -127,7 +127,7 @@ def child(args: argparse.Namespace) -> int:
     series: list[tuple[int, int, float, float]] = []  # (pass, schemas done, seconds, RSS MB)
     passes = []
     t0 = time.time()
-    stats = {"compiled": 0, "compile_errors": 0, "walks": 0, "rejected": 0, "tokens": 0}
+    stats = {"compiled": 0, "compile_errors": 0, "walks": 0, "rejected": 0, "fill_errors": 0, "tokens": 0}
 
     def walk(compiled, walks: list[list[int]]) -> None:
         for ids in walks:
@@ -136,7 +136,12 @@ def child(args: argparse.Namespace) -> int:
             ok = True
             for t in ids:
                 a = ns()
-                engine.fill(m)
+                try:
+                    engine.fill(m)
+                except Exception:  # noqa: BLE001 - a fill past the engine's time budget
+                    stats["fill_errors"] += 1
+                    ok = False
+                    break
                 fills.add(ns() - a)
                 if not engine.accept(m, t):
                     ok = False

@@ -127,7 +127,11 @@ def _walk_script(budget: str, limit: int) -> str:
                     continue
                 m = corral.Matcher(g)
                 for tok in enc.encode(text):
-                    m.fill_next_token_bitmask(mask)
+                    try:
+                        m.fill_next_token_bitmask(mask)
+                    except corral.FillTimeoutError:
+                        print("timeout", path, file=sys.stderr)
+                        break
                     cached = sum(c["bytes"] for c in corral.memory_stats()["caches"].values())
                     worst = max(worst, cached)
                     if not m.accept_token(tok):

@@ -111,13 +111,13 @@ pub(crate) fn cached_within(id: u32, limits: &Limits) -> Result<Option<Arc<Dfa>>
     }
 }
 
-/// Caches the automaton `d` of terminal `id`, which took `cost_ns` to build (within the budget).
+/// Caches the automaton `d` of terminal `id`, which took `cost_ns` to build.
 fn insert(id: u32, d: &Arc<Dfa>, cost_ns: u64) {
     let c = dfa_cache();
+    // (Always kept: the grammar being compiled holds it, so it costs its memory either way,
+    // and counted, it makes the budget evict something else instead.)
     let bytes = d.memory_bytes();
-    if !c.account.try_charge(bytes) {
-        return;
-    }
+    c.account.charge_in_use(bytes);
     let old = c.by_id.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Slot { dfa: d.clone(), bytes, stamp: memory::now(), cost_ns });
     if let Some(old) = old {
         c.account.refund(old.bytes, false); // built twice at once by two threads

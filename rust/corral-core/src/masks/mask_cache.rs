@@ -18,7 +18,6 @@
 use crate::runtime::memory::{self, Account, Kind, Victim};
 use crate::vocab::token_set::TokenSet;
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 
 /// Default cap per compiled grammar (the process's memory budget bounds them all together).
@@ -48,15 +47,13 @@ pub(crate) struct MaskCache {
     /// This grammar's own cap.
     budget: usize,
     words: usize,
-    hits: AtomicU64,
-    misses: AtomicU64,
 }
 
 impl MaskCache {
     /// A cache of at most `budget` bytes of masks of `words` words each, registered with the
     /// process's memory budget.
     pub(crate) fn new(budget: usize, words: usize) -> Arc<MaskCache> {
-        let c = Arc::new(MaskCache { map: Mutex::new(FxHashMap::default()), account: Account::new(Kind::WholeMasks), budget, words, hits: 0.into(), misses: 0.into() });
+        let c = Arc::new(MaskCache { map: Mutex::new(FxHashMap::default()), account: Account::new(Kind::WholeMasks), budget, words });
         let weak: Weak<dyn memory::Cache> = Arc::downgrade(&c) as Weak<MaskCache>;
         memory::register(weak);
         c
@@ -72,7 +69,7 @@ impl MaskCache {
                 e.stamp = memory::now();
                 e.mask.write_to(out, self.words);
                 drop(map);
-                self.hits.fetch_add(1, Relaxed);
+                self.account.hit();
                 true
             }
             None => false,
@@ -90,7 +87,7 @@ impl MaskCache {
             (e.mask.clone(), e.cost_ns)
         }) else {
             drop(map);
-            self.misses.fetch_add(1, Relaxed);
+            self.account.miss();
             return false;
         };
         // (Not when that would pass the budget.)
@@ -99,7 +96,7 @@ impl MaskCache {
         }
         drop(map);
         m.0.write_to(out, self.words);
-        self.hits.fetch_add(1, Relaxed);
+        self.account.hit();
         true
     }
 
@@ -152,7 +149,8 @@ impl MaskCache {
 
     /// (hits, misses) so far.
     pub(crate) fn stats(&self) -> (u64, u64) {
-        (self.hits.load(Relaxed), self.misses.load(Relaxed))
+        let [h, m, _, _] = self.account.counts();
+        (h, m)
     }
 
     /// Bytes held.

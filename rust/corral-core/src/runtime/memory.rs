@@ -5,8 +5,8 @@
 //! [`Account`] and registers itself ([`register`]). Inserting an entry charges its bytes
 //! ([`Account::try_charge`]): the charge fails, and the cache keeps the entry only for the
 //! caller, when the caches together would pass the budget. Past 15/16 of the budget an
-//! eviction pass is queued on the background thread ([`crate::runtime::warmup`]; inline only
-//! when there is none): it asks every cache for its evictable entries ([`Cache::victims`]: never
+//! eviction pass runs on the eviction thread (an ordinary thread asleep until then; inline
+//! only when there is none): it asks every cache for its evictable entries ([`Cache::victims`]: never
 //! one in use elsewhere, such as an automaton a live grammar holds), sorts them by recency (a
 //! byte clock that ticks once per 1/64 of the budget charged) plus a bonus for what they cost to
 //! build per byte, and evicts the lowest until the total is back under 7/8 of the budget. No
@@ -260,6 +260,20 @@ impl Account {
         true
     }
 
+    /// Charges `bytes` for an entry that is kept whatever the budget says: one already in use
+    /// elsewhere (an automaton a grammar being compiled holds), which costs its memory whether
+    /// cached or not. An eviction pass makes room for it past 15/16 of the budget.
+    pub fn charge_in_use(&self, bytes: usize) {
+        let g = global();
+        let prev = g.total.fetch_add(bytes, Relaxed);
+        self.bytes.fetch_add(bytes, Relaxed);
+        g.kinds[self.kind as usize].bytes.fetch_add(bytes, Relaxed);
+        g.charged.fetch_add(bytes as u64, Relaxed);
+        if prev + bytes > high_water(g.budget.load(Relaxed)) {
+            request_eviction();
+        }
+    }
+
     /// Charges `bytes` of pinned data (in use: never refused, never evicted).
     pub fn force_charge(&self, bytes: usize) {
         let g = global();
@@ -334,20 +348,48 @@ impl Drop for Account {
     }
 }
 
-/// Queues an eviction pass on the background thread (at most one queued or running), or runs
-/// it here when there is no background thread.
+/// Wakes the eviction thread (at most one pass queued or running), or runs the pass here when
+/// there is no such thread (it could not start, or this is a child forked after it started).
+///
+/// Not the warm-up thread ([`crate::runtime::warmup`]): that one runs at idle priority and
+/// starves while fills keep the CPUs busy (on 2 loaded CPUs it never ran a pass, and the
+/// caches sat full, refusing every new entry). The eviction thread is an ordinary thread that
+/// sleeps until woken, so a pass runs within a scheduler tick, beside the fills, never in one.
 fn request_eviction() {
     let g = global();
     if g.evicting.swap(true, Relaxed) {
         return;
     }
-    let job = || {
-        evict_pass();
-        global().evicting.store(false, Relaxed);
-    };
-    if !crate::runtime::warmup::queue_urgent_front(Box::new(job)) {
+    if !wake_evictor() {
         evict_pass();
         g.evicting.store(false, Relaxed);
+    }
+}
+
+struct Evictor {
+    tx: Mutex<std::sync::mpsc::Sender<()>>,
+    pid: u32,
+}
+
+/// Wakes the eviction thread, starting it the first time; false when there is none.
+fn wake_evictor() -> bool {
+    static E: OnceLock<Option<Evictor>> = OnceLock::new();
+    let e = E.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("corral-evict".into())
+            .spawn(move || {
+                for () in rx {
+                    evict_pass();
+                    global().evicting.store(false, Relaxed);
+                }
+            })
+            .ok()?;
+        Some(Evictor { tx: Mutex::new(tx), pid: std::process::id() })
+    });
+    match e {
+        Some(e) if e.pid == std::process::id() => e.tx.lock().unwrap_or_else(|p| p.into_inner()).send(()).is_ok(),
+        _ => false,
     }
 }
 
