@@ -53,6 +53,18 @@ impl Kind {
     /// Every kind, in order.
     pub const ALL: [Kind; KINDS] = [Kind::TokenSets, Kind::WholeMasks, Kind::CompiledGrammars, Kind::Automata, Kind::TerminalIds, Kind::LanguageIds];
 
+    /// The most its caches may hold together under `budget`: the whole-mask caches a quarter
+    /// of it (a hit saves one fill, whose token sets are cached anyway, yet a mask of a large
+    /// vocabulary is 16 KB: left to fill the budget they held 70% of it while their grammars
+    /// were long unused), every other kind all of it.
+    pub fn share(self, budget: usize) -> usize {
+        match self {
+            _ if budget == UNLIMITED => UNLIMITED,
+            Kind::WholeMasks => budget / 4,
+            _ => budget,
+        }
+    }
+
     /// The name [`stats`] reports it under.
     pub fn name(self) -> &'static str {
         ["token_sets", "whole_masks", "compiled_grammars", "automata", "terminal_ids", "language_ids"][self as usize]
@@ -248,7 +260,15 @@ impl Account {
                     Err(now) => prev = now,
                 }
             }
-            if prev + bytes > high_water(budget) {
+            let share = self.kind.share(budget);
+            let kind = g.kinds[self.kind as usize].bytes.load(Relaxed);
+            if share < budget && kind + bytes > share {
+                g.total.fetch_sub(bytes, Relaxed);
+                self.counts[3].fetch_add(1, Relaxed);
+                request_eviction();
+                return false;
+            }
+            if prev + bytes > high_water(budget) || (share < budget && kind + bytes > high_water(share)) {
                 request_eviction();
             }
         } else {
@@ -410,7 +430,14 @@ fn evict_pass() {
     let _one = PASS.lock().unwrap_or_else(|p| p.into_inner());
     let g = global();
     let budget = g.budget.load(Relaxed);
-    if budget == UNLIMITED || g.total.load(Relaxed) <= low_water(budget) {
+    if budget == UNLIMITED {
+        return;
+    }
+    // What to free: down to 7/8 of the budget, and each kind down to 7/8 of its share.
+    let over = |have: usize, limit: usize| have.saturating_sub(low_water(limit));
+    let mut need = over(g.total.load(Relaxed), budget);
+    let mut need_kind: [usize; KINDS] = Kind::ALL.map(|k| if k.share(budget) < budget { over(g.kinds[k as usize].bytes.load(Relaxed), k.share(budget)) } else { 0 });
+    if need == 0 && need_kind.iter().all(|&n| n == 0) {
         return;
     }
     g.passes.fetch_add(1, Relaxed);
@@ -418,24 +445,27 @@ fn evict_pass() {
     let mut all: Vec<(f64, usize, u32, u64)> = Vec::new();
     let mut buf = Vec::new();
     for (i, c) in caches.iter().enumerate() {
+        let k = c.account().kind as usize;
+        if need == 0 && need_kind[k] == 0 {
+            continue;
+        }
         buf.clear();
         c.victims(&mut buf);
         all.extend(buf.iter().map(|v| (v.priority, v.bytes, i as u32, v.handle)));
     }
-    let total = g.total.load(Relaxed);
-    let target = low_water(budget);
-    if total <= target {
-        return;
-    }
-    let mut need = total - target;
     all.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
     let mut chosen: Vec<Vec<u64>> = vec![Vec::new(); caches.len()];
     for &(_, bytes, i, h) in &all {
-        if need == 0 {
+        if need == 0 && need_kind.iter().all(|&n| n == 0) {
             break;
+        }
+        let k = caches[i as usize].account().kind as usize;
+        if need == 0 && need_kind[k] == 0 {
+            continue;
         }
         chosen[i as usize].push(h);
         need = need.saturating_sub(bytes);
+        need_kind[k] = need_kind[k].saturating_sub(bytes);
     }
     for (c, hs) in caches.iter().zip(&chosen) {
         if !hs.is_empty() {
