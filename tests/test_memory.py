@@ -155,3 +155,26 @@ def test_every_cache_stays_within_the_budget_over_many_schemas(budget, limit):
     assert sum(c["evictions"] for c in s["caches"].values()) > 0, "the budget was reached: something was evicted"
     assert s["eviction_passes"] > 0
     assert r["worst"] > r["budget"] // 2, "the caches used the budget"
+
+
+def test_sglang_cache_of_grammar_objects_is_bounded_and_sets_the_budget(restore_budget):
+    from corral.sglang import CorralGrammarBackend
+
+    backend = CorralGrammarBackend(corral.builtin_vocabulary(), memory_budget="200MiB", max_cached_grammars=2)
+    assert corral.memory_budget() == 200 * 2**20
+    for k in ("a", "b", "c"):
+        backend.set_cache(("regex", k), backend.dispatch_regex(k))
+    assert list(backend.cache) == [("regex", "b"), ("regex", "c")], "the oldest went"
+    backend.set_cache(("regex", "b"), backend.dispatch_regex("b"))
+    backend.set_cache(("regex", "d"), backend.dispatch_regex("d"))
+    assert list(backend.cache) == [("regex", "b"), ("regex", "d")], "re-cached b is the newest"
+
+
+def test_vllm_backend_takes_the_budget_from_additional_config(restore_budget):
+    from corral.vllm import CorralBackend
+
+    class Cfg:
+        additional_config = {"corral_memory_budget": "300MiB"}
+
+    CorralBackend(Cfg(), corral.builtin_vocabulary(), 50257)
+    assert corral.memory_budget() == 300 * 2**20

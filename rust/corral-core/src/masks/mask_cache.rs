@@ -13,7 +13,8 @@
 //! bitmask, shared ([`TokenSet::with_ids`]), and the ids: copying it was a fresh 16 KB block
 //! per miss, whose first touch (page faults, 2 MB huge pages zeroed) cost more than the fill
 //! itself. Bounded by a byte budget that counts shared bitmasks too (the token-set cache may
-//! drop their entries first); when full it starts over.
+//! drop their entries first). Under the process's memory budget ([`crate::runtime::memory`]),
+//! with a cap of its own; when full it evicts its oldest, cheapest masks, never all of them.
 
 use crate::runtime::memory::{self, Account, Kind, Victim};
 use crate::vocab::token_set::TokenSet;
