@@ -178,3 +178,32 @@ def test_vllm_backend_takes_the_budget_from_additional_config(restore_budget):
 
     CorralBackend(Cfg(), corral.builtin_vocabulary(), 50257)
     assert corral.memory_budget() == 300 * 2**20
+
+
+def test_masks_are_the_same_under_a_tiny_budget(restore_budget):
+    """Evicting under pressure changes what is rebuilt, never a mask."""
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "tags": {"type": "array", "items": {"type": "string"}}, "n": {"type": "integer"}}}
+    docs = [b'{"name": "abc def", "tags": ["x", "yy", "zzz"], "n": 12}', b'{"tags": [], "n": -4, "name": "q"}']
+
+    def walk() -> list[bytes]:
+        v = corral.Vocabulary.from_bytes([bytes([b]) for b in range(256)] + [b'{"', b'": ', b'", "', b"name", b"tags", b""], eos_token_ids=[261])
+        g = corral.CompiledGrammar(corral.Grammar.from_json_schema(schema), v)
+        mask = np.zeros((1, (v.size + 31) // 32), dtype=np.int32)
+        out = []
+        for d in docs:
+            m = corral.Matcher(g)
+            for b in d:
+                m.fill_next_token_bitmask(mask)
+                out.append(mask.tobytes())
+                assert m.accept_token(b)
+        return out
+
+    def pressure() -> int:
+        return sum(c["evictions"] + c["refused"] for c in corral.memory_stats()["caches"].values())
+
+    before = pressure()
+    corral.set_memory_budget(64 * 1024)
+    tiny = walk()
+    assert pressure() > before, "the tiny budget evicted or refused entries"
+    corral.set_memory_budget(None)
+    assert walk() == tiny
