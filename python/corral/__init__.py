@@ -41,6 +41,7 @@ from .errors import (
 )
 from .forced import forced_tokens
 from .grammars import builtin_grammar
+from .memory import DEFAULT_MEMORY_BUDGET, memory_budget, memory_stats, set_memory_budget
 from .logits import apply_token_bitmask_inplace
 from .vocab import Vocabulary, builtin_vocabulary
 
@@ -56,6 +57,10 @@ __all__ = [
     "builtin_grammar",
     "builtin_vocabulary",
     "load_grammar",
+    "set_memory_budget",
+    "memory_budget",
+    "memory_stats",
+    "DEFAULT_MEMORY_BUDGET",
     "allocate_token_bitmask",
     "allowed_token_ids",
     "bitmask_words",

@@ -11,6 +11,11 @@ __all__ = [
     "Matcher",
     "_trigger_panic",
     "_allocator_purge_delay",
+    "set_memory_budget",
+    "memory_budget",
+    "parse_memory_budget",
+    "memory_stats",
+    "compile_cached",
     "fill_next_token_bitmask_batch",
     "apply_token_bitmask_cpu",
     "__version__",
@@ -227,3 +232,13 @@ def accept_token_batch(matchers: Sequence[Matcher], tokens: Sequence[int | None]
 def apply_token_bitmask_cpu(logits: Any, bitmask: Any, indices: Sequence[int] | None = None, vocab_size: int | None = None) -> list[int]: ...
 def _trigger_panic() -> None: ...
 def _allocator_purge_delay() -> int: ...
+def set_memory_budget(bytes: int | None) -> None:
+    """Sets the byte budget of every cache corral keeps (None: unlimited); caches over it are evicted now."""
+def memory_budget() -> int | None:
+    """The byte budget of every cache corral keeps (None: unlimited)."""
+def parse_memory_budget(text: str) -> int | None:
+    """The bytes ``CORRAL_MEMORY_BUDGET``-style text stands for (None for ``unlimited``)."""
+def memory_stats() -> dict[str, Any]:
+    """The budget, and the bytes, hits, misses and evictions of each kind of cache."""
+def compile_cached(grammar: Grammar, vocab: Any) -> CompiledGrammar:
+    """``CompiledGrammar(grammar, vocab)`` through the process-wide compiled-grammar cache."""

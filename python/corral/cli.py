@@ -552,6 +552,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if isinstance(vocab_mem, int):
         mem += f"; vocabulary {_fmt_bytes(vocab_mem)}"
     print(mem)
+    ms = corral.memory_stats()
+    budget = "unlimited" if ms["budget"] is None else _fmt_bytes(ms["budget"])
+    print(f"caches:      {_fmt_bytes(ms['total_bytes'])} of a {budget} budget ({_fmt_bytes(ms['pinned_bytes'])} pinned in use"
+          f"{', more than the budget' if ms['pinned_over_budget'] else ''}; corral.memory_stats())")
+    for name, c in ms["caches"].items():
+        print(f"  {name:<18} {_fmt_bytes(c['bytes']):>10} cached, {_fmt_bytes(c['pinned_bytes']):>10} pinned, "
+              f"{c['hits']} hits, {c['misses']} misses, {c['evictions']} evictions")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Compiling a grammar against a vocabulary, with a cache keyed by both.
+"""Compiling a grammar against a vocabulary, with a cache keyed by both (under corral's memory
+budget: :mod:`corral.memory`).
 
 Example::
 
@@ -12,7 +13,7 @@ Example::
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+import weakref
 from pathlib import Path
 from typing import Union
 
@@ -20,14 +21,18 @@ from . import _native
 from .errors import UsageError
 from .vocab import Vocabulary
 
-_CACHE_SIZE = 256
-_cache: "OrderedDict[tuple[str, int, int, int], _native.CompiledGrammar]" = OrderedDict()
+# The compiled grammars handed out and still alive, so that compiling again returns the same
+# object; the cache that keeps compiled grammars after their callers dropped them is native,
+# bounded by the memory budget (corral.set_memory_budget).
+_live: "weakref.WeakValueDictionary[tuple[str, int, int, int], _native.CompiledGrammar]" = weakref.WeakValueDictionary()
 _lock = threading.Lock()
 
 
 def compile(grammar: _native.Grammar, vocab: Vocabulary) -> _native.CompiledGrammar:
     """Pairs ``grammar`` with ``vocab``. Results are cached by (grammar source, its fill time
-    budget, vocabulary fingerprint), so compiling the same grammar again is a dictionary lookup.
+    budget, vocabulary), so compiling the same grammar again is a dictionary lookup. The cache
+    is bounded by corral's memory budget (:func:`corral.set_memory_budget`): grammars no caller
+    holds are evicted, least recently used and cheapest to compile first.
 
     >>> import corral
     >>> vocab = corral.Vocabulary.from_bytes([b"a", b"b", b""], eos_token_ids=[2])
@@ -46,16 +51,12 @@ def compile(grammar: _native.Grammar, vocab: Vocabulary) -> _native.CompiledGram
     # encoder for forced tokens); the cached entry keeps its vocabulary alive, so ids stay unique.
     key = (grammar.source_key, grammar.max_fill_ms, vocab.fingerprint, id(vocab))
     with _lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit
-    compiled = _native.CompiledGrammar(grammar, vocab)
+        hit = _live.get(key)
+    if hit is not None:
+        return hit
+    compiled = _native.compile_cached(grammar, vocab)
     with _lock:
-        _cache[key] = compiled
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return compiled
+        return _live.setdefault(key, compiled)
 
 
 GrammarFormat = Union[str, None]

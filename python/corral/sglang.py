@@ -433,6 +433,13 @@ class CorralGrammarBackend(_BaseBackend):  # type: ignore[misc,valid-type]
         max_whitespace: the longest whitespace run flexible JSON allows (SGLang's
             ``--constrained-json-max-whitespace-cnt``); None: corral's default (20; corral
             always bounds it).
+        memory_budget: the byte budget of corral's caches in this process (bytes, or a string
+            such as ``"512MiB"``; :func:`corral.set_memory_budget`); None leaves it as it is
+            (``CORRAL_MEMORY_BUDGET`` or 256 MiB).
+        max_cached_grammars: the most grammar objects SGLang's own per-backend cache keeps
+            (its ``set_cache`` dict, never evicted by SGLang itself: every one holds a compiled
+            grammar in use); least recently cached first out. Compiled grammars stay in
+            corral's own budgeted cache, so a schema met again compiles in microseconds.
 
     A grammar that fails to compile is logged and returned as SGLang's
     ``InvalidGrammarObject(corral's message)``: SGLang aborts that request with
@@ -458,36 +465,48 @@ class CorralGrammarBackend(_BaseBackend):  # type: ignore[misc,valid-type]
         *,
         any_whitespace: bool = True,
         max_whitespace: Optional[int] = None,
+        memory_budget: Any = None,
+        max_cached_grammars: int = 256,
     ) -> None:
         super().__init__()
         self.any_whitespace = any_whitespace
         self.max_whitespace = max_whitespace
+        self.max_cached_grammars = max(0, int(max_cached_grammars))
+        if memory_budget is not None:
+            from .memory import set_memory_budget
+
+            set_memory_budget(memory_budget)
         if isinstance(tokenizer, Vocabulary):
             self.vocab = tokenizer
         else:
             eos = sorted(int(i) for i in eos_token_ids) if eos_token_ids else None
             self.vocab = Vocabulary.from_huggingface(tokenizer, eos_token_ids=eos, vocab_size=vocab_size)
         self.vocab_size = vocab_size or self.vocab.size
-        self._compiled: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
     def _grammar(self, key_type: str, key_string: str) -> Any:
         key = (key_type, key_string)
-        with self._lock:
-            compiled = self._compiled.get(key)
-        if compiled is None:
-            try:
-                grammar = build_grammar(key_type, key_string, any_whitespace=self.any_whitespace, max_whitespace=self.max_whitespace)
-                compiled = _compile(grammar, self.vocab)
-            except CorralError as e:
-                logger.error("corral: invalid %s grammar %r: %s", key_type, key_string[:200], e)
-                inv = _invalid(f"corral: {e}")
-                if inv is None:
-                    raise
-                return inv
-            with self._lock:
-                self._compiled[key] = compiled
+        try:
+            grammar = build_grammar(key_type, key_string, any_whitespace=self.any_whitespace, max_whitespace=self.max_whitespace)
+            # (corral.compile's cache is bounded by the memory budget; no dict of our own.)
+            compiled = _compile(grammar, self.vocab)
+        except CorralError as e:
+            logger.error("corral: invalid %s grammar %r: %s", key_type, key_string[:200], e)
+            inv = _invalid(f"corral: {e}")
+            if inv is None:
+                raise
+            return inv
         return CorralGrammar(_native.Matcher(compiled), self.vocab, key)
+
+    def set_cache(self, key: Tuple[str, str], value: Any) -> None:
+        """SGLang's cache of grammar objects, bounded: at most ``max_cached_grammars``, the
+        least recently cached going first (SGLang's own dict is never evicted)."""
+        cache = self.cache
+        with self._lock:
+            cache.pop(key, None)
+            cache[key] = value
+            while len(cache) > self.max_cached_grammars:
+                cache.pop(next(iter(cache)))
 
     def dispatch_json(self, key_string: str) -> Any:
         return self._grammar("json", key_string)
@@ -513,9 +532,8 @@ class CorralGrammarBackend(_BaseBackend):  # type: ignore[misc,valid-type]
     apply_vocab_mask = staticmethod(CorralGrammar.apply_vocab_mask)
 
     def reset(self) -> None:
-        super().reset()
         with self._lock:
-            self._compiled.clear()
+            super().reset()
 
 
 # ------------------------------------------------------------------------------ reasoning

@@ -337,10 +337,19 @@ class CorralBackend(_BaseBackend):  # type: ignore[misc,valid-type]
     ``tokenizer`` is vLLM's Hugging Face tokenizer (or a :class:`corral.Vocabulary`). JSON
     requests use flexible whitespace, or none when vLLM's ``disable_any_whitespace`` is set.
     Grammars are cached per (kind, spec) in a small LRU and per (grammar, vocabulary) in
-    :func:`corral.compile`.
+    :func:`corral.compile`, whose cache is bounded by corral's memory budget: set it with
+    ``--additional-config '{"corral_memory_budget": "512MiB"}'`` (bytes or a string such as
+    ``"2G"``; :func:`corral.set_memory_budget`) or ``CORRAL_MEMORY_BUDGET`` in the
+    environment; default 256 MiB.
     """
 
     def __post_init__(self) -> None:
+        extra = getattr(self.vllm_config, "additional_config", None)
+        budget = extra.get("corral_memory_budget") if isinstance(extra, dict) else None
+        if budget is not None:
+            from .memory import set_memory_budget
+
+            set_memory_budget(budget)
         so_cfg = getattr(self.vllm_config, "structured_outputs_config", None)
         self.any_whitespace = not bool(getattr(so_cfg, "disable_any_whitespace", False))
         if isinstance(self.tokenizer, Vocabulary):

@@ -71,6 +71,12 @@ pub mod term_dfa {
 }
 
 /// The compile-time budget: a deadline per compilation entry point.
+/// One byte budget over every cache corral keeps ([`runtime::memory`]).
+pub mod memory {
+    pub use crate::masks::compile_cache::compiled;
+    pub use crate::runtime::memory::{budget, evict_now, parse_budget, set_budget, stats, KindStats, Stats, DEFAULT_BUDGET, UNLIMITED};
+}
+
 pub mod budget {
     pub use crate::runtime::budget::{check, Scope};
 }

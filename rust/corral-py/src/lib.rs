@@ -373,7 +373,7 @@ impl PyGrammar {
 
 /// A grammar paired with a vocabulary; immutable and shared by matchers across threads.
 /// Constructing it fills and caches the start state's mask (every matcher's first fill is a copy).
-#[pyclass(name = "CompiledGrammar", module = "corral._native", frozen)]
+#[pyclass(name = "CompiledGrammar", module = "corral._native", frozen, weakref)]
 struct PyCompiledGrammar {
     inner: Arc<core::CompiledGrammar>,
     vocab: Py<PyAny>,
@@ -577,6 +577,75 @@ fn accept_token_batch(py: Python<'_>, matchers: Vec<Bound<'_, PyMatcher>>, token
     })
 }
 
+/// Sets the byte budget of every cache corral keeps (`None`: unlimited); caches over it
+/// are evicted now.
+#[pyfunction]
+#[pyo3(signature = (bytes))]
+fn set_memory_budget(py: Python<'_>, bytes: Option<usize>) -> PyResult<()> {
+    guard(py, || {
+        py.detach(|| core::memory::set_budget(bytes.unwrap_or(core::memory::UNLIMITED)));
+        Ok(())
+    })
+}
+
+/// The byte budget of every cache corral keeps (`None`: unlimited).
+#[pyfunction]
+fn memory_budget() -> Option<usize> {
+    Some(core::memory::budget()).filter(|&b| b != core::memory::UNLIMITED)
+}
+
+/// The bytes `CORRAL_MEMORY_BUDGET`-style text stands for (`None` for `unlimited`); a usage
+/// error when it is not a byte count.
+#[pyfunction]
+fn parse_memory_budget(py: Python<'_>, text: &str) -> PyResult<Option<usize>> {
+    match core::memory::parse_budget(text) {
+        Some(b) if b == core::memory::UNLIMITED => Ok(None),
+        Some(b) => Ok(Some(b)),
+        None => Err(usage(py, format!("memory budget {text:?} is not a byte count (e.g. 268435456, \"256MiB\", \"1G\" or \"unlimited\")"))),
+    }
+}
+
+/// The budget, and the bytes, hits, misses and evictions of each kind of cache.
+#[pyfunction]
+fn memory_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    use pyo3::types::PyDict;
+    let s = py.detach(core::memory::stats);
+    let d = PyDict::new(py);
+    d.set_item("budget", Some(s.budget).filter(|&b| b != core::memory::UNLIMITED))?;
+    d.set_item("total_bytes", s.total_bytes)?;
+    d.set_item("pinned_bytes", s.pinned_bytes)?;
+    d.set_item("pinned_over_budget", s.pinned_over_budget)?;
+    d.set_item("eviction_passes", s.eviction_passes)?;
+    let caches = PyDict::new(py);
+    for k in &s.kinds {
+        let c = PyDict::new(py);
+        c.set_item("bytes", k.bytes)?;
+        c.set_item("pinned_bytes", k.pinned_bytes)?;
+        c.set_item("hits", k.hits)?;
+        c.set_item("misses", k.misses)?;
+        c.set_item("evictions", k.evictions)?;
+        c.set_item("refused", k.refused)?;
+        caches.set_item(k.name, c)?;
+    }
+    d.set_item("caches", caches)?;
+    d.set_item("env_error", s.env_error)?;
+    Ok(d)
+}
+
+/// `CompiledGrammar(grammar, vocab)` through the process-wide compiled-grammar cache (under
+/// the memory budget): a grammar compiled before against the same vocabulary and still cached
+/// shares its compiled tables.
+#[pyfunction]
+fn compile_cached(py: Python<'_>, grammar: Py<PyGrammar>, vocab: Bound<'_, PyAny>) -> PyResult<PyCompiledGrammar> {
+    guard(py, || {
+        let g = grammar.get().inner.clone();
+        let v = native_vocab(&vocab)?;
+        core::CompiledGrammar::check_tokens(&g, &v).map_err(|e| to_py(py, e))?;
+        let inner = py.detach(|| core::memory::compiled(&g, v));
+        Ok(PyCompiledGrammar { inner, vocab: vocab.unbind(), grammar })
+    })
+}
+
 /// Raises a Rust panic inside a guarded entry point (tests prove it becomes `InternalError`).
 #[pyfunction]
 fn _trigger_panic(py: Python<'_>) -> PyResult<()> {
@@ -593,6 +662,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMatcher>()?;
     m.add_function(wrap_pyfunction!(_trigger_panic, m)?)?;
     m.add_function(wrap_pyfunction!(_allocator_purge_delay, m)?)?;
+    m.add_function(wrap_pyfunction!(set_memory_budget, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_budget, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_memory_budget, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(compile_cached, m)?)?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmask_batch, m)?)?;
     m.add_function(wrap_pyfunction!(accept_token_batch, m)?)?;
     m.add_function(wrap_pyfunction!(logits::apply_token_bitmask_cpu, m)?)?;

@@ -15,7 +15,20 @@ pub(crate) fn canonical_in_background(dfas: Vec<Arc<Dfa>>, k: usize) -> Vec<Arc<
     if !warmup::enabled() {
         return dfas;
     }
-    let jobs: Vec<Job> = dfas.into_iter().filter(|d| d.defer_canonical()).map(|d| -> Job { Box::new(move || d.compute_canonical(k)) }).collect();
+    // (Weakly: a queued job must not keep a dropped grammar's automaton alive; on a busy
+    // machine the idle-priority thread may run it much later.)
+    let jobs: Vec<Job> = dfas
+        .into_iter()
+        .filter(|d| d.defer_canonical())
+        .map(|d| -> Job {
+            let d = Arc::downgrade(&d);
+            Box::new(move || {
+                if let Some(d) = d.upgrade() {
+                    d.compute_canonical(k)
+                }
+            })
+        })
+        .collect();
     warmup::queue_urgent_back(jobs);
     Vec::new()
 }

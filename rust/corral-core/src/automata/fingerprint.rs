@@ -15,7 +15,8 @@
 //! second id, never another language's).
 
 use crate::automata::dfa::{Dfa, DEAD};
-use crate::automata::id_table::IdTable;
+use crate::automata::id_table::{IdTable, SharedTable};
+use crate::runtime::memory::Kind;
 use rustc_hash::FxHashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -27,18 +28,15 @@ use std::sync::{Mutex, OnceLock};
 /// from 480–493 to 354–385 with the same cache sharing (16 lost it: 6,672 entries, not 6,455).
 pub(crate) const MAX_STATES: usize = 32;
 
-/// Bytes of serialized automata each id table may hold ([`crate::automata::id_table`]).
-const TABLE_BYTES: usize = 32 << 20;
-
-/// An empty table of serialized automata, weighed by their bytes.
-fn id_table() -> IdTable<Vec<u32>> {
-    IdTable::new(TABLE_BYTES, |t| t.len() * 4 + 64)
+/// An empty table of serialized automata, weighed by their bytes, under the memory budget.
+fn id_table() -> std::sync::Arc<SharedTable<Vec<u32>>> {
+    SharedTable::new(Kind::LanguageIds, |t| t.len() * 4 + 64)
 }
 
 /// Minimal automata (numbered canonically) and their language ids.
 fn table() -> &'static Mutex<IdTable<Vec<u32>>> {
-    static T: OnceLock<Mutex<IdTable<Vec<u32>>>> = OnceLock::new();
-    T.get_or_init(|| Mutex::new(id_table()))
+    static T: OnceLock<std::sync::Arc<SharedTable<Vec<u32>>>> = OnceLock::new();
+    &T.get_or_init(id_table).table
 }
 
 /// Marks the dead state in a serialized table.
@@ -199,8 +197,8 @@ impl LocalIds {
 
 /// Serialized automata as they were met (not minimised) and their language ids.
 fn raw_table() -> &'static Mutex<IdTable<Vec<u32>>> {
-    static T: OnceLock<Mutex<IdTable<Vec<u32>>>> = OnceLock::new();
-    T.get_or_init(|| Mutex::new(id_table()))
+    static T: OnceLock<std::sync::Arc<SharedTable<Vec<u32>>>> = OnceLock::new();
+    &T.get_or_init(id_table).table
 }
 
 /// The automaton reachable from node `root` as a table independent of node and byte-class

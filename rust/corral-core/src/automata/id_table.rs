@@ -1,68 +1,63 @@
-//! Bounded process-wide tables of ids: terminal ids by expression ([`crate::automata::intern`]) and
+//! Process-wide tables of ids, under the memory budget: terminal ids by expression ([`crate::automata::intern`]) and
 //! language ids by serialized automaton ([`crate::automata::fingerprint`]).
 //!
 //! Caches key their entries by these ids for the life of the process, so a table may forget
 //! a key but must never give its id to another one: ids only grow. A key met again after it
 //! was evicted gets a new id — its automaton and token sets are rebuilt, never confused.
 
-use rustc_hash::FxHashMap;
+use crate::runtime::memory::{self, Account, Kind, Victim};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::hash::Hash;
+use std::sync::{Arc, Mutex, Weak};
 
 /// Ids are below this (the top bit marks language ids in the token-set cache keys).
 pub(crate) const MAX_IDS: u32 = 1 << 31;
 
-/// Second-chance eviction over a map whose entries are flagged when used: when `total +
-/// incoming` exceeds `budget`, the entries not used since the last eviction go and the flags
-/// of the rest are cleared; if what is left plus `incoming` still exceeds half the budget,
-/// everything goes. `total` is the map's weight, recomputed with `weight`.
-pub(crate) fn second_chance<K, V>(map: &mut FxHashMap<K, (V, bool)>, total: &mut usize, incoming: usize, budget: usize, weight: impl Fn(&K, &V) -> usize) {
-    if *total + incoming <= budget {
-        return;
-    }
-    map.retain(|_, (_, used)| std::mem::replace(used, false));
-    *total = map.iter().map(|(k, (v, _))| weight(k, v)).sum();
-    if *total + incoming > budget / 2 {
-        map.clear();
-        *total = 0;
-    }
-}
-
-/// Ids by key, within a budget of `weight(key)` units ([`second_chance`] eviction).
+/// Ids by key, under the process's memory budget ([`crate::runtime::memory`]): each key is
+/// charged `weight(key)` bytes when recorded and stamped when used; a key the budget refuses
+/// is not recorded (its id is still given, so it is met again as new).
 pub(crate) struct IdTable<K> {
-    by_key: FxHashMap<K, (u32, bool)>,
-    /// Weight of the keys held.
-    total: usize,
-    budget: usize,
+    by_key: FxHashMap<K, (u32, u64)>,
+    account: Arc<Account>,
     weight: fn(&K) -> usize,
     /// The next id to give.
     next: u32,
 }
 
 impl<K: Eq + Hash> IdTable<K> {
-    /// An empty table holding keys of at most `budget` total `weight`.
-    pub(crate) fn new(budget: usize, weight: fn(&K) -> usize) -> IdTable<K> {
-        IdTable { by_key: FxHashMap::default(), total: 0, budget, weight, next: 0 }
+    /// An empty table of `kind`, weighing its keys by `weight`.
+    pub(crate) fn new(kind: Kind, weight: fn(&K) -> usize) -> IdTable<K> {
+        IdTable { by_key: FxHashMap::default(), account: Arc::new(Account::new(kind)), weight, next: 0 }
     }
 
-    /// The id of `key`, if it has one (marked used).
+    /// The id of `key`, if it has one (stamped used).
     pub(crate) fn get<Q>(&mut self, key: &Q) -> Option<u32>
     where
         K: std::borrow::Borrow<Q>,
         Q: Eq + Hash + ?Sized,
     {
-        self.by_key.get_mut(key).map(|(id, used)| {
-            *used = true;
-            *id
-        })
+        match self.by_key.get_mut(key) {
+            Some((id, stamp)) => {
+                *stamp = memory::now();
+                self.account.hit();
+                Some(*id)
+            }
+            None => {
+                self.account.miss();
+                None
+            }
+        }
     }
 
-    /// Records `key` with `id` (an id given by another table for the same thing).
+    /// Records `key` with `id` (an id given by another table for the same thing), within
+    /// the budget.
     pub(crate) fn insert(&mut self, key: K, id: u32) {
         let size = (self.weight)(&key);
-        let weight = self.weight;
-        second_chance(&mut self.by_key, &mut self.total, size, self.budget, |k, _| weight(k));
-        if self.by_key.insert(key, (id, false)).is_none() {
-            self.total += size;
+        if !self.account.try_charge(size) {
+            return;
+        }
+        if self.by_key.insert(key, (id, memory::now())).is_some() {
+            self.account.refund(size, false);
         }
     }
 
@@ -93,25 +88,71 @@ impl<K: Eq + Hash> IdTable<K> {
     }
 }
 
+/// A process-wide [`IdTable`] behind a lock, registered with the memory budget.
+pub(crate) struct SharedTable<K> {
+    pub(crate) table: Mutex<IdTable<K>>,
+    account: Arc<Account>,
+}
+
+impl<K: Eq + Hash + Send + Sync + 'static> SharedTable<K> {
+    /// A registered table (see [`IdTable::new`]).
+    pub(crate) fn new(kind: Kind, weight: fn(&K) -> usize) -> Arc<SharedTable<K>> {
+        let table = IdTable::new(kind, weight);
+        let account = table.account.clone();
+        let t = Arc::new(SharedTable { table: Mutex::new(table), account });
+        let weak: Weak<dyn memory::Cache> = Arc::downgrade(&t) as Weak<SharedTable<K>>;
+        memory::register(weak);
+        t
+    }
+}
+
+impl<K: Eq + Hash + Send + Sync + 'static> memory::Cache for SharedTable<K> {
+    fn account(&self) -> &Account {
+        &self.account
+    }
+
+    fn victims(&self, out: &mut Vec<Victim>) {
+        let t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        out.extend(t.by_key.iter().map(|(k, &(id, stamp))| {
+            let bytes = (t.weight)(k);
+            Victim { priority: memory::priority(stamp, 0, bytes), bytes, handle: id as u64 }
+        }));
+    }
+
+    fn evict(&self, handles: &[u64]) {
+        let set: FxHashSet<u64> = handles.iter().copied().collect();
+        let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        let weight = t.weight;
+        let mut freed = Vec::new();
+        t.by_key.retain(|k, (id, _)| {
+            let keep = !set.contains(&(*id as u64));
+            if !keep {
+                freed.push(weight(k));
+            }
+            keep
+        });
+        for b in freed {
+            t.account.refund(b, true);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::memory::Cache;
 
     #[test]
     fn eviction_never_reuses_ids() {
-        let mut t: IdTable<Vec<u8>> = IdTable::new(100, |k| k.len());
+        let shared: Arc<SharedTable<Vec<u8>>> = SharedTable::new(Kind::TerminalIds, |k| k.len());
+        let mut t = shared.table.lock().unwrap();
         assert_eq!((t.intern(vec![1]), t.intern(vec![2, 2]), t.intern(vec![1])), (Some(0), Some(1), Some(0)), "equal keys share an id");
-        // Full (as if other keys had filled it): [1], used since the last eviction, keeps its
-        // id; [2, 2] goes, and gets a fresh id when met again.
-        t.total = 100;
-        assert_eq!(t.intern(vec![3]), Some(2));
-        assert_eq!(t.get(&[1u8][..]), Some(0));
-        assert_eq!(t.intern(vec![2, 2]), Some(3), "an evicted key gets a new id, never an old one");
-        // No room even after the second chance: everything goes, ids still grow.
-        t.total = 100;
-        assert_eq!(t.intern(vec![9; 60]), Some(4));
-        assert_eq!(t.len(), 1, "everything else went");
-        assert_eq!(t.intern(vec![1]), Some(5));
+        drop(t);
+        shared.evict(&[1]);
+        let mut t = shared.table.lock().unwrap();
+        assert_eq!(t.get(&[1u8][..]), Some(0), "not evicted: keeps its id");
+        assert_eq!(t.intern(vec![2, 2]), Some(2), "an evicted key gets a new id, never an old one");
+        assert_eq!(t.len(), 2);
         t.next = MAX_IDS;
         assert_eq!(t.intern(vec![7]), None, "no id once they ran out");
         t.insert(vec![8], 3);

@@ -2,25 +2,24 @@
 //! shared by every grammar that contains the same terminal (e.g. JSON string contents).
 
 use crate::automata::dfa::Dfa;
-use crate::runtime::error::{Error, Result};
-use crate::automata::id_table::{second_chance, IdTable, MAX_IDS};
-use crate::runtime::limits::{Limits, LIMIT_HINT};
+use crate::automata::id_table::{IdTable, SharedTable, MAX_IDS};
 use crate::frontend::rx::Rx;
-use rustc_hash::FxHashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use crate::runtime::error::{Error, Result};
+use crate::runtime::limits::{Limits, LIMIT_HINT};
+use crate::runtime::memory::{self, Account, Kind, Victim};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-/// Approximate bytes of expressions the id table may hold (`Rx::heap_bytes`): schema
-/// compilers put whole JSON-encoded automata in terminals, and a server compiling many
-/// distinct schemas must not keep every one it ever saw.
-const ID_TABLE_BYTES: usize = 64 << 20;
-
+/// Terminal ids by expression, under the memory budget: schema compilers put whole
+/// JSON-encoded automata in terminals, and a server compiling many distinct schemas must not
+/// keep every one it ever saw.
 fn table() -> &'static Mutex<IdTable<Rx>> {
-    static T: OnceLock<Mutex<IdTable<Rx>>> = OnceLock::new();
-    T.get_or_init(|| Mutex::new(IdTable::new(ID_TABLE_BYTES, Rx::heap_bytes)))
+    static T: OnceLock<Arc<SharedTable<Rx>>> = OnceLock::new();
+    &T.get_or_init(|| SharedTable::new(Kind::TerminalIds, Rx::heap_bytes)).table
 }
 
 /// The process-wide id of the language of `rx` (structurally equal expressions share an id
-/// while it is in the bounded table, [`crate::automata::id_table`]; DFA construction is deterministic,
+/// while it is in the table, [`crate::automata::id_table`]; DFA construction is deterministic,
 /// so equal ids mean identical automata and state numbers). Ids are never reused; running out
 /// of them is a limit error.
 pub(crate) fn terminal_id(rx: &Rx) -> Result<u32> {
@@ -36,37 +35,71 @@ pub(crate) fn terminal_id(rx: &Rx) -> Result<u32> {
     })
 }
 
-/// Most DFA states kept in the process-wide automaton cache (a few hundred bytes each: a
-/// row of successors per byte class, live bytes, canonical states).
-const DFA_CACHE_STATES: usize = 1 << 20;
-
-struct DfaCache {
-    /// Automata by terminal id, each with whether it was used since the last eviction.
-    by_id: FxHashMap<u32, (Arc<Dfa>, bool)>,
-    states: usize,
+/// A cached automaton: the bytes charged, when it was last used, what it took to build.
+struct Slot {
+    dfa: Arc<Dfa>,
+    bytes: usize,
+    stamp: u64,
+    cost_ns: u64,
 }
 
-impl DfaCache {
-    /// Makes room for `incoming` more states: when full, the automata not used since the
-    /// last eviction go (second chance: the shared ones — string contents, separators, the
-    /// leap-second pieces every `date-time` uses — stay, with their canonical states), and
-    /// everything goes if that is not enough.
-    fn make_room(&mut self, incoming: usize) {
-        second_chance(&mut self.by_id, &mut self.states, incoming, DFA_CACHE_STATES, |_, d| d.num_states());
+/// The process-wide automata by terminal id, under the memory budget. An automaton a
+/// compiled grammar holds is in use: never evicted (evicting it would free nothing).
+struct DfaCache {
+    by_id: Mutex<FxHashMap<u32, Slot>>,
+    account: Account,
+}
+
+impl memory::Cache for DfaCache {
+    fn account(&self) -> &Account {
+        &self.account
+    }
+
+    fn victims(&self, out: &mut Vec<Victim>) {
+        let map = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
+        out.extend(map.iter().filter(|(_, s)| Arc::strong_count(&s.dfa) == 1).map(|(&id, s)| Victim { priority: memory::priority(s.stamp, s.cost_ns, s.bytes), bytes: s.bytes, handle: id as u64 }));
+    }
+
+    fn evict(&self, handles: &[u64]) {
+        let set: FxHashSet<u64> = handles.iter().copied().collect();
+        let mut gone = Vec::new();
+        {
+            let mut map = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
+            let ids: Vec<u32> = map.iter().filter(|(&id, s)| set.contains(&(id as u64)) && Arc::strong_count(&s.dfa) == 1).map(|(&id, _)| id).collect();
+            gone.extend(ids.iter().filter_map(|id| map.remove(id)));
+        }
+        for s in &gone {
+            self.account.refund(s.bytes, true);
+        }
+    }
+
+    fn pinned(&self) -> usize {
+        self.by_id.lock().unwrap_or_else(|p| p.into_inner()).values().filter(|s| Arc::strong_count(&s.dfa) > 1).map(|s| s.bytes).sum()
     }
 }
 
-fn dfa_cache() -> &'static Mutex<DfaCache> {
-    static C: OnceLock<Mutex<DfaCache>> = OnceLock::new();
-    C.get_or_init(|| Mutex::new(DfaCache { by_id: FxHashMap::default(), states: 0 }))
+fn dfa_cache() -> &'static DfaCache {
+    static C: OnceLock<Arc<DfaCache>> = OnceLock::new();
+    C.get_or_init(|| {
+        let c = Arc::new(DfaCache { by_id: Mutex::new(FxHashMap::default()), account: Account::new(Kind::Automata) });
+        let weak: Weak<dyn memory::Cache> = Arc::downgrade(&c) as Weak<DfaCache>;
+        memory::register(weak);
+        c
+    })
 }
 
-/// The cached automaton of terminal `id`, marked used.
+/// The cached automaton of terminal `id`, stamped used.
 fn cached(id: u32) -> Option<Arc<Dfa>> {
-    dfa_cache().lock().unwrap_or_else(|p| p.into_inner()).by_id.get_mut(&id).map(|(d, used)| {
-        *used = true;
-        d.clone()
-    })
+    let c = dfa_cache();
+    let hit = c.by_id.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id).map(|s| {
+        s.stamp = memory::now();
+        s.dfa.clone()
+    });
+    match &hit {
+        Some(_) => c.account.hit(),
+        None => c.account.miss(),
+    }
+    hit
 }
 
 /// [`cached`], as a limit error when it has more states than `limits` allow (it may have been
@@ -78,20 +111,24 @@ pub(crate) fn cached_within(id: u32, limits: &Limits) -> Result<Option<Arc<Dfa>>
     }
 }
 
-/// Caches the automaton `d` of terminal `id`.
-fn insert(id: u32, d: &Arc<Dfa>) {
-    let mut c = dfa_cache().lock().unwrap_or_else(|p| p.into_inner());
-    c.make_room(d.num_states());
-    c.states += d.num_states();
-    if let Some((old, _)) = c.by_id.insert(id, (d.clone(), false)) {
-        c.states -= old.num_states(); // built twice at once by two threads
+/// Caches the automaton `d` of terminal `id`, which took `cost_ns` to build.
+fn insert(id: u32, d: &Arc<Dfa>, cost_ns: u64) {
+    let c = dfa_cache();
+    // (Always kept: the grammar being compiled holds it, so it costs its memory either way,
+    // and counted, it makes the budget evict something else instead.)
+    let bytes = d.memory_bytes();
+    c.account.charge_in_use(bytes);
+    let old = c.by_id.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Slot { dfa: d.clone(), bytes, stamp: memory::now(), cost_ns });
+    if let Some(old) = old {
+        c.account.refund(old.bytes, false); // built twice at once by two threads
     }
 }
 
 /// Builds the automaton of terminal `id` (expression `rx`) and caches it.
 pub(crate) fn build(rx: &Rx, id: u32, limits: &Limits) -> Result<Arc<Dfa>> {
+    let t0 = std::time::Instant::now();
     let d = Arc::new(Dfa::from_rx(rx, limits)?);
-    insert(id, &d);
+    insert(id, &d, t0.elapsed().as_nanos() as u64);
     check_size(&d, limits)?;
     Ok(d)
 }
@@ -106,8 +143,9 @@ pub(crate) fn build_deferred(rx: &Rx, gid: u32) -> Arc<Dfa> {
         return d;
     }
     let unlimited = Limits { max_dfa_states: usize::MAX / 4, max_nfa_states: usize::MAX / 4, max_repeat: u32::MAX, ..Limits::default() };
+    let t0 = std::time::Instant::now();
     let d = Arc::new(Dfa::from_rx(rx, &unlimited).unwrap_or_else(|e| panic!("a deferred terminal's automaton did not build: {e}")));
-    insert(gid, &d);
+    insert(gid, &d, t0.elapsed().as_nanos() as u64);
     d
 }
 
@@ -134,23 +172,25 @@ pub fn terminal_dfa(rx: &Rx, limits: &Limits) -> Result<(Arc<Dfa>, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::memory::Cache;
 
+    /// An automaton a grammar holds is never a victim; once released it is, and goes.
     #[test]
-    fn eviction_keeps_automata_used_since_the_last_one() {
-        let dfa = |n: u8| Arc::new(Dfa::from_rx(&Rx::Literal(vec![b'a'; n as usize]), &Limits::default()).unwrap());
-        let mut c = DfaCache { by_id: FxHashMap::default(), states: 0 };
-        let (hot, cold) = (dfa(10), dfa(20));
-        c.by_id.insert(1, (hot.clone(), true));
-        c.by_id.insert(2, (cold.clone(), false));
-        c.states = hot.num_states() + cold.num_states();
-        c.make_room(100);
-        assert_eq!(c.by_id.len(), 2, "not full: nothing goes");
-        c.states = DFA_CACHE_STATES; // as if other automata had filled it (and left)
-        c.make_room(100);
-        assert!(c.by_id.contains_key(&1) && !c.by_id.contains_key(&2));
-        assert_eq!(c.states, hot.num_states());
-        assert!(!c.by_id[&1].1, "its second chance is used up");
-        c.make_room(DFA_CACHE_STATES);
-        assert!(c.by_id.is_empty() && c.states == 0, "no room even after evicting: everything goes");
+    fn automata_in_use_are_not_evicted() {
+        let rx = Rx::Literal(b"automata_in_use_are_not_evicted".to_vec());
+        let (d, id) = terminal_dfa(&rx, &Limits::default()).unwrap();
+        let c = dfa_cache();
+        let victim = |c: &DfaCache| {
+            let mut v = Vec::new();
+            c.victims(&mut v);
+            v.iter().any(|v| v.handle == id as u64)
+        };
+        assert!(!victim(c), "held here: in use");
+        c.evict(&[id as u64]);
+        assert!(cached(id).is_some(), "evicting an automaton in use does nothing");
+        drop(d);
+        assert!(victim(c));
+        c.evict(&[id as u64]);
+        assert!(cached(id).is_none());
     }
 }

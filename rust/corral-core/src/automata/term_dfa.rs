@@ -247,6 +247,8 @@ pub(crate) fn build_in_background(terms: Vec<Arc<TermDfa>>, k: usize) {
     if terms.is_empty() {
         return;
     }
+    // (Weakly: a grammar dropped before the job runs is skipped, not kept alive by the queue.)
+    let terms: Vec<std::sync::Weak<TermDfa>> = terms.iter().map(Arc::downgrade).collect();
     let job: crate::runtime::warmup::Job = Box::new(move || {
         // (Read when the job starts: this compile's own `submit_first`, queued after it, has
         // run by then.)
@@ -257,6 +259,7 @@ pub(crate) fn build_in_background(terms: Vec<Arc<TermDfa>>, k: usize) {
                 seen = now;
                 crate::runtime::warmup::drain_urgent();
             }
+            let Some(t) = t.upgrade() else { continue };
             let d = t.get();
             if d.defer_canonical() {
                 d.compute_canonical(k);

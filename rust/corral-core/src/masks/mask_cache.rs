@@ -13,49 +13,64 @@
 //! bitmask, shared ([`TokenSet::with_ids`]), and the ids: copying it was a fresh 16 KB block
 //! per miss, whose first touch (page faults, 2 MB huge pages zeroed) cost more than the fill
 //! itself. Bounded by a byte budget that counts shared bitmasks too (the token-set cache may
-//! drop their entries first); when full it starts over.
+//! drop their entries first). Under the process's memory budget ([`crate::runtime::memory`]),
+//! with a cap of its own; when full it evicts its oldest, cheapest masks, never all of them.
 
+use crate::runtime::memory::{self, Account, Kind, Victim};
 use crate::vocab::token_set::TokenSet;
-use rustc_hash::FxHashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::sync::{Arc, Mutex, Weak};
 
-/// Default byte budget per compiled grammar.
+/// Default cap per compiled grammar (the process's memory budget bounds them all together).
 pub(crate) const DEFAULT_MASK_CACHE_BYTES: usize = 64 << 20;
 
 /// Bytes charged for a map entry besides its mask.
 const ENTRY_BYTES: u64 = 48;
 
+/// One key's entry: its mask, the bytes charged for the entry, when it was last used
+/// ([`memory::now`]) and what the fill that made it took.
+#[derive(Debug)]
+struct Entry {
+    mask: Arc<TokenSet>,
+    bytes: u64,
+    stamp: u64,
+    cost_ns: u64,
+}
+
 /// The cache (one per compiled grammar, shared by its matchers). A mask may sit under
-/// several keys (one finer, one coarser: [`MaskCache::get_as`]); it is charged once.
+/// several keys (one finer, one coarser: [`MaskCache::get_as`]); it is charged once, and
+/// evicted with all its keys.
 #[derive(Debug)]
 pub(crate) struct MaskCache {
-    /// Each key's mask and the bytes charged for the entry.
-    map: Mutex<FxHashMap<u128, (Arc<TokenSet>, u64)>>,
-    /// Bytes held by the masks.
-    bytes: AtomicU64,
+    map: Mutex<FxHashMap<u128, Entry>>,
+    /// Bytes held by the masks (this cache's share of its account's kind).
+    account: Account,
+    /// This grammar's own cap.
     budget: usize,
     words: usize,
-    hits: AtomicU64,
-    misses: AtomicU64,
 }
 
 impl MaskCache {
-    /// A cache of at most `budget` bytes of masks of `words` words each.
-    pub(crate) fn new(budget: usize, words: usize) -> MaskCache {
-        MaskCache { map: Mutex::new(FxHashMap::default()), bytes: 0.into(), budget, words, hits: 0.into(), misses: 0.into() }
+    /// A cache of at most `budget` bytes of masks of `words` words each, registered with the
+    /// process's memory budget.
+    pub(crate) fn new(budget: usize, words: usize) -> Arc<MaskCache> {
+        let c = Arc::new(MaskCache { map: Mutex::new(FxHashMap::default()), account: Account::new(Kind::WholeMasks), budget, words });
+        let weak: Weak<dyn memory::Cache> = Arc::downgrade(&c) as Weak<MaskCache>;
+        memory::register(weak);
+        c
     }
 
     /// Copies the cached mask for `key` into `out` (its first words); false when there is
     /// none (not counted as a miss: the caller goes on to [`MaskCache::get_as`]).
     pub(crate) fn get(&self, key: u128, out: &mut [u32]) -> bool {
         // (Written under the lock: a 16 KB copy at most, and no reference count touched.)
-        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        match map.get(&key) {
-            Some(m) => {
-                m.0.write_to(out, self.words);
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get_mut(&key) {
+            Some(e) => {
+                e.stamp = memory::now();
+                e.mask.write_to(out, self.words);
                 drop(map);
-                self.hits.fetch_add(1, Relaxed);
+                self.account.hit();
                 true
             }
             None => false,
@@ -67,54 +82,113 @@ impl MaskCache {
     /// as a miss, when there is none.
     pub(crate) fn get_as(&self, key: u128, alias: u128, out: &mut [u32]) -> bool {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(m) = map.get(&key).map(|e| e.0.clone()) else {
+        let now = memory::now();
+        let Some(m) = map.get_mut(&key).map(|e| {
+            e.stamp = now;
+            (e.mask.clone(), e.cost_ns)
+        }) else {
             drop(map);
-            self.misses.fetch_add(1, Relaxed);
+            self.account.miss();
             return false;
         };
-        // (Not when that would pass the budget: starting over there would leave the mask
-        // under the alias alone, charged for the entry only.)
-        if self.bytes.load(Relaxed) + ENTRY_BYTES <= self.budget as u64 {
-            self.file(&mut map, alias, m.clone(), ENTRY_BYTES);
+        // (Not when that would pass the budget.)
+        if self.account.bytes() as u64 + ENTRY_BYTES <= self.budget as u64 && self.account.try_charge(ENTRY_BYTES as usize) {
+            self.file(&mut map, alias, Entry { mask: m.0.clone(), bytes: ENTRY_BYTES, stamp: now, cost_ns: m.1 });
         }
         drop(map);
-        m.write_to(out, self.words);
-        self.hits.fetch_add(1, Relaxed);
+        m.0.write_to(out, self.words);
+        self.account.hit();
         true
     }
 
-    /// Stores a finished mask under each of `keys` (charged once, with an entry's bytes per
-    /// further key). When it does not fit the budget, the cache starts over first.
-    pub(crate) fn insert(&self, keys: &[u128], mask: TokenSet) {
+    /// Stores a finished mask, which took `cost_ns` to fill, under each of `keys` (charged
+    /// once, with an entry's bytes per further key). When it does not fit this grammar's cap,
+    /// the cache evicts its oldest masks first; when it does not fit the process's budget, it
+    /// is not kept.
+    pub(crate) fn insert(&self, keys: &[u128], mask: TokenSet, cost_ns: u64) {
         let m = Arc::new(mask);
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let size = m.retained_bytes() as u64 + ENTRY_BYTES;
-        if self.bytes.load(Relaxed) + size + ENTRY_BYTES * keys.len().saturating_sub(1) as u64 > self.budget as u64 {
-            map.clear();
-            self.bytes.store(0, Relaxed);
+        let all = (size + ENTRY_BYTES * keys.len().saturating_sub(1) as u64) as usize;
+        if self.account.bytes() + all > self.budget {
+            // (To 7/8 of the cap: one scan per eighth of it filled, not one per insert.)
+            self.evict_to((self.budget - self.budget / 8).min(self.budget.saturating_sub(all)));
         }
+        if self.account.bytes() + all > self.budget || !self.account.try_charge(all) {
+            return;
+        }
+        let now = memory::now();
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         for (i, &key) in keys.iter().enumerate() {
-            self.file(&mut map, key, m.clone(), if i == 0 { size } else { ENTRY_BYTES });
+            self.file(&mut map, key, Entry { mask: m.clone(), bytes: if i == 0 { size } else { ENTRY_BYTES }, stamp: now, cost_ns });
         }
     }
 
-    /// Files `m` under `key`, charged `size` bytes (what the entry it replaces was charged
+    /// Files `e` under `key` (charged by the caller; what the entry it replaces was charged
     /// comes off).
-    fn file(&self, map: &mut FxHashMap<u128, (Arc<TokenSet>, u64)>, key: u128, m: Arc<TokenSet>, size: u64) {
-        if let Some((_, old)) = map.insert(key, (m, size)) {
-            self.bytes.fetch_sub(old, Relaxed);
+    fn file(&self, map: &mut FxHashMap<u128, Entry>, key: u128, e: Entry) {
+        if let Some(old) = map.insert(key, e) {
+            self.account.refund(old.bytes as usize, false);
         }
-        self.bytes.fetch_add(size, Relaxed);
+    }
+
+    /// Evicts this cache's oldest masks until it holds at most `target` bytes.
+    fn evict_to(&self, target: usize) {
+        let mut v = Vec::new();
+        memory::Cache::victims(self, &mut v);
+        v.sort_unstable_by(|a, b| a.priority.total_cmp(&b.priority));
+        let mut need = self.account.bytes().saturating_sub(target);
+        let mut hs = Vec::new();
+        for x in v {
+            if need == 0 {
+                break;
+            }
+            need = need.saturating_sub(x.bytes);
+            hs.push(x.handle);
+        }
+        memory::Cache::evict(self, &hs);
     }
 
     /// (hits, misses) so far.
     pub(crate) fn stats(&self) -> (u64, u64) {
-        (self.hits.load(Relaxed), self.misses.load(Relaxed))
+        let [h, m, _, _] = self.account.counts();
+        (h, m)
     }
 
     /// Bytes held.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.bytes.load(Relaxed) as usize
+        self.account.bytes()
+    }
+}
+
+impl memory::Cache for MaskCache {
+    fn account(&self) -> &Account {
+        &self.account
+    }
+
+    /// One victim per mask (with all its keys), handled by its first key's low 64 bits.
+    fn victims(&self, out: &mut Vec<Victim>) {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut by_mask: FxHashMap<*const TokenSet, (u64, u64, u64, u64)> = FxHashMap::default();
+        for (&k, e) in map.iter() {
+            let v = by_mask.entry(Arc::as_ptr(&e.mask)).or_insert((0, 0, e.cost_ns, k as u64));
+            v.0 = v.0.max(e.stamp);
+            v.1 += e.bytes;
+        }
+        out.extend(by_mask.into_values().map(|(stamp, bytes, cost, h)| Victim { priority: memory::priority(stamp, cost, bytes as usize), bytes: bytes as usize, handle: h }));
+    }
+
+    fn evict(&self, handles: &[u64]) {
+        let set: FxHashSet<u64> = handles.iter().copied().collect();
+        let mut gone: Vec<Entry> = Vec::new();
+        {
+            let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            let masks: FxHashSet<*const TokenSet> = map.iter().filter(|(&k, _)| set.contains(&(k as u64))).map(|(_, e)| Arc::as_ptr(&e.mask)).collect();
+            let keys: Vec<u128> = map.iter().filter(|(_, e)| masks.contains(&Arc::as_ptr(&e.mask))).map(|(&k, _)| k).collect();
+            gone.extend(keys.iter().filter_map(|k| map.remove(k)));
+        }
+        for e in &gone {
+            self.account.refund(e.bytes as usize, e.bytes > ENTRY_BYTES);
+        }
     }
 }
 
@@ -129,8 +203,8 @@ mod tests {
         let words = 4;
         let bits = TokenSet::Bits(vec![0b1011u32, 0, u32::MAX, 1 << 31].into());
         let cache = MaskCache::new(1 << 20, words);
-        cache.insert(&[7], bits.with_ids(&[2, 40, 2]));
-        cache.insert(&[8], TokenSet::Ids(vec![5].into_boxed_slice()));
+        cache.insert(&[7], bits.with_ids(&[2, 40, 2]), 0);
+        cache.insert(&[8], TokenSet::Ids(vec![5].into_boxed_slice()), 0);
         let mut out = vec![u32::MAX; words];
         assert!(cache.get(7, &mut out));
         assert_eq!(out, vec![0b1111, 1 << 8, u32::MAX, 1 << 31]);
@@ -150,7 +224,7 @@ mod tests {
         let cache = MaskCache::new(1 << 20, words);
         let bits = TokenSet::Bits(vec![1u32, 2, 3, 4].into());
         let one = bits.retained_bytes() as u64 + ENTRY_BYTES;
-        cache.insert(&[1, 2], bits);
+        cache.insert(&[1, 2], bits, 0);
         assert_eq!(cache.memory_bytes() as u64, one + ENTRY_BYTES);
         let mut out = vec![0u32; words];
         assert!(!cache.get(3, &mut out), "nothing under the finer key yet");
@@ -163,26 +237,28 @@ mod tests {
         assert!(!cache.get_as(9, 8, &mut out));
         assert_eq!(cache.stats(), (2, 1));
         // Refiling a key takes off what it was charged.
-        cache.insert(&[1], TokenSet::Ids(vec![5].into_boxed_slice()));
+        cache.insert(&[1], TokenSet::Ids(vec![5].into_boxed_slice()), 0);
         assert_eq!(cache.memory_bytes() as u64, 3 * ENTRY_BYTES + TokenSet::Ids(vec![5].into_boxed_slice()).retained_bytes() as u64);
     }
 
-    /// A cache that cannot fit a mask with its keys starts over before filing it (never
-    /// leaving a mask charged only for an alias entry).
+    /// A cache that cannot fit a mask with its keys evicts its oldest, cheapest masks (with
+    /// all their keys) to make room, never everything.
     #[test]
-    fn a_full_cache_starts_over_before_filing() {
+    fn a_full_cache_evicts_its_cheapest_masks_not_everything() {
         let words = 4;
         let bits = || TokenSet::Bits(vec![7u32; 4].into());
         let one = bits().retained_bytes() as u64 + ENTRY_BYTES;
         let cache = MaskCache::new((2 * one + 2 * ENTRY_BYTES) as usize, words);
-        cache.insert(&[1, 2], bits());
-        cache.insert(&[3, 4], bits());
+        cache.insert(&[1, 2], bits(), 10);
+        cache.insert(&[3, 4], bits(), 10_000_000);
         assert_eq!(cache.memory_bytes() as u64, 2 * one + 2 * ENTRY_BYTES);
         let mut out = vec![0u32; words];
         assert!(cache.get_as(1, 5, &mut out), "found, though not filed under the alias: no room");
         assert!(!cache.get(5, &mut out));
-        cache.insert(&[6, 7], bits());
-        assert_eq!(cache.memory_bytes() as u64, one + ENTRY_BYTES, "started over");
-        assert!(!cache.get(1, &mut out) && cache.get(7, &mut out));
+        cache.insert(&[6, 7], bits(), 10);
+        assert!(!cache.get(1, &mut out) && !cache.get(2, &mut out), "the cheap mask went with both its keys");
+        assert!(cache.get(3, &mut out) && cache.get(4, &mut out), "the costly one stayed");
+        assert!(cache.get(7, &mut out));
+        assert_eq!(cache.memory_bytes() as u64, 2 * one + 2 * ENTRY_BYTES);
     }
 }

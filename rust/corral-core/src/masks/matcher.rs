@@ -38,11 +38,25 @@ pub struct CompiledGrammar {
     vocab: Arc<Vocabulary>,
     initial_parser: Parser,
     initial_lex: Vec<Lexeme>,
-    masks: MaskCache,
+    masks: std::sync::Arc<MaskCache>,
     /// The terminals matched by token id ([`crate::frontend::token_class`]) with their tokens as a
     /// bitmask (all zeros for a class the vocabulary cannot resolve: see
     /// [`CompiledGrammar::check_tokens`]).
     token_terms: Vec<(u32, Box<[u32]>)>,
+    /// Bytes of its own tables charged to the memory budget as pinned (refunded on drop).
+    pinned: usize,
+}
+
+/// The account compiled grammars' own tables are pinned on ([`crate::runtime::memory`]).
+fn grammars_account() -> &'static crate::runtime::memory::Account {
+    static A: std::sync::OnceLock<crate::runtime::memory::Account> = std::sync::OnceLock::new();
+    A.get_or_init(|| crate::runtime::memory::Account::new(crate::runtime::memory::Kind::CompiledGrammars))
+}
+
+impl Drop for CompiledGrammar {
+    fn drop(&mut self) {
+        grammars_account().unpin(self.pinned);
+    }
 }
 
 impl CompiledGrammar {
@@ -87,8 +101,12 @@ impl CompiledGrammar {
         crate::automata::term_dfa::build_in_background(order.iter().map(|&t| cfg.terminals[t as usize].automaton.clone()).filter(|a| a.if_built().is_none()).collect(), depth);
         crate::masks::warm::submit_first(first, vocab.clone());
         crate::masks::warm::submit(cfg.terminals.iter().map(|t| t.automaton.clone()).collect(), vocab.clone());
-        let token_terms = Self::token_terms(grammar, &vocab).map(|(t, bits)| (t, bits.unwrap_or_else(|_| vec![0; vocab.mask_words()]).into())).collect();
-        CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks, token_terms }
+        let token_terms: Vec<(u32, Box<[u32]>)> = Self::token_terms(grammar, &vocab).map(|(t, bits)| (t, bits.unwrap_or_else(|_| vec![0; vocab.mask_words()]).into())).collect();
+        // Its own tables (the automata are the process-wide cache's), pinned while it lives.
+        let automata: usize = cfg.terminals.iter().filter_map(|t| t.automaton.if_built()).map(|d| d.memory_bytes()).sum();
+        let pinned = cfg.memory_bytes().saturating_sub(automata) + initial_parser.memory_bytes() + token_terms.iter().map(|(_, b)| b.len() * 4 + 16).sum::<usize>() + 256;
+        grammars_account().force_charge(pinned);
+        CompiledGrammar { grammar: grammar.clone(), vocab, initial_parser, initial_lex, masks, token_terms, pinned }
     }
 
     /// The grammar's terminals matched by token id, each with its tokens resolved against
@@ -131,6 +149,17 @@ impl CompiledGrammar {
     /// Heap bytes held (grammar tables; the vocabulary is shared and counted separately).
     pub fn memory_bytes(&self) -> usize {
         self.grammar.cfg().memory_bytes() + self.initial_parser.memory_bytes() + self.masks.memory_bytes()
+    }
+
+    /// Bytes of its own tables (grammar, initial parser state), pinned against the memory
+    /// budget while it lives.
+    pub fn table_bytes(&self) -> usize {
+        self.pinned
+    }
+
+    /// Bytes held by its whole-mask cache.
+    pub fn mask_bytes(&self) -> usize {
+        self.masks.memory_bytes()
     }
 
     /// Whole-mask cache (hits, misses) so far.
@@ -395,6 +424,7 @@ impl Matcher {
     /// A fill past the grammar's time budget ([`crate::Limits::max_fill_ms`]) stops with
     /// [`Error::FillTimeout`], the row all zeros and the matcher unchanged.
     pub fn fill_missed(&mut self, mask: &mut [u32], miss: CacheMiss) -> Result<()> {
+        let t0 = std::time::Instant::now();
         let s = self.top();
         let words = self.g.vocab.mask_words();
         let vocab = self.g.vocab.clone();
@@ -433,7 +463,7 @@ impl Matcher {
             None => TokenSet::Bits(mask[..words].into()),
         };
         debug_assert!(kept.to_bits(words)[..] == mask[..words], "the kept mask is not the fill's mask");
-        self.g.masks.insert(&[key, miss.by_language], kept);
+        self.g.masks.insert(&[key, miss.by_language], kept, t0.elapsed().as_nanos() as u64);
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 //! filling, the per-sequence matcher, batch fills, and the warm-up of a grammar's terminals.
 
 pub(crate) mod batch;
+pub mod compile_cache;
 pub(crate) mod mask_cache;
 pub(crate) mod mask_fill;
 pub(crate) mod matcher;

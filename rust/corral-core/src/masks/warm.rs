@@ -25,7 +25,25 @@ const MAX_STATES: usize = 4096;
 /// Queues the warm-up of the terminals `dfas` against `vocab`. Returns at once; does nothing
 /// when warm-up is off.
 pub(crate) fn submit(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
-    warmup::in_background(move || warm(&dfas, &vocab, MAX_WARMUP));
+    let (dfas, vocab) = weakly(dfas, &vocab);
+    warmup::in_background(move || {
+        if let Some((dfas, vocab)) = alive(&dfas, &vocab) {
+            warm(&dfas, &vocab, MAX_WARMUP)
+        }
+    });
+}
+
+/// Weak references to a grammar's terminals and vocabulary, for a queued warm-up: on a busy
+/// machine the idle-priority thread may run it long after the grammar was dropped, and the
+/// queue must not keep it (its automata, its vocabulary) alive meanwhile.
+fn weakly(dfas: Vec<Arc<TermDfa>>, vocab: &Arc<Vocabulary>) -> (Vec<std::sync::Weak<TermDfa>>, std::sync::Weak<Vocabulary>) {
+    (dfas.iter().map(Arc::downgrade).collect(), Arc::downgrade(vocab))
+}
+
+/// The terminals still alive and the vocabulary, if it is.
+fn alive(dfas: &[std::sync::Weak<TermDfa>], vocab: &std::sync::Weak<Vocabulary>) -> Option<(Vec<Arc<TermDfa>>, Arc<Vocabulary>)> {
+    let dfas: Vec<Arc<TermDfa>> = dfas.iter().filter_map(|d| d.upgrade()).collect();
+    Some((dfas, vocab.upgrade()?)).filter(|(d, _)| !d.is_empty())
 }
 
 /// Queues the warm-up of the terminals `dfas` ahead of every job already queued (canonical
@@ -38,7 +56,12 @@ pub(crate) fn submit_first(dfas: Vec<Arc<TermDfa>>, vocab: Arc<Vocabulary>) {
     if !warmup::enabled() || dfas.is_empty() {
         return;
     }
-    let job: Job = Box::new(move || warm_terminals(&dfas, &vocab, MAX_FIRST_WARMUP, false));
+    let (dfas, vocab) = weakly(dfas, &vocab);
+    let job: Job = Box::new(move || {
+        if let Some((dfas, vocab)) = alive(&dfas, &vocab) {
+            warm_terminals(&dfas, &vocab, MAX_FIRST_WARMUP, false)
+        }
+    });
     warmup::queue_first(job);
 }
 

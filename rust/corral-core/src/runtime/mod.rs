@@ -6,6 +6,7 @@ pub(crate) mod byteset;
 pub(crate) mod error;
 pub(crate) mod hash;
 pub(crate) mod limits;
+pub mod memory;
 pub(crate) mod off_cpu;
 pub(crate) mod race_once;
 pub(crate) mod warmup;

@@ -15,8 +15,9 @@ use crate::automata::dfa::{Dfa, DEAD};
 use crate::vocab::token_set::{TokenCollector, TokenSet, MAX_NEAR};
 use crate::vocab::toktrie::TokTrie;
 use rustc_hash::FxHashMap;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, RwLock};
+use crate::runtime::memory::{self, Account, Kind, Victim};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, RwLock, Weak};
 
 /// Most lexemes a key may hold; larger configurations take the plain trie walk.
 pub(crate) const MAX_KEY_LEXEMES: usize = 64;
@@ -114,7 +115,11 @@ pub struct Level {
     pub bits: Option<Box<[u32]>>,
     /// Where terminals end with bytes to follow.
     pub groups: Vec<EndGroup>,
-    children: RwLock<FxHashMap<u32, FxHashMap<Key, Arc<Level>>>>,
+    /// Cached next levels by group and key. The cache's map of levels by content owns them
+    /// (and charges them to the budget); a level it evicted is gone from here too.
+    children: RwLock<FxHashMap<u32, FxHashMap<Key, Weak<Level>>>>,
+    /// When it was last used ([`memory::now`]).
+    stamp: AtomicU64,
 }
 
 impl Level {
@@ -125,12 +130,23 @@ impl Level {
     /// The cached next level below group `g` for `key`, if present.
     pub fn child(&self, g: u32, key: &[(u32, u32)]) -> Option<Arc<Level>> {
         let map = self.children.read().unwrap_or_else(|p| p.into_inner());
-        map.get(&g)?.get(key).cloned()
+        let l = map.get(&g)?.get(key)?.upgrade()?;
+        l.touch();
+        Some(l)
     }
 
-    fn insert_child(&self, g: u32, key: &[(u32, u32)], level: Arc<Level>) {
+    fn insert_child(&self, g: u32, key: &[(u32, u32)], level: &Arc<Level>) {
         let mut map = self.children.write().unwrap_or_else(|p| p.into_inner());
-        map.entry(g).or_default().entry(key.to_vec()).or_insert(level);
+        map.entry(g).or_default().insert(key.to_vec(), Arc::downgrade(level));
+    }
+
+    /// Stamps it used now (a store only when the clock moved since).
+    #[inline]
+    fn touch(&self) {
+        let now = memory::now();
+        if self.stamp.load(Relaxed) != now {
+            self.stamp.store(now, Relaxed);
+        }
     }
 }
 
@@ -644,7 +660,7 @@ impl CiEntry {
         }
         Self::walk_others(slice, partial, lexers, &mut allowed, &mut groups, &mut group_of);
         dedup_groups(&mut groups);
-        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } }
+        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()) } }
     }
 
     /// Walks the trie of the tokens the slice leaves out (and, with `partial`, of the longer
@@ -704,7 +720,7 @@ impl CiEntry {
         } else {
             part(&whole(trie, 1))
         };
-        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } }
+        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()) } }
     }
 }
 
@@ -765,7 +781,7 @@ impl CiEntry {
             groups[0].nodes.extend(nodes);
         }
         dedup_groups(&mut groups);
-        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } })
+        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()) } })
     }
 
     /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
@@ -802,7 +818,7 @@ impl CiEntry {
             }
             groups[last.1].nodes.push(node);
         }
-        CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default() } }
+        CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()) } }
     }
 }
 
@@ -859,7 +875,7 @@ pub(crate) fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -
     if bits.is_some() {
         tokens = Vec::new();
     }
-    Level { tokens, bits, groups, children: Default::default() }
+    Level { tokens, bits, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()) }
 }
 
 /// A state whose entry this one's is cheaply derived from ([`CiEntry::derive`]), and the `m`
@@ -906,40 +922,117 @@ fn near_state(trie: &TokTrie, dfa: &Dfa, s: u32, depth: usize, nested: bool) -> 
     near.filter(|&(t, _)| close(t))
 }
 
-/// Levels by what they are built from: a parent group's nodes and the next key.
-type LevelsByContent = FxHashMap<u64, Vec<(Arc<[u32]>, Key, Arc<Level>)>>;
+/// A cached level-0 entry: the bytes charged for it, what it took to build, when it was last
+/// used ([`memory::now`]).
+#[derive(Debug)]
+struct Slot {
+    entry: Arc<CiEntry>,
+    bytes: usize,
+    cost_ns: u64,
+    stamp: AtomicU64,
+}
 
-/// Shared cache of [`CiEntry`]s for one compiled grammar, bounded by a byte budget.
+impl Slot {
+    #[inline]
+    fn touch(&self) {
+        let now = memory::now();
+        if self.stamp.load(Relaxed) != now {
+            self.stamp.store(now, Relaxed);
+        }
+    }
+}
+
+/// A level cached by content: the parent nodes and key it was built from, the bytes charged
+/// for it and what it took to build (its stamp is the level's own).
+#[derive(Debug)]
+struct LevelSlot {
+    nodes: Arc<[u32]>,
+    key: Key,
+    level: Arc<Level>,
+    bytes: usize,
+    cost_ns: u64,
+}
+
+/// Levels by what they are built from: a parent group's nodes and the next key.
+type LevelsByContent = FxHashMap<u64, Vec<LevelSlot>>;
+
+/// The eviction handle of a level-0 entry (even) and of the levels under one content hash (odd).
+fn entry_handle(key: &[(u32, u32)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    key.hash(&mut h);
+    h.finish() << 1
+}
+
+fn levels_handle(h: u64) -> u64 {
+    (h << 1) | 1
+}
+
+/// Shared cache of [`CiEntry`]s for one vocabulary, under the process's memory budget
+/// ([`crate::runtime::memory`]): entries are charged when kept and evicted by recency and
+/// build cost, never while a fill holds them.
 #[derive(Debug)]
 pub struct CiCache {
-    map: RwLock<FxHashMap<Key, Arc<CiEntry>>>,
+    map: RwLock<FxHashMap<Key, Slot>>,
     /// Every level built, by content ([`CiCache::level`]): entries derived from a near state
     /// and unions at key positions end at the same nodes as the entries they come from, and
     /// their next levels are the same walks (95% of the levels built over the benchmark's
-    /// walks were such repeats).
+    /// walks were such repeats). The only owner of cached levels (parents link them weakly).
     levels: RwLock<LevelsByContent>,
-    bytes: AtomicUsize,
-    budget: usize,
+    account: Account,
+    /// This cache's own cap in bytes, besides the process's budget ([`usize::MAX`]: none).
+    cap: usize,
 }
 
 impl CiCache {
-    /// An empty cache holding at most `budget` bytes of entries.
-    pub fn new(budget: usize) -> CiCache {
-        CiCache { map: RwLock::new(FxHashMap::default()), levels: RwLock::new(FxHashMap::default()), bytes: 0.into(), budget }
+    /// An empty cache, registered with the memory budget, holding at most `cap` bytes of
+    /// entries itself (`usize::MAX`: only the process's budget bounds it).
+    pub fn new(cap: usize) -> Arc<CiCache> {
+        let c = Arc::new(CiCache { map: RwLock::new(FxHashMap::default()), levels: RwLock::new(FxHashMap::default()), account: Account::new(Kind::TokenSets), cap });
+        let weak: Weak<dyn memory::Cache> = Arc::downgrade(&c) as Weak<CiCache>;
+        memory::register(weak);
+        c
     }
 
     /// The entry for `key` (the [`Lexer::key`]s of `lexers`), building it on a miss.
     pub fn get<'d>(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: impl FnOnce() -> Vec<Lexer<'d>>, mask_words: usize) -> Arc<CiEntry> {
-        if let Some(e) = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key) {
-            return e.clone();
+        if let Some(s) = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key) {
+            s.touch();
+            self.account.hit();
+            return s.entry.clone();
         }
+        self.account.miss();
         self.insert_built(trie, key, &lexers(), mask_words, false)
+    }
+
+    /// Charges `size` bytes for an entry or level to keep, within this cache's cap (evicting
+    /// its own oldest entries first when a cap is set) and the process's budget.
+    fn charge(&self, size: usize) -> bool {
+        if self.cap != usize::MAX && self.account.bytes() + size > self.cap {
+            let mut v = Vec::new();
+            memory::Cache::victims(self, &mut v);
+            v.sort_unstable_by(|a, b| a.priority.total_cmp(&b.priority));
+            let mut need = (self.account.bytes() + size).saturating_sub(self.cap - self.cap / 8);
+            let mut hs = Vec::new();
+            for x in v {
+                if need == 0 {
+                    break;
+                }
+                need = need.saturating_sub(x.bytes);
+                hs.push(x.handle);
+            }
+            memory::Cache::evict(self, &hs);
+            if self.account.bytes() + size > self.cap {
+                return false;
+            }
+        }
+        self.account.try_charge(size)
     }
 
     /// The cached entry for `key`, or a fresh one (see [`CiCache::insert_built`]).
     fn entry(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: &[Lexer], mask_words: usize, nested: bool) -> Arc<CiEntry> {
         // (The read guard must be gone before `insert_built` takes the write lock.)
-        let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).cloned();
+        let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).map(|s| s.entry.clone());
         hit.unwrap_or_else(|| self.insert_built(trie, key, lexers, mask_words, nested))
     }
 
@@ -952,7 +1045,7 @@ impl CiCache {
     /// dies on every `after_` and one of twelve letters, so it takes no slice and walked most
     /// of the trie (0.65–1.1 ms for the two at `{"`), while together they take every plain
     /// token.
-    fn joint_slice<'t>(trie: &'t TokTrie, key: &[(u32, u32)], lexers: &[Lexer], map: &RwLock<FxHashMap<Key, Arc<CiEntry>>>) -> Option<Option<&'t crate::vocab::slice::Partial>> {
+    fn joint_slice<'t>(trie: &'t TokTrie, key: &[(u32, u32)], lexers: &[Lexer], map: &RwLock<FxHashMap<Key, Slot>>) -> Option<Option<&'t crate::vocab::slice::Partial>> {
         if lexers.len() > MAX_JOINT_SLICE_LEXEMES {
             return None;
         }
@@ -982,6 +1075,7 @@ impl CiCache {
     /// `nested`: building a near state's entry for a derivation; then only states split off
     /// earlier in the refinement serve as near states, so derivations cannot cycle.
     fn insert_built(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: &[Lexer], mask_words: usize, nested: bool) -> Arc<CiEntry> {
+        let t0 = std::time::Instant::now();
         let joint = if key.len() > 1 { Self::joint_slice(trie, key, lexers, &self.map) } else { None };
         let e = if let Some(partial) = joint {
             Arc::new(CiEntry::build_joint_sliced(trie.plain_slice(), partial, lexers, mask_words))
@@ -1011,7 +1105,7 @@ impl CiCache {
                 let near = Lexer { state: t, ..l };
                 (near, [near.key(depth)])
             };
-            let cached = |key: &[(u32, u32)]| self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).cloned();
+            let cached = |key: &[(u32, u32)]| self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).map(|s| s.entry.clone());
             // First a derivation from a cached near state within the smaller budget: when it
             // succeeds, whether the slice serves this state does not matter (it only chose
             // the budget), and the search for that (over the pairs the state reaches along
@@ -1054,22 +1148,12 @@ impl CiCache {
             }))
         };
         let size = e.allowed.memory_bytes() + e.level.memory_bytes() + key.len() * 8 + 64;
-        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-        let mut dropped = None;
-        if self.bytes.load(Relaxed) + size > self.budget {
-            // Bounded and simple: drop everything; entries rebuild on demand. (The old maps are
-            // freed after the locks, on the background thread: tens of megabytes of entries
-            // took milliseconds to free, with every fill of the process waiting on the lock.)
-            let levels = std::mem::take(&mut *self.levels.write().unwrap_or_else(|p| p.into_inner()));
-            dropped = Some((std::mem::take(&mut *map), levels));
-            self.bytes.store(0, Relaxed);
-        }
-        if map.insert(key.to_vec(), e.clone()).is_none() {
-            self.bytes.fetch_add(size, Relaxed);
-        }
-        drop(map);
-        if let Some(old) = dropped {
-            crate::runtime::warmup::drop_in_background(old);
+        if self.charge(size) {
+            let slot = Slot { entry: e.clone(), bytes: size, cost_ns: t0.elapsed().as_nanos() as u64, stamp: AtomicU64::new(memory::now()) };
+            let old = self.map.write().unwrap_or_else(|p| p.into_inner()).insert(key.to_vec(), slot);
+            if let Some(old) = old {
+                self.account.refund(old.bytes, false); // built twice at once by two threads
+            }
         }
         e
     }
@@ -1089,27 +1173,33 @@ impl CiCache {
             key.hash(&mut h);
             h.finish()
         };
-        let same = |e: &&(Arc<[u32]>, Key, Arc<Level>)| e.0[..] == nodes[..] && e.1[..] == *key;
-        let shared = self.levels.read().unwrap_or_else(|p| p.into_inner()).get(&h).and_then(|v| v.iter().find(same).map(|e| e.2.clone()));
+        let same = |e: &&LevelSlot| e.nodes[..] == nodes[..] && e.key[..] == *key;
+        let shared = self.levels.read().unwrap_or_else(|p| p.into_inner()).get(&h).and_then(|v| v.iter().find(same).map(|e| e.level.clone()));
         if let Some(l) = shared {
-            let size = key.len() * 8 + 16;
-            if self.bytes.load(Relaxed) + size <= self.budget {
-                self.bytes.fetch_add(size, Relaxed);
-                parent.insert_child(g, key, l.clone());
-            }
+            l.touch();
+            self.account.hit();
+            parent.insert_child(g, key, &l);
             return l;
         }
+        self.account.miss();
+        let t0 = std::time::Instant::now();
         let l = Arc::new(build_level(trie, &parent.groups[g as usize], lexers));
-        // The level, its key in both maps and the copy of the nodes it is found by.
-        let size = l.memory_bytes() + 2 * key.len() * 8 + nodes.len() * 4 + 64;
-        if self.bytes.load(Relaxed) + size <= self.budget {
-            self.bytes.fetch_add(size, Relaxed);
-            parent.insert_child(g, key, l.clone());
+        // The level, its key in both maps, the copy of the nodes it is found by, the links.
+        let size = l.memory_bytes() + 2 * key.len() * 8 + nodes.len() * 4 + 128;
+        if self.charge(size) {
             let mut levels = self.levels.write().unwrap_or_else(|p| p.into_inner());
             let v = levels.entry(h).or_default();
-            if !v.iter().any(|e| same(&e)) {
-                v.push((nodes[..].into(), key.to_vec(), l.clone()));
+            if let Some(e) = v.iter().find(same) {
+                // Built meanwhile by another thread: that one is the cached one.
+                let other = e.level.clone();
+                drop(levels);
+                self.account.refund(size, false);
+                parent.insert_child(g, key, &other);
+                return other;
             }
+            v.push(LevelSlot { nodes: nodes[..].into(), key: key.to_vec(), level: l.clone(), bytes: size, cost_ns: t0.elapsed().as_nanos() as u64 });
+            drop(levels);
+            parent.insert_child(g, key, &l);
         }
         l
     }
@@ -1126,7 +1216,74 @@ impl CiCache {
 
     /// Bytes held by cached entries (all levels).
     pub fn memory_bytes(&self) -> usize {
-        self.bytes.load(Relaxed)
+        self.account.bytes()
+    }
+
+    /// (hits, misses, evictions) so far.
+    pub fn stats(&self) -> (u64, u64, u64) {
+        let [h, m, e, _] = self.account.counts();
+        (h, m, e)
+    }
+}
+
+impl memory::Cache for CiCache {
+    fn account(&self) -> &Account {
+        &self.account
+    }
+
+    /// Entries and levels no fill holds now (a level goes with every level under its content
+    /// hash, collisions being rare).
+    fn victims(&self, out: &mut Vec<Victim>) {
+        for (k, s) in self.map.read().unwrap_or_else(|p| p.into_inner()).iter() {
+            if Arc::strong_count(&s.entry) == 1 {
+                out.push(Victim { priority: memory::priority(s.stamp.load(Relaxed), s.cost_ns, s.bytes), bytes: s.bytes, handle: entry_handle(k) });
+            }
+        }
+        for (&h, v) in self.levels.read().unwrap_or_else(|p| p.into_inner()).iter() {
+            if v.iter().all(|e| Arc::strong_count(&e.level) == 1) {
+                let bytes = v.iter().map(|e| e.bytes).sum();
+                let stamp = v.iter().map(|e| e.level.stamp.load(Relaxed)).max().unwrap_or(0);
+                let cost = v.iter().map(|e| e.cost_ns).sum();
+                out.push(Victim { priority: memory::priority(stamp, cost, bytes), bytes, handle: levels_handle(h) });
+            }
+        }
+    }
+
+    fn evict(&self, handles: &[u64]) {
+        let set: rustc_hash::FxHashSet<u64> = handles.iter().copied().collect();
+        // (Found under the read locks, removed under the write locks, freed after them.)
+        let keys: Vec<Key> = self.map.read().unwrap_or_else(|p| p.into_inner()).keys().filter(|k| set.contains(&entry_handle(k))).cloned().collect();
+        let hashes: Vec<u64> = self.levels.read().unwrap_or_else(|p| p.into_inner()).keys().copied().filter(|&h| set.contains(&levels_handle(h))).collect();
+        let mut gone: Vec<Slot> = Vec::new();
+        {
+            let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+            for k in &keys {
+                if map.get(k).is_some_and(|s| Arc::strong_count(&s.entry) == 1) {
+                    gone.extend(map.remove(k));
+                }
+            }
+        }
+        let mut gone_levels: Vec<LevelSlot> = Vec::new();
+        {
+            let mut levels = self.levels.write().unwrap_or_else(|p| p.into_inner());
+            for h in &hashes {
+                if levels.get(h).is_some_and(|v| v.iter().all(|e| Arc::strong_count(&e.level) == 1)) {
+                    gone_levels.extend(levels.remove(h).into_iter().flatten());
+                }
+            }
+        }
+        for s in &gone {
+            self.account.refund(s.bytes, true);
+        }
+        for l in &gone_levels {
+            self.account.refund(l.bytes, true);
+        }
+    }
+
+    fn pinned(&self) -> usize {
+        let e: usize = self.map.read().unwrap_or_else(|p| p.into_inner()).values().filter(|s| Arc::strong_count(&s.entry) > 1).map(|s| s.bytes).sum();
+        let l: usize = self.levels.read().unwrap_or_else(|p| p.into_inner()).values().flatten().filter(|e| Arc::strong_count(&e.level) > 1).map(|e| e.bytes).sum();
+        e + l
     }
 }
 

@@ -17,13 +17,14 @@ pub struct Vocabulary {
     size: usize,
     trie: TokTrie,
     fingerprint: u64,
-    cache: CiCache,
+    cache: std::sync::Arc<CiCache>,
     /// Added and special tokens by name ([`Vocabulary::with_token_names`]).
     names: std::collections::HashMap<String, u32>,
 }
 
-/// Default byte budget of a vocabulary's token-set cache.
-pub(crate) const DEFAULT_CACHE_BUDGET: usize = 512 << 20;
+/// A vocabulary's token-set cache has no cap of its own by default: the process's memory
+/// budget bounds it with every other cache ([`crate::runtime::memory`]).
+pub(crate) const DEFAULT_CACHE_BUDGET: usize = usize::MAX;
 
 impl Vocabulary {
     /// Builds a vocabulary.
@@ -123,9 +124,9 @@ impl Vocabulary {
         &self.trie
     }
 
-    /// This vocabulary with a token-set cache of at most `bytes` (default
-    /// [`DEFAULT_CACHE_BUDGET`]); when full the cache starts over. For memory-tight processes,
-    /// and for tests that make the cache clear often.
+    /// This vocabulary with a token-set cache of at most `bytes` of its own, besides the
+    /// process's memory budget (default: no cap of its own); when full it evicts its oldest
+    /// entries. For tests that make the cache evict often.
     pub fn with_cache_budget(mut self, bytes: usize) -> Vocabulary {
         self.cache = CiCache::new(bytes);
         self
