@@ -229,7 +229,7 @@ def test_processor_takes_an_empty_batch_and_new_batch_sizes():
 
 # An ambiguous branch whose fill after a sentence takes seconds, and an unambiguous one after "0".
 TWO_BRANCHES = 'root ::= "0" [a-z ]* | amb\namb ::= [a-z ]* (amb | "")'
-SLOW_TEXT = " the cat sat on the mat and then it went away to sleep for a while"
+SLOW_TEXT = " the cat sat on the mat and then it went away to sleep for a while" * 4
 
 
 def test_fill_past_budget_ends_only_that_row(caplog):
@@ -237,7 +237,7 @@ def test_fill_past_budget_ends_only_that_row(caplog):
     EOS is not fed to its grammar) and the error is logged; the other rows go on as usual."""
     vocab = corral.builtin_vocabulary()
     V = vocab.size
-    compiled = corral.compile(corral.Grammar.from_ebnf(TWO_BRANCHES, limits={"max_fill_ms": 200}), vocab)
+    compiled = corral.compile(corral.Grammar.from_ebnf(TWO_BRANCHES, limits={"max_fill_ms": 40}), vocab)
     proc = corral.hf.LogitsProcessor(compiled)
     prompt = torch.tensor([[EOS], [EOS]])
     assert allowed(proc(prompt, torch.zeros(2, V))[0]) == allowed(proc(prompt, torch.zeros(2, V))[1])
