@@ -17,6 +17,7 @@ __all__ = [
     "memory_stats",
     "compile_cached",
     "fill_next_token_bitmask_batch",
+    "accept_token_batch",
     "apply_token_bitmask_cpu",
     "__version__",
 ]
