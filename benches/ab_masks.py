@@ -14,7 +14,6 @@ this one the real ones on grammars whose fills take the plain walk. Exits 1 on a
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import random
 import sys
@@ -22,12 +21,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-
-def load(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from ab_builds import load  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -244,8 +244,8 @@ class LogitsProcessor(_Base):  # type: ignore[misc,valid-type,unused-ignore]  # 
         # plain torch tensor: pointer, shape, dtype and contiguity, ~0.3 µs more each). Pinned
         # when the scores are on a GPU, so the copy there is asynchronous — and only when
         # `input_ids` is there too: refilling the buffer at the next call is safe because that
-        # call starts by copying `input_ids` to the host, which waits for the device's queued
-        # work, this copy included.
+        # call starts by reading `input_ids` on the host (a compare and a copy of the new ids),
+        # which waits for the device's queued work, this copy included.
         pinned = scores.is_cuda and input_ids.is_cuda
         if self._bitmask is None or self._bitmask.shape[0] != rows or self._pinned != pinned:
             self._bitmask = allocate_token_bitmask(rows, self._size, pin_memory=pinned)

@@ -111,7 +111,7 @@ impl MaskCache {
         let all = (size + ENTRY_BYTES * keys.len().saturating_sub(1) as u64) as usize;
         if self.account.bytes() + all > self.budget {
             // (To 7/8 of the cap: one scan per eighth of it filled, not one per insert.)
-            self.evict_to((self.budget - self.budget / 8).min(self.budget.saturating_sub(all)));
+            memory::Cache::shrink_to(self, (self.budget - self.budget / 8).min(self.budget.saturating_sub(all)));
         }
         if self.account.bytes() + all > self.budget || !self.account.try_charge(all) {
             return;
@@ -129,23 +129,6 @@ impl MaskCache {
         if let Some(old) = map.insert(key, e) {
             self.account.refund(old.bytes as usize, false);
         }
-    }
-
-    /// Evicts this cache's oldest masks until it holds at most `target` bytes.
-    fn evict_to(&self, target: usize) {
-        let mut v = Vec::new();
-        memory::Cache::victims(self, &mut v);
-        v.sort_unstable_by(|a, b| a.priority.total_cmp(&b.priority));
-        let mut need = self.account.bytes().saturating_sub(target);
-        let mut hs = Vec::new();
-        for x in v {
-            if need == 0 {
-                break;
-            }
-            need = need.saturating_sub(x.bytes);
-            hs.push(x.handle);
-        }
-        memory::Cache::evict(self, &hs);
     }
 
     /// (hits, misses) so far.

@@ -214,6 +214,23 @@ pub trait Cache: Send + Sync {
     fn pinned(&self) -> usize {
         0
     }
+    /// Evicts its entries, lowest priority first, until it holds at most `target` bytes (or
+    /// nothing evictable is left).
+    fn shrink_to(&self, target: usize) {
+        let mut v = Vec::new();
+        self.victims(&mut v);
+        v.sort_unstable_by(|a, b| a.priority.total_cmp(&b.priority));
+        let mut need = self.account().bytes().saturating_sub(target);
+        let mut hs = Vec::new();
+        for x in v {
+            if need == 0 {
+                break;
+            }
+            need = need.saturating_sub(x.bytes);
+            hs.push(x.handle);
+        }
+        self.evict(&hs);
+    }
 }
 
 /// Registers `cache` with the budget (it stays registered until dropped).

@@ -1009,19 +1009,7 @@ impl CiCache {
     /// its own oldest entries first when a cap is set) and the process's budget.
     fn charge(&self, size: usize) -> bool {
         if self.cap != usize::MAX && self.account.bytes() + size > self.cap {
-            let mut v = Vec::new();
-            memory::Cache::victims(self, &mut v);
-            v.sort_unstable_by(|a, b| a.priority.total_cmp(&b.priority));
-            let mut need = (self.account.bytes() + size).saturating_sub(self.cap - self.cap / 8);
-            let mut hs = Vec::new();
-            for x in v {
-                if need == 0 {
-                    break;
-                }
-                need = need.saturating_sub(x.bytes);
-                hs.push(x.handle);
-            }
-            memory::Cache::evict(self, &hs);
+            memory::Cache::shrink_to(self, (self.cap - self.cap / 8).saturating_sub(size));
             if self.account.bytes() + size > self.cap {
                 return false;
             }
