@@ -27,7 +27,7 @@ Example::
     >>> stats["total_bytes"] <= stats["budget"] or stats["pinned_over_budget"]
     True
     >>> sorted(stats["caches"])
-    ['automata', 'compiled_grammars', 'language_ids', 'terminal_ids', 'token_sets', 'whole_masks']
+    ['automata', 'compiled_grammars', 'language_ids', 'schema_automata', 'terminal_ids', 'token_sets', 'whole_masks']
     >>> corral.set_memory_budget(None)   # unlimited
     >>> corral.memory_budget() is None
     True
@@ -92,7 +92,8 @@ def memory_stats() -> Dict[str, Any]:
     cached entries held by live grammars or fills), ``pinned_over_budget``,
     ``eviction_passes``, ``env_error`` (a ``CORRAL_MEMORY_BUDGET`` that could not be read,
     else None) and ``caches``: for each of ``token_sets``, ``whole_masks``,
-    ``compiled_grammars``, ``automata``, ``terminal_ids`` and ``language_ids`` a dict of
+    ``compiled_grammars``, ``automata``, ``terminal_ids``, ``language_ids`` and
+    ``schema_automata`` (the JSON Schema compiler's patterns, formats and key sets) a dict of
     ``bytes`` (evictable), ``pinned_bytes``, ``hits``, ``misses``, ``evictions`` and
     ``refused`` (entries not kept because the budget was full at the time).
 

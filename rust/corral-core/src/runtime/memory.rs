@@ -1,7 +1,8 @@
 //! One byte budget over every cache corral keeps, and the registry that enforces it.
 //!
 //! Each cache (the vocabulary's token sets, each compiled grammar's whole masks, the
-//! compiled-grammar cache, the process-wide automata, terminal ids and language ids) owns an
+//! compiled-grammar cache, the process-wide automata, terminal ids and language ids, the
+//! schema compiler's automata) owns an
 //! [`Account`] and registers itself ([`register`]). Inserting an entry charges its bytes
 //! ([`Account::try_charge`]): the charge fails, and the cache keeps the entry only for the
 //! caller, when the caches together would pass the budget. Past 15/16 of the budget an
@@ -44,14 +45,17 @@ pub enum Kind {
     TerminalIds = 4,
     /// Language ids by minimal automaton (two tables).
     LanguageIds = 5,
+    /// The schema compiler's process-wide automata (patterns, formats, key sets, character
+    /// classes and their encodings).
+    SchemaAutomata = 6,
 }
 
 /// Number of [`Kind`]s.
-pub const KINDS: usize = 6;
+pub const KINDS: usize = 7;
 
 impl Kind {
     /// Every kind, in order.
-    pub const ALL: [Kind; KINDS] = [Kind::TokenSets, Kind::WholeMasks, Kind::CompiledGrammars, Kind::Automata, Kind::TerminalIds, Kind::LanguageIds];
+    pub const ALL: [Kind; KINDS] = [Kind::TokenSets, Kind::WholeMasks, Kind::CompiledGrammars, Kind::Automata, Kind::TerminalIds, Kind::LanguageIds, Kind::SchemaAutomata];
 
     /// The most its caches may hold together under `budget`: the whole-mask caches half of it
     /// (a hit saves one fill, whose token sets are cached anyway, yet a mask of a large
@@ -68,7 +72,7 @@ impl Kind {
 
     /// The name [`stats`] reports it under.
     pub fn name(self) -> &'static str {
-        ["token_sets", "whole_masks", "compiled_grammars", "automata", "terminal_ids", "language_ids"][self as usize]
+        ["token_sets", "whole_masks", "compiled_grammars", "automata", "terminal_ids", "language_ids", "schema_automata"][self as usize]
     }
 }
 
