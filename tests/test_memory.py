@@ -48,11 +48,11 @@ def test_a_bad_budget_is_a_usage_error(bad, restore_budget):
         corral.set_memory_budget(bad)
 
 
-def test_default_budget_is_256_mib():
+def test_default_budget_is_128_mib():
     code = "import corral; print(corral.memory_budget())"
     env = {k: v for k, v in os.environ.items() if k != "CORRAL_MEMORY_BUDGET"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert int(out.stdout) == 256 * 2**20 == corral.DEFAULT_MEMORY_BUDGET
+    assert int(out.stdout) == 128 * 2**20 == corral.DEFAULT_MEMORY_BUDGET
 
 
 def test_environment_sets_the_budget_and_a_bad_one_is_reported():
@@ -61,7 +61,7 @@ def test_environment_sets_the_budget_and_a_bad_one_is_reported():
     assert run("96MiB") == [96 * 2**20, None]
     assert run("unlimited") == [None, None]
     budget, error = run("a lot")
-    assert budget == 256 * 2**20 and "CORRAL_MEMORY_BUDGET" in error and "a lot" in error
+    assert budget == 128 * 2**20 and "CORRAL_MEMORY_BUDGET" in error and "a lot" in error
 
 
 def test_stats_report_every_cache_with_hits_misses_and_evictions():
