@@ -47,6 +47,22 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def thread_cpu_s() -> dict[str, float]:
+    """CPU seconds (user + system) per thread name of this process (``/proc/self/task``)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[name] = round(out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick, 2)
+    return out
+
+
 def smaps_mb() -> dict[str, float]:
     """Resident MB by kind of mapping (``/proc/self/smaps``): ``brk`` (glibc's main heap:
     Python's objects), ``compile_stacks`` (corral's 64 MiB schema-compile stacks: a read-write
@@ -220,6 +236,7 @@ def child(args: argparse.Namespace) -> int:
         "compile_ms": {q: pct(compiles, q) for q in (50, 90, 99)},
         "fill_us": {q: fills.pct(q) for q in (50, 90, 99, 99.9)}, "fills": fills.n,
     }
+    out["thread_cpu_s"] = thread_cpu_s()
     if args.smaps:
         out["smaps_mb"] = smaps + [(args.passes - 1, len(files), smaps_mb())]
     if pass_stats:
