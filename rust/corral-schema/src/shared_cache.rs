@@ -6,7 +6,9 @@
 //! Each cache charges its entries' bytes ([`Weigh`]) to the budget under
 //! [`Kind::SchemaAutomata`], and the budget's eviction
 //! passes evict its least recently used entries (weighed by what they took to build) like any
-//! other cache's. A count bound stays as a backstop when the budget is unlimited.
+//! other cache's. A count bound stays as a backstop when the budget is unlimited. Unlike the
+//! core's caches, it does not tell entries in use apart: evicting one that a grammar being
+//! compiled holds drops only the cache's reference (the memory goes with the last holder).
 
 use corral_core::memory::{self, Account, Kind, Victim};
 use rustc_hash::{FxBuildHasher, FxHashSet};
