@@ -18,7 +18,8 @@ and fill percentiles of the same run (fills into a log histogram with 1% buckets
 figures are within 1%). corral compiles through :func:`corral.compile` (its compiled-grammar
 cache, as the vLLM and SGLang adapters do); xgrammar's adapter keeps its compiler cache off.
 ``corral-unbounded`` is corral with ``CORRAL_MEMORY_BUDGET=unlimited``: what the budget costs in
-fill time. ``--json FILE`` writes every number.
+fill time. ``--json FILE`` writes every number; ``--smaps`` adds the resident memory by kind of mapping
+(:func:`smaps_mb`) at every ``--every``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,49 @@ BUCKET = math.log(1.01)
 def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def thread_cpu_s() -> dict[str, float]:
+    """CPU seconds (user + system) per thread name of this process (``/proc/self/task``)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[name] = round(out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick, 2)
+    return out
+
+
+def smaps_mb() -> dict[str, float]:
+    """Resident MB by kind of mapping (``/proc/self/smaps``): ``brk`` (glibc's main heap:
+    Python's objects), ``compile_stacks`` (corral's 64 MiB schema-compile stacks: a read-write
+    anonymous mapping of exactly 64 MiB right above a one-page guard), ``anon`` (every other
+    anonymous mapping: mimalloc's arenas, glibc's thread arenas, large blocks), ``files``."""
+    out = {"brk": 0.0, "compile_stacks": 0.0, "anon": 0.0, "files": 0.0}
+    prev_end, prev_guard, kind = -1, False, "anon"
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+                lo, hi = (int(x, 16) for x in head[0].split("-"))
+                path = head[5] if len(head) > 5 else ""
+                if path == "[heap]":
+                    kind = "brk"
+                elif path and not path.startswith("["):
+                    kind = "files"
+                elif hi - lo == 64 << 20 and prev_guard and prev_end == lo and head[1].startswith("rw"):
+                    kind = "compile_stacks"
+                else:
+                    kind = "anon"
+                prev_guard, prev_end = head[1].startswith("---") and hi - lo <= 65536, hi
+            elif head[0] == "Rss:":
+                out[kind] += int(head[1]) / 1024
+    return {k: round(v, 1) for k, v in out.items()}
 
 
 class Hist:
@@ -116,6 +160,7 @@ def child(args: argparse.Namespace) -> int:
     gc.collect()
     time.sleep(1.0)  # corral's background warm-up after the vocabulary
     after_vocab = rss_mb()
+    smaps = [(0, 0, smaps_mb())] if args.smaps else []
 
     files = wl.schema_files(None)
     if args.limit:
@@ -176,6 +221,9 @@ def child(args: argparse.Namespace) -> int:
             one({"kind": "schema", "schema": d["schema"], "text": json.dumps(d["schema"])}, walks)
             if (k + 1) % args.every == 0:
                 series.append((p, k + 1, round(time.time() - t0, 1), round(rss_mb(), 1)))
+                if args.smaps:
+                    smaps.append((p, k + 1, smaps_mb()))
+                    print(f"[{name}] smaps MB {smaps[-1][2]}", file=sys.stderr, flush=True)
                 print(f"[{name}] pass {p + 1}: {k + 1}/{len(files)} schemas, RSS {series[-1][3]:,.0f} MB, {series[-1][2]:.0f} s", file=sys.stderr, flush=True)
         for item in gbnf:
             one(item.spec, item.walks)
@@ -188,6 +236,9 @@ def child(args: argparse.Namespace) -> int:
         "compile_ms": {q: pct(compiles, q) for q in (50, 90, 99)},
         "fill_us": {q: fills.pct(q) for q in (50, 90, 99, 99.9)}, "fills": fills.n,
     }
+    out["thread_cpu_s"] = thread_cpu_s()
+    if args.smaps:
+        out["smaps_mb"] = smaps + [(args.passes - 1, len(files), smaps_mb())]
     if pass_stats:
         out["second_pass"] = {"compile_ms": out["compile_ms"], "fill_us": out["fill_us"]}
         out.update(pass_stats[0])
@@ -265,6 +316,7 @@ def main() -> int:
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--json", help="write every number here")
     ap.add_argument("--objects", action="store_true", help="per-object memory_bytes instead (corral)")
+    ap.add_argument("--smaps", action="store_true", help="also break the RSS down by mapping kind at every --every")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.objects:
@@ -277,7 +329,7 @@ def main() -> int:
             raise SystemExit(f"unknown engine {name}; known: {', '.join(ENGINES)}")
         passes = args.corral_passes if name == "corral" else args.passes
         cmd = [args.python, os.path.abspath(__file__), "--child", name, "--limit", str(args.limit), "--seed", str(args.seed),
-               "--instances", str(args.instances), "--passes", str(passes), "--every", str(args.every)]
+               "--instances", str(args.instances), "--passes", str(passes), "--every", str(args.every)] + (["--smaps"] if args.smaps else [])
         p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
         if p.returncode != 0:
             print(f"{name}: exit status {p.returncode}", file=sys.stderr)

@@ -18,7 +18,7 @@ import corral
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = REPO.parent / "shared" / "data" / "schemas" / "jsonschemabench"
 LLAMA3 = REPO.parent / "shared" / "data" / "tokenizers" / "llama3"
-KINDS = {"token_sets", "whole_masks", "compiled_grammars", "automata", "terminal_ids", "language_ids"}
+KINDS = {"token_sets", "whole_masks", "compiled_grammars", "automata", "terminal_ids", "language_ids", "schema_automata"}
 
 
 @pytest.fixture
@@ -48,11 +48,11 @@ def test_a_bad_budget_is_a_usage_error(bad, restore_budget):
         corral.set_memory_budget(bad)
 
 
-def test_default_budget_is_256_mib():
+def test_default_budget_is_128_mib():
     code = "import corral; print(corral.memory_budget())"
     env = {k: v for k, v in os.environ.items() if k != "CORRAL_MEMORY_BUDGET"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert int(out.stdout) == 256 * 2**20 == corral.DEFAULT_MEMORY_BUDGET
+    assert int(out.stdout) == 128 * 2**20 == corral.DEFAULT_MEMORY_BUDGET
 
 
 def test_environment_sets_the_budget_and_a_bad_one_is_reported():
@@ -61,7 +61,7 @@ def test_environment_sets_the_budget_and_a_bad_one_is_reported():
     assert run("96MiB") == [96 * 2**20, None]
     assert run("unlimited") == [None, None]
     budget, error = run("a lot")
-    assert budget == 256 * 2**20 and "CORRAL_MEMORY_BUDGET" in error and "a lot" in error
+    assert budget == 128 * 2**20 and "CORRAL_MEMORY_BUDGET" in error and "a lot" in error
 
 
 def test_stats_report_every_cache_with_hits_misses_and_evictions():
@@ -155,6 +155,33 @@ def test_every_cache_stays_within_the_budget_over_many_schemas(budget, limit):
     assert sum(c["evictions"] for c in s["caches"].values()) > 0, "the budget was reached: something was evicted"
     assert s["eviction_passes"] > 0
     assert r["worst"] > r["budget"] // 2, "the caches used the budget"
+
+
+def test_schema_automata_are_charged_and_evicted_under_the_budget(restore_budget):
+    """The JSON Schema compiler's process-wide automata (patterns, key sets) are charged to the
+    budget and evicted by it; after an eviction pass (forced here, so that the check does not
+    depend on when the eviction thread runs) every cache is back within the budget."""
+    v = corral.Vocabulary.from_bytes([bytes([b]) for b in range(256)] + [b""], eos_token_ids=[256])
+    budget = 512 * 1024
+    corral.set_memory_budget(budget)
+    before = corral.memory_stats()["caches"]["schema_automata"]
+    charged = 0
+    for i in range(40):
+        names = [f"field_{i}_{j}_{'x' * (j % 9)}" for j in range(40)]
+        schema = {"type": "object", "properties": {n: {"type": "string", "pattern": f"^[a-f]{{{j % 5 + 1}}}-{i}-{j}[0-9]*$"} for j, n in enumerate(names)},
+                  "additionalProperties": {"type": "integer"}}
+        g = corral.CompiledGrammar(corral.Grammar.from_json_schema(schema), v)
+        charged = max(charged, corral.memory_stats()["caches"]["schema_automata"]["bytes"])
+        del g
+    gc.collect()
+    corral.set_memory_budget(budget)  # an eviction pass now, on this thread, when over 15/16
+    s = corral.memory_stats()
+    after = s["caches"]["schema_automata"]
+    assert after["misses"] - before["misses"] >= 40 * 40, "every new pattern was built (and looked up)"
+    assert charged > 0, "schema automata are charged"
+    assert after["evictions"] + after["refused"] > before["evictions"] + before["refused"], "the budget evicted or refused schema automata"
+    assert s["total_bytes"] <= budget, f"{s['total_bytes']:,} bytes charged, budget {budget:,}"
+    assert sum(c["bytes"] for c in s["caches"].values()) <= budget
 
 
 def test_sglang_cache_of_grammar_objects_is_bounded_and_sets_the_budget(restore_budget):

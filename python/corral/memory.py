@@ -2,10 +2,11 @@
 
 corral caches, per process: the vocabulary's token sets (the walks behind every mask), each
 compiled grammar's whole masks, the compiled-grammar cache of :func:`corral.compile`, the
-process-wide terminal automata, and the interned terminal and language ids. A single byte
-budget covers them all (default 256 MiB): an entry that would pass it is not kept, and a
+process-wide terminal automata, the interned terminal and language ids, and the JSON Schema
+compiler's automata (patterns, formats, key sets). A single byte budget covers them all
+(default 128 MiB): an entry that would pass it is not kept, and a
 background thread evicts the least recently used, cheapest-to-rebuild entries once the caches
-pass 15/16 of it, back to 7/8 — never everything at once, and never inside a mask fill.
+pass 15/16 of it, back to 13/16 — never everything at once, and never inside a mask fill.
 
 Data in use is *pinned*: a compiled grammar's own tables while it lives, the automata its
 grammar holds, a token set a fill is reading. Pinned data counts against the budget but is
@@ -27,7 +28,7 @@ Example::
     >>> stats["total_bytes"] <= stats["budget"] or stats["pinned_over_budget"]
     True
     >>> sorted(stats["caches"])
-    ['automata', 'compiled_grammars', 'language_ids', 'terminal_ids', 'token_sets', 'whole_masks']
+    ['automata', 'compiled_grammars', 'language_ids', 'schema_automata', 'terminal_ids', 'token_sets', 'whole_masks']
     >>> corral.set_memory_budget(None)   # unlimited
     >>> corral.memory_budget() is None
     True
@@ -41,8 +42,8 @@ from typing import Any, Dict, Optional, Union
 from . import _native
 from .errors import UsageError
 
-#: The default budget: 256 MiB.
-DEFAULT_MEMORY_BUDGET = 256 * 2**20
+#: The default budget: 128 MiB.
+DEFAULT_MEMORY_BUDGET = 128 * 2**20
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "memory_budget", "memory_stats", "set_memory_budget"]
 
@@ -92,7 +93,8 @@ def memory_stats() -> Dict[str, Any]:
     cached entries held by live grammars or fills), ``pinned_over_budget``,
     ``eviction_passes``, ``env_error`` (a ``CORRAL_MEMORY_BUDGET`` that could not be read,
     else None) and ``caches``: for each of ``token_sets``, ``whole_masks``,
-    ``compiled_grammars``, ``automata``, ``terminal_ids`` and ``language_ids`` a dict of
+    ``compiled_grammars``, ``automata``, ``terminal_ids``, ``language_ids`` and
+    ``schema_automata`` (the JSON Schema compiler's patterns, formats and key sets) a dict of
     ``bytes`` (evictable), ``pinned_bytes``, ``hits``, ``misses``, ``evictions`` and
     ``refused`` (entries not kept because the budget was full at the time).
 

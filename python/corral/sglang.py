@@ -435,7 +435,7 @@ class CorralGrammarBackend(_BaseBackend):  # type: ignore[misc,valid-type]
             always bounds it).
         memory_budget: the byte budget of corral's caches in this process (bytes, or a string
             such as ``"512MiB"``; :func:`corral.set_memory_budget`); None leaves it as it is
-            (``CORRAL_MEMORY_BUDGET`` or 256 MiB).
+            (``CORRAL_MEMORY_BUDGET`` or 128 MiB).
         max_cached_grammars: the most grammar objects SGLang's own per-backend cache keeps
             (its ``set_cache`` dict, never evicted by SGLang itself: every one holds a compiled
             grammar in use); least recently cached first out. Compiled grammars stay in

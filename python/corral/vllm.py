@@ -340,7 +340,7 @@ class CorralBackend(_BaseBackend):  # type: ignore[misc,valid-type]
     :func:`corral.compile`, whose cache is bounded by corral's memory budget: set it with
     ``--additional-config '{"corral_memory_budget": "512MiB"}'`` (bytes or a string such as
     ``"2G"``; :func:`corral.set_memory_budget`) or ``CORRAL_MEMORY_BUDGET`` in the
-    environment; default 256 MiB.
+    environment; default 128 MiB.
     """
 
     def __post_init__(self) -> None:

@@ -70,13 +70,14 @@ pub mod term_dfa {
     pub use crate::automata::term_dfa::{build_all, defer_enabled};
 }
 
-/// The compile-time budget: a deadline per compilation entry point.
-/// One byte budget over every cache corral keeps ([`runtime::memory`]).
+/// One byte budget over every cache corral keeps ([`runtime::memory`]); front ends' own caches
+/// (the schema compiler's) join it through [`memory::Cache`] and [`memory::register`].
 pub mod memory {
     pub use crate::masks::compile_cache::compiled;
-    pub use crate::runtime::memory::{budget, evict_now, parse_budget, set_budget, stats, KindStats, Stats, DEFAULT_BUDGET, UNLIMITED};
+    pub use crate::runtime::memory::{budget, evict_now, now, parse_budget, priority, register, set_budget, stats, Account, Cache, Kind, KindStats, Stats, Victim, DEFAULT_BUDGET, UNLIMITED};
 }
 
+/// The compile-time budget: a deadline per compilation entry point.
 pub mod budget {
     pub use crate::runtime::budget::{check, Scope};
 }

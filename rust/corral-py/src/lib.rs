@@ -28,21 +28,31 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// mimalloc's `purge_delay` option (its C enum value, `mi_option_purge_delay`).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Keeps memory the extension frees mapped instead of returning it to the OS a second later
-/// (mimalloc's default; 10 ms in its v2): a purge is an `madvise` on the freeing thread, and
-/// with the background thread running on the other CPU each one flushed its TLB too — about
-/// a millisecond inside whichever fill freed the memory (a key position's first fill at
-/// 1.0–2.0 ms instead of 0.1 in most benchmark runs; `benches/README.md`, session 13). Freed
-/// memory is reused by later compiles and fills. `MIMALLOC_PURGE_DELAY` (or its older name
-/// `MIMALLOC_RESET_DELAY`) in the environment, in milliseconds (`-1`: never), overrides this.
-fn keep_freed_memory() {
+/// How long memory the extension frees stays mapped before mimalloc returns it to the OS, in
+/// milliseconds.
+///
+/// Never (`-1`, corral's setting until 2026-12-06) kept every page ever freed: under the memory
+/// budget, whose evictions free a steady stream of entries, a process that walked 2,000
+/// JSONSchemaBench schemas with the Llama 3 vocabulary grew 258–286 MB with 117 MiB charged to
+/// the budget; at 100 ms it grew 132–146 MB, with the same fill p50 / p99 / p99.9 within the
+/// runs' noise (`benches/results/2026-12-06-memory.md`). Immediately (`0`) or at 10 ms (v2's
+/// default), a purge is an `madvise` on the freeing thread, often inside a fill: with the
+/// background thread on the other CPU each one flushed its TLB too (a key position's first fill
+/// at 1.0–2.0 ms instead of 0.1, session 13; fill p99.9 4.1 ms at 10 ms against 1.4 at 100 ms
+/// and at never). At 100 ms a page freed and reused soon is not purged, and purges come in
+/// batches. `MIMALLOC_PURGE_DELAY` (or its older name `MIMALLOC_RESET_DELAY`) in the
+/// environment, in milliseconds (`-1`: never), overrides this.
+const PURGE_DELAY_MS: std::ffi::c_long = 100;
+
+/// Sets mimalloc's purge delay to [`PURGE_DELAY_MS`].
+fn set_purge_delay() {
     // (Only over mimalloc's own default, 1,000 ms in v3 or 10 in v2: another value there
     // means the option number does not name `purge_delay` in this mimalloc, and nothing is
     // changed.)
     // SAFETY: reads and sets one option of the allocator linked into this extension.
     unsafe {
         if !purge_delay_in_environment() && matches!(libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY), 10 | 1000) {
-            libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
+            libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
         }
     }
 }
@@ -654,7 +664,7 @@ fn _trigger_panic(py: Python<'_>) -> PyResult<()> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    keep_freed_memory();
+    set_purge_delay();
     bitmask::resolve_numpy(m.py());
     m.add_class::<PyVocabulary>()?;
     m.add_class::<PyGrammar>()?;

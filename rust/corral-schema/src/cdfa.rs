@@ -1342,3 +1342,9 @@ mod tests {
         assert_eq!(got.iter().max().copied(), Some(n as u32 - 1), "a chain is minimal");
     }
 }
+
+impl crate::shared_cache::Weigh for CDfa {
+    fn heap_bytes(&self) -> usize {
+        self.trans.capacity() * std::mem::size_of::<Vec<(u32, u32, u32)>>() + self.trans.iter().map(|r| r.capacity() * 12).sum::<usize>() + self.accept.capacity()
+    }
+}

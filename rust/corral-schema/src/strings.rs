@@ -769,3 +769,13 @@ mod tests {
         assert!(!d.matches(br#""a/e\ud83d\ude00""#));
     }
 }
+
+impl crate::shared_cache::Weigh for FormatLang {
+    fn heap_bytes(&self) -> usize {
+        match self {
+            FormatLang::Exact(r) | FormatLang::WithLeap(r, _) => r.heap_bytes(),
+            FormatLang::Loose(r, why) => r.heap_bytes() + why.capacity(),
+            FormatLang::Unknown => 0,
+        }
+    }
+}

@@ -150,12 +150,17 @@ impl memory::Cache for MaskCache {
 
     /// One victim per mask (with all its keys), handled by its first key's low 64 bits.
     fn victims(&self, out: &mut Vec<Victim>) {
-        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let mut by_mask: FxHashMap<*const TokenSet, (u64, u64, u64, u64)> = FxHashMap::default();
-        for (&k, e) in map.iter() {
-            let v = by_mask.entry(Arc::as_ptr(&e.mask)).or_insert((0, 0, e.cost_ns, k as u64));
-            v.0 = v.0.max(e.stamp);
-            v.1 += e.bytes;
+        // (Copied out under the lock and grouped after it: this grammar's fills wait on the
+        // lock, and grouping in a map under it held them for the whole scan.)
+        let flat: Vec<(usize, u64, u64, u64, u64)> = {
+            let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            map.iter().map(|(&k, e)| (Arc::as_ptr(&e.mask) as usize, e.stamp, e.bytes, e.cost_ns, k as u64)).collect()
+        };
+        let mut by_mask: FxHashMap<usize, (u64, u64, u64, u64)> = FxHashMap::default();
+        for (p, stamp, bytes, cost, k) in flat {
+            let v = by_mask.entry(p).or_insert((0, 0, cost, k));
+            v.0 = v.0.max(stamp);
+            v.1 += bytes;
         }
         out.extend(by_mask.into_values().map(|(stamp, bytes, cost, h)| Victim { priority: memory::priority(stamp, cost, bytes as usize), bytes: bytes as usize, handle: h }));
     }
