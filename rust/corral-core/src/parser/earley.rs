@@ -254,14 +254,12 @@ impl Parser {
                 if p.can_finish(&s) {
                     self.complete(cfg, d.lhs, it.origin);
                 }
-                for m in (0..p.len()).map(Some).chain(p.extra.map(|_| None)) {
-                    if p.step(&s, m).is_some() {
-                        let x = p.member_nt(&s, m);
-                        if self.nt_stamp[x as usize] != self.stamp {
-                            self.predict(cfg, x, cur);
-                        }
+                p.for_each_allowed(&s, |m| {
+                    let x = p.member_nt(&s, m);
+                    if self.nt_stamp[x as usize] != self.stamp {
+                        self.predict(cfg, x, cur);
                     }
-                }
+                });
             } else {
                 let x = d.next.0;
                 if self.nt_stamp[x as usize] != self.stamp {
