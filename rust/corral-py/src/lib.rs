@@ -224,9 +224,15 @@ fn plain_json(py: Python<'_>, obj: &Bound<'_, PyAny>, depth: u32, ticks: &mut u3
     let seq = |items: pyo3::Bound<'_, pyo3::types::PyIterator>, n: usize, ticks: &mut u32| -> PyResult<Option<Value>> {
         let mut out = Vec::with_capacity(n);
         for x in items {
-            match plain_json(py, &x?, depth + 1, ticks)? {
-                Some(v) => out.push(v),
-                None => return Ok(None),
+            match plain_json(py, &x?, depth + 1, ticks) {
+                Ok(Some(v)) => out.push(v),
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    // (Out of time: a million strings converted so far are freed off the
+                    // caller's path.)
+                    core::warmup::drop_in_background(out);
+                    return Err(e);
+                }
             }
         }
         Ok(Some(Value::Array(out)))
@@ -251,11 +257,15 @@ fn plain_json(py: Python<'_>, obj: &Bound<'_, PyAny>, depth: u32, ticks: &mut u3
         for (k, v) in d.iter() {
             let Ok(k) = k.cast::<PyString>() else { return Ok(None) };
             let Ok(k) = k.to_str() else { return Ok(None) };
-            match plain_json(py, &v, depth + 1, ticks)? {
-                Some(v) => {
+            match plain_json(py, &v, depth + 1, ticks) {
+                Ok(Some(v)) => {
                     m.insert(k.to_owned(), v);
                 }
-                None => return Ok(None),
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    core::warmup::drop_in_background(m);
+                    return Err(e);
+                }
             }
         }
         Some(Value::Object(m))

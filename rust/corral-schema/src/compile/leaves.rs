@@ -19,7 +19,13 @@ const LITERAL_PIECE: usize = 1024;
 /// enum was an alternation of 100,000 automata, too large to lower as one terminal, and so
 /// 100,000 terminals that every fill walked.
 fn string_set(strings: &[&str]) -> Result<Rx, corral_core::Error> {
-    let chars: Vec<Vec<u32>> = strings.iter().map(|s| s.chars().map(|c| c as u32).collect()).collect();
+    let mut chars: Vec<Vec<u32>> = Vec::with_capacity(strings.len());
+    for (i, s) in strings.iter().enumerate() {
+        if i % 4096 == 4095 {
+            corral_core::budget::check()?;
+        }
+        chars.push(s.chars().map(|c| c as u32).collect());
+    }
     let words: Vec<&[u32]> = chars.iter().map(|w| w.as_slice()).collect();
     let states = corral_core::minimal_acyclic_within_budget(&words)?;
     let mut d = crate::cdfa::CDfa { trans: Vec::with_capacity(states.len()), accept: Vec::with_capacity(states.len()), start: 0 };
@@ -69,9 +75,12 @@ impl<'a> Compiler<'a> {
             // only finds it in its own enum (most of a million-value enum's compile).
             let check = !only_values(&f);
             let mut alts = Vec::new();
-            let mut seen: FxHashSet<String> = FxHashSet::default();
-            let mut seen_str: FxHashSet<&str> = FxHashSet::default();
-            let mut strings: Vec<&str> = Vec::new();
+            // (Sized up front: growing a set of a million strings rehashed it for 10 ms
+            // between two reads of the clock.)
+            let n_str = vals.iter().filter(|v| v.is_string()).count();
+            let mut seen: FxHashSet<String> = FxHashSet::with_capacity_and_hasher(vals.len() - n_str, Default::default());
+            let mut seen_str: FxHashSet<&str> = FxHashSet::with_capacity_and_hasher(n_str, Default::default());
+            let mut strings: Vec<&str> = Vec::with_capacity(n_str);
             for (i, v) in vals.iter().enumerate() {
                 if i % 4096 == 4095 {
                     corral_core::budget::check()?;
