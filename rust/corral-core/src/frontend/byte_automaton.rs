@@ -497,7 +497,7 @@ fn sort_within_budget<T: Ord + Copy>(v: &mut Vec<T>) -> crate::Result<()> {
                     buf.push(v[i]);
                     i += 1;
                 }
-                if buf.len() % SORT_PIECE == 0 {
+                if buf.len().is_multiple_of(SORT_PIECE) {
                     crate::runtime::budget::check()?;
                 }
             }

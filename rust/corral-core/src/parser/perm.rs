@@ -130,7 +130,7 @@ impl Perm {
         let missing = count_and_not(&self.required, &s.used) as u64;
         let free = count_and_not(&self.enabled, &s.used) as u64;
         // (As `viable` of the grown state: one fewer free member, one fewer missing if required.)
-        let ok = |req: bool| c1 + missing - req as u64 <= self.max as u64 && (self.extra_enabled || c1 + free - 1 >= self.min as u64);
+        let ok = |req: bool| c1 + missing - req as u64 <= self.max as u64 && (self.extra_enabled || c1 + free > self.min as u64);
         // (`missing` ≥ 1 and `free` ≥ 1 wherever a candidate of that kind exists.)
         let ok_req = missing > 0 && ok(true);
         let ok_opt = free > 0 && ok(false);
