@@ -165,7 +165,10 @@ impl<'a> Compiler<'a> {
                                 let mut out = Vec::with_capacity(a.len());
                                 for (i, x) in a.iter().enumerate() {
                                     if i % 4096 == 4095 {
-                                        corral_core::budget::check()?;
+                                        if let Err(e) = corral_core::budget::check() {
+                                            corral_core::warmup::drop_in_background(out);
+                                            return Err(e.into());
+                                        }
                                     }
                                     out.push(x.clone());
                                 }
