@@ -313,6 +313,44 @@ def test_types_pydantic_cannot_describe() -> None:
         corral.Grammar.from_json_schema(Opaque)
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"enum": [1, 2.5, -0.0, 1e300, True, None, "x\u00e9", [1, {"b": []}]]}}, "required": ("a",)},
+        {"enum": [2**70, -(2**63), 2**64 - 1, 0.1, 1.0]},
+        {"type": "string", "const": "\ud800"},  # a lone surrogate: json.dumps escapes it
+        {"type": "object", "properties": {1: {"type": "integer"}}},  # a non-string key: json.dumps names it "1"
+    ],
+)
+def test_dict_conversion_matches_json_text(schema: Any) -> None:
+    """A dict is converted to JSON in Rust (under the compile budget), or through json.dumps
+    for what that path leaves to it: either way the grammar is the one of its JSON text."""
+    import json
+
+    text = json.dumps(schema)
+    outcomes = []
+    for s in (schema, text):
+        try:
+            g = corral.Grammar.from_json_schema(s)
+        except corral.CorralError as e:
+            outcomes.append((type(e).__name__, str(e)))
+            continue
+        cg = corral.CompiledGrammar(g, corral.builtin_vocabulary())
+        docs = ['{"a": 2.5}', '{"a": 3}', '{"a": [1, {"b": []}]}', "1180591620717411303424", "0.1", '"x"', '{"1": 5}', '{"1": "x"}', "{}"]
+        accepted = []
+        for d in docs:
+            m = corral.Matcher(cg)
+            if m.accept_bytes(d.encode()) and m.is_accepting():
+                accepted.append(d)
+        outcomes.append(accepted)
+    assert outcomes[0] == outcomes[1]
+
+
+def test_nan_in_a_dict_is_not_json() -> None:
+    with pytest.raises(corral.CorralError, match="not valid JSON"):
+        corral.Grammar.from_json_schema({"type": "number", "const": float("nan")})
+
+
 def test_unserializable_dict() -> None:
     with pytest.raises(corral.UsageError, match="not JSON-serializable"):
         corral.Grammar.from_json_schema({"type": "object", "default": object()})

@@ -25,7 +25,7 @@ from typing import Any
 
 from .errors import MissingDependencyError, UsageError
 
-__all__ = ["schema_json_text", "schema_of_type"]
+__all__ = ["schema_json_text", "schema_object", "schema_of_type"]
 
 
 def _is_type_like(obj: object) -> bool:
@@ -76,6 +76,16 @@ def schema_of_type(tp: Any) -> dict[str, Any]:
 
 def schema_json_text(schema: Any) -> str:
     """JSON text of the schema ``schema`` stands for (see the module docstring)."""
+    obj = schema_object(schema)
+    try:
+        return json.dumps(obj)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"the schema is not JSON-serializable: {e}") from None
+
+
+def schema_object(schema: Any) -> Any:
+    """The schema ``schema`` stands for as a dict or bool (not yet checked to be JSON):
+    ``Grammar.from_json_schema`` converts it to JSON in Rust, under the compile budget."""
     if isinstance(schema, (dict, bool)):
         obj: Any = schema
     elif isinstance(schema, type) and hasattr(schema, "model_json_schema"):
@@ -87,7 +97,4 @@ def schema_json_text(schema: Any) -> str:
             "schema must be a dict, a JSON string, a pydantic model, a TypeAdapter, a dataclass, a TypedDict "
             f"or a type such as list[Item]; got {type(schema).__name__}"
         )
-    try:
-        return json.dumps(obj)
-    except (TypeError, ValueError) as e:
-        raise UsageError(f"the schema is not JSON-serializable: {e}") from None
+    return obj

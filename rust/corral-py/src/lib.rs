@@ -185,6 +185,109 @@ fn limits_arg(py: Python<'_>, limits: Option<&Bound<'_, pyo3::types::PyDict>>) -
     Ok(l)
 }
 
+/// The JSON value of `schema` as `Grammar.from_json_schema` takes it: JSON text (str or
+/// bytes), or a dict, bool, pydantic model, type... (`corral._schema_types.schema_object`).
+/// A dict is converted here, checking the compile budget as it goes; what holds anything but
+/// dicts with string keys, lists, tuples, strings, finite floats, bools, None and 64-bit
+/// ints (or nests deeper than [`PLAIN_DEPTH`]) goes through `json.dumps` as before, for its
+/// exact errors and conversions.
+fn schema_value(py: Python<'_>, schema: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    let text: String = if let Ok(s) = schema.cast::<PyString>() {
+        s.extract()?
+    } else if let Ok(b) = schema.cast::<PyBytes>() {
+        String::from_utf8(b.as_bytes().to_vec()).map_err(|e| usage(py, format!("schema bytes are not UTF-8: {e}")))?
+    } else {
+        let types = py.import("corral._schema_types")?;
+        let obj = if schema.cast::<pyo3::types::PyDict>().is_ok() || schema.cast::<pyo3::types::PyBool>().is_ok() {
+            schema.clone()
+        } else {
+            types.call_method1("schema_object", (schema,))?
+        };
+        let mut ticks = 0u32;
+        if let Some(v) = plain_json(py, &obj, 0, &mut ticks)? {
+            return Ok(v);
+        }
+        types.call_method1("schema_json_text", (obj,))?.extract()?
+    };
+    let value = serde_json::from_str(&text).map_err(|e| errors::schema_invalid(py, "", &format!("the schema is not valid JSON: {e}")))?;
+    core::budget::check().map_err(|e| to_py(py, e))?;
+    Ok(value)
+}
+
+/// Nesting past which [`plain_json`] leaves a value to `json.dumps` (its recursion and
+/// cycle errors).
+const PLAIN_DEPTH: u32 = 200;
+
+/// `obj` as a JSON value when it is plain data (see [`schema_value`]), else None. Reads the
+/// budget's clock every 4,096 values.
+fn plain_json(py: Python<'_>, obj: &Bound<'_, PyAny>, depth: u32, ticks: &mut u32) -> PyResult<Option<serde_json::Value>> {
+    use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
+    use serde_json::Value;
+    *ticks += 1;
+    if *ticks >= 4096 {
+        *ticks = 0;
+        core::budget::check().map_err(|e| to_py(py, e))?;
+    }
+    if depth > PLAIN_DEPTH {
+        return Ok(None);
+    }
+    let seq = |items: pyo3::Bound<'_, pyo3::types::PyIterator>, n: usize, ticks: &mut u32| -> PyResult<Option<Value>> {
+        let mut out = Vec::with_capacity(n);
+        for x in items {
+            match plain_json(py, &x?, depth + 1, ticks) {
+                Ok(Some(v)) => out.push(v),
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    // (Out of time: a million strings converted so far are freed off the
+                    // caller's path.)
+                    core::warmup::drop_in_background(out);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Some(Value::Array(out)))
+    };
+    Ok(if obj.is_none() {
+        Some(Value::Null)
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        // (A lone surrogate does not convert: `json.dumps` then escapes it, as before.)
+        s.to_str().ok().map(|s| Value::String(s.to_owned()))
+    } else if let Ok(b) = obj.cast::<PyBool>() {
+        Some(Value::Bool(b.is_true()))
+    } else if obj.cast::<PyInt>().is_ok() {
+        if let Ok(i) = obj.extract::<i64>() {
+            Some(Value::from(i))
+        } else {
+            obj.extract::<u64>().ok().map(Value::from)
+        }
+    } else if let Ok(f) = obj.cast::<PyFloat>() {
+        serde_json::Number::from_f64(f.value()).map(Value::Number)
+    } else if let Ok(d) = obj.cast::<PyDict>() {
+        let mut m = serde_json::Map::with_capacity(d.len());
+        for (k, v) in d.iter() {
+            let Ok(k) = k.cast::<PyString>() else { return Ok(None) };
+            let Ok(k) = k.to_str() else { return Ok(None) };
+            match plain_json(py, &v, depth + 1, ticks) {
+                Ok(Some(v)) => {
+                    m.insert(k.to_owned(), v);
+                }
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    core::warmup::drop_in_background(m);
+                    return Err(e);
+                }
+            }
+        }
+        Some(Value::Object(m))
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        return seq(l.try_iter()?, l.len(), ticks);
+    } else if let Ok(t) = obj.cast::<PyTuple>() {
+        return seq(t.try_iter()?, t.len(), ticks);
+    } else {
+        None
+    })
+}
+
 fn text_arg(py: Python<'_>, text: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     if let Ok(s) = text.cast::<PyString>() {
         return s.extract::<String>();
@@ -248,18 +351,11 @@ impl PyGrammar {
         limits: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<Self> {
         guard(py, || {
-            let text: String = if let Ok(s) = schema.cast::<PyString>() {
-                s.extract()?
-            } else if let Ok(b) = schema.cast::<PyBytes>() {
-                String::from_utf8(b.as_bytes().to_vec()).map_err(|e| usage(py, format!("schema bytes are not UTF-8: {e}")))?
-            } else {
-                // A dict, a pydantic model, a TypeAdapter, a dataclass, a TypedDict, `list[Item]`...:
-                // `corral._schema_types` turns it into JSON text (raising a corral error if it cannot).
-                py.import("corral._schema_types")?.call_method1("schema_json_text", (schema,))?.extract()?
-            };
-            let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-                errors::schema_invalid(py, "", &format!("the schema is not valid JSON: {e}"))
-            })?;
+            let limits = limits_arg(py, limits)?;
+            // The compile budget starts here: turning the schema into JSON counts against it
+            // (an `enum` of a million strings takes 100 ms to convert).
+            let _budget = core::budget::Scope::new(limits.max_compile_ms);
+            let value = schema_value(py, schema)?;
             let ws = if indent.is_some() || separators.is_some() || whitespace == "fixed" {
                 let (item_sep, key_sep) = separators.unwrap_or_else(|| if indent.is_some() { (",".into(), ": ".into()) } else { (", ".into(), ": ".into()) });
                 corral_schema::Whitespace::Fixed { indent, item_sep, key_sep }
@@ -278,7 +374,7 @@ impl PyGrammar {
             let opts = corral_schema::Options {
                 whitespace: ws,
                 strict,
-                limits: limits_arg(py, limits)?,
+                limits,
                 property_order: order,
                 ..Default::default()
             };

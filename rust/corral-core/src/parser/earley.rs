@@ -44,6 +44,9 @@ pub(crate) struct Parser {
     nt_stamp: Vec<u32>,
     term_stamp: Vec<u32>,
     dot_stamp: Vec<u32>,
+    /// Per dot: the row stamp and origin of the first item from an earlier row (and without
+    /// key-set state) added at that dot to the row being built ([`Parser::add`]).
+    kernel_stamp: Vec<(u32, u32)>,
     stamp: u32,
     /// Structural hashes of the first `hashes.len()` rows (see [`Parser::row_hash`]).
     hashes: Vec<u128>,
@@ -58,6 +61,7 @@ impl Parser {
             nt_stamp: vec![0; cfg.nt_names.len()],
             term_stamp: vec![0; cfg.terminals.len()],
             dot_stamp: vec![0; cfg.dots.len()],
+            kernel_stamp: vec![(0, 0); cfg.dots.len()],
             ..Default::default()
         };
         p.begin_row();
@@ -89,6 +93,11 @@ impl Parser {
     /// their origin rows (not their positions). Equal hashes mean the parser continues the same
     /// way from both rows, so masks can be cached by it. Memoised; computed bottom-up without
     /// recursion.
+    ///
+    /// Only the items from earlier rows are hashed: the items a row predicts (origin the row
+    /// itself) are a function of those (the closure is static, key-set states included), so
+    /// they add nothing to the key. A key set of 1,000 members predicts 1,000 items at each
+    /// member's end, which the hash read at every such position.
     pub(crate) fn row_hash(&mut self, r: u32) -> u128 {
         while self.hashes.len() <= r as usize {
             let i = self.hashes.len();
@@ -96,7 +105,10 @@ impl Parser {
             let mut h: u128 = hash_step(0, row.accepting as u64);
             for k in row.items_start..row.items_end {
                 let it = self.items[k as usize];
-                let o = if it.origin as usize == i { 0x5e1f_u128 } else { self.hashes[it.origin as usize] };
+                if it.origin as usize == i {
+                    continue;
+                }
+                let o = self.hashes[it.origin as usize];
                 h = hash_step(h, (it.dot as u64) << 1 | 1);
                 if it.aux != 0 {
                     h = hash_step(h, self.perm_states.hash(it.aux));
@@ -133,6 +145,7 @@ impl Parser {
             self.nt_stamp.iter_mut().for_each(|s| *s = 0);
             self.term_stamp.iter_mut().for_each(|s| *s = 0);
             self.dot_stamp.iter_mut().for_each(|s| *s = 0);
+            self.kernel_stamp.iter_mut().for_each(|s| *s = (0, 0));
             self.stamp = 1;
         }
         self.extra.clear();
@@ -145,8 +158,24 @@ impl Parser {
     }
 
     /// Adds an item whose origin is an earlier row, unless present.
+    ///
+    /// The first such item at each dot is recorded by dot (a stamp and its origin): most
+    /// items are the only one at their dot (a completion advances each item of one row once),
+    /// so they need no key in the set below. A row of 1,000 items (a key set's members,
+    /// advanced past a key piece) hashed each into that set: half the row's cost.
     #[inline]
     fn add(&mut self, it: Item) {
+        if it.aux == 0 {
+            let k = &mut self.kernel_stamp[it.dot as usize];
+            if k.0 != self.stamp {
+                *k = (self.stamp, it.origin);
+                self.items.push(it);
+                return;
+            }
+            if k.1 == it.origin {
+                return;
+            }
+        }
         let key = ((it.aux as u128) << 64) | ((it.dot as u128) << 32) | it.origin as u128;
         if self.extra.len() < LINEAR_DEDUP {
             if self.extra.contains(&key) {
@@ -254,14 +283,12 @@ impl Parser {
                 if p.can_finish(&s) {
                     self.complete(cfg, d.lhs, it.origin);
                 }
-                for m in (0..p.len()).map(Some).chain(p.extra.map(|_| None)) {
-                    if p.step(&s, m).is_some() {
-                        let x = p.member_nt(&s, m);
-                        if self.nt_stamp[x as usize] != self.stamp {
-                            self.predict(cfg, x, cur);
-                        }
+                p.for_each_allowed(&s, |m| {
+                    let x = p.member_nt(&s, m);
+                    if self.nt_stamp[x as usize] != self.stamp {
+                        self.predict(cfg, x, cur);
                     }
-                }
+                });
             } else {
                 let x = d.next.0;
                 if self.nt_stamp[x as usize] != self.stamp {

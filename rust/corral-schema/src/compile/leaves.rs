@@ -19,7 +19,13 @@ const LITERAL_PIECE: usize = 1024;
 /// enum was an alternation of 100,000 automata, too large to lower as one terminal, and so
 /// 100,000 terminals that every fill walked.
 fn string_set(strings: &[&str]) -> Result<Rx, corral_core::Error> {
-    let chars: Vec<Vec<u32>> = strings.iter().map(|s| s.chars().map(|c| c as u32).collect()).collect();
+    let mut chars: Vec<Vec<u32>> = Vec::with_capacity(strings.len());
+    for (i, s) in strings.iter().enumerate() {
+        if i % 4096 == 4095 {
+            corral_core::budget::check()?;
+        }
+        chars.push(s.chars().map(|c| c as u32).collect());
+    }
     let words: Vec<&[u32]> = chars.iter().map(|w| w.as_slice()).collect();
     let states = corral_core::minimal_acyclic_within_budget(&words)?;
     let mut d = crate::cdfa::CDfa { trans: Vec::with_capacity(states.len()), accept: Vec::with_capacity(states.len()), start: 0 };
@@ -59,45 +65,59 @@ fn only_values(f: &Flat<'_>) -> bool {
 }
 
 impl<'a> Compiler<'a> {
+    /// The alternatives of an `enum`'s values `vals` (those of every `enum`/`const` met,
+    /// intersected while flattening) that `f`'s other constraints and `excluded` allow.
+    fn enum_leaf(&mut self, f: &Flat<'a>, vals: &[Value], excluded: &FxHashSet<String>, items: &[Item<'a>], resolved: &BTreeSet<String>, depth: u32) -> Res<Expr> {
+        // The values are those of every `enum`/`const` met (intersected while flattening);
+        // when nothing else constrains them, validating each against the schema again
+        // only finds it in its own enum (most of a million-value enum's compile).
+        let check = !only_values(f);
+        let mut alts = Vec::new();
+        // (Sized up front: growing a set of a million strings rehashed it for 10 ms
+        // between two reads of the clock.)
+        let n_str = vals.iter().filter(|v| v.is_string()).count();
+        let mut seen: FxHashSet<String> = FxHashSet::with_capacity_and_hasher(vals.len() - n_str, Default::default());
+        let mut seen_str: FxHashSet<&str> = FxHashSet::with_capacity_and_hasher(n_str, Default::default());
+        let mut strings: Vec<&str> = Vec::with_capacity(n_str);
+        for (i, v) in vals.iter().enumerate() {
+            if i % 4096 == 4095 {
+                corral_core::budget::check()?;
+            }
+            let fresh = match v {
+                Value::String(s) => seen_str.insert(s),
+                v => seen.insert(json_key(v)),
+            };
+            if !fresh || value_type(v, self.draft) & f.types == 0 || (!excluded.is_empty() && excluded.contains(&json_key(v))) {
+                continue;
+            }
+            if !check || self.valid_all_resolved(v, items, resolved)? {
+                match v {
+                    Value::String(s) if s.len() <= LONG_LITERAL || s.chars().count() <= LONG_LITERAL => strings.push(s),
+                    _ => alts.push(self.value_expr(v, depth)?),
+                }
+            }
+        }
+        corral_core::budget::check()?;
+        if strings.len() >= MANY_STRINGS {
+            alts.insert(0, token(Expr::Terminal(string_set(&strings)?)));
+        } else {
+            let lits: Vec<Expr> = strings.iter().map(|s| self.literal_expr(s)).collect();
+            alts.splice(0..0, lits);
+        }
+        Ok(alt(alts))
+    }
+
     pub(super) fn leaf(&mut self, f: Flat<'a>, items: &[Item<'a>], resolved: &BTreeSet<String>, depth: u32) -> Res<Expr> {
         // (Sets by key: an enum of 100,000 values must not compare every pair.)
         let excluded: FxHashSet<String> = f.excluded.iter().map(json_key).collect();
         let is_excluded = |v: &Value| !excluded.is_empty() && excluded.contains(&json_key(v));
-        if let Some(vals) = &f.enums {
-            // The values are those of every `enum`/`const` met (intersected while flattening);
-            // when nothing else constrains them, validating each against the schema again
-            // only finds it in its own enum (most of a million-value enum's compile).
-            let check = !only_values(&f);
-            let mut alts = Vec::new();
-            let mut seen: FxHashSet<String> = FxHashSet::default();
-            let mut seen_str: FxHashSet<&str> = FxHashSet::default();
-            let mut strings: Vec<&str> = Vec::new();
-            for (i, v) in vals.iter().enumerate() {
-                if i % 4096 == 4095 {
-                    corral_core::budget::check()?;
-                }
-                let fresh = match v {
-                    Value::String(s) => seen_str.insert(s),
-                    v => seen.insert(json_key(v)),
-                };
-                if !fresh || value_type(v, self.draft) & f.types == 0 || is_excluded(v) {
-                    continue;
-                }
-                if !check || self.valid_all_resolved(v, items, resolved)? {
-                    match v {
-                        Value::String(s) if s.len() <= LONG_LITERAL || s.chars().count() <= LONG_LITERAL => strings.push(s),
-                        _ => alts.push(self.value_expr(v, depth)?),
-                    }
-                }
-            }
-            corral_core::budget::check()?;
-            if strings.len() >= MANY_STRINGS {
-                alts.insert(0, token(Expr::Terminal(string_set(&strings)?)));
-            } else {
-                let lits: Vec<Expr> = strings.iter().map(|s| self.literal_expr(s)).collect();
-                alts.splice(0..0, lits);
-            }
-            return Ok(alt(alts));
+        let mut f = f;
+        if let Some(vals) = f.enums.take() {
+            let r = self.enum_leaf(&f, &vals, &excluded, items, resolved, depth);
+            // (A million values are freed off the caller's path, an error's included: 10 ms
+            // past a budget.)
+            corral_core::warmup::drop_in_background(vals);
+            return r;
         }
         // container exclusions we cannot express
         for v in &f.excluded {

@@ -617,6 +617,34 @@ pub(crate) struct Compiler<'a> {
 /// Every character a JSON string may hold (the Unicode scalar values).
 const ANY_CHAR: &[(u32, u32)] = &[(0, 0xD7FF), (0xE000, 0x10FFFF)];
 
+/// `schema` as JSON text (the grammar's cache key), reading the compile budget's clock
+/// every 64 KB written (a million-string `enum` takes 20 ms to write).
+fn schema_text(schema: &Value) -> Res<String> {
+    struct Budgeted {
+        out: Vec<u8>,
+        next_check: usize,
+    }
+    impl std::io::Write for Budgeted {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.out.extend_from_slice(b);
+            if self.out.len() >= self.next_check {
+                self.next_check = self.out.len() + (1 << 16);
+                corral_core::budget::check().map_err(std::io::Error::other)?;
+            }
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = Budgeted { out: Vec::new(), next_check: 1 << 16 };
+    if serde_json::to_writer(&mut w, schema).is_err() {
+        corral_core::budget::check()?;
+        return Ok(String::new());
+    }
+    Ok(String::from_utf8(w.out).unwrap_or_default())
+}
+
 pub(crate) fn compile(schema: &Value, opts: &Options) -> Res<Compiled> {
     // One budget for the whole compile: the schema phase and `Grammar::from_ast` below (their
     // own scopes nest inside this one and keep this deadline).
@@ -714,7 +742,7 @@ fn compile_ast(schema: &Value, opts: &Options) -> Res<(GrammarAst, String, FxHas
     let ast = GrammarAst { rules: std::mem::take(&mut c.rules), source: String::new() };
     let key = format!(
         "json-schema:{}:{:?}:{}:{:?}:{:?}:{}",
-        serde_json::to_string(schema).unwrap_or_default(),
+        schema_text(schema)?,
         opts.whitespace,
         opts.strict,
         opts.property_order,

@@ -54,19 +54,27 @@ fn key_pieces(names: &[String]) -> FxHashMap<&str, Vec<Expr>> {
 impl<'a> Compiler<'a> {
     pub(super) fn object_expr(&mut self, f: &Flat<'a>, depth: u32) -> Res<Expr> {
         // declared names
+        // (Deduplicated by hash, and each part's names indexed: an object of 20,000
+        // properties compared every name with every other.)
         let mut names: Vec<String> = Vec::new();
+        let mut name_set: FxHashSet<&str> = FxHashSet::default();
+        let mut index: Vec<FxHashMap<&str, usize>> = Vec::with_capacity(f.obj_parts.len());
         for part in &f.obj_parts {
-            for (n, _) in &part.props {
-                if !names.contains(n) {
+            let mut ix = FxHashMap::default();
+            for (i, (n, _)) in part.props.iter().enumerate() {
+                ix.entry(n.as_str()).or_insert(i);
+                if name_set.insert(n.as_str()) {
                     names.push(n.clone());
                 }
             }
+            index.push(ix);
         }
         for r in &f.required {
-            if !names.contains(r) {
+            if name_set.insert(r.as_str()) {
                 names.push(r.clone());
             }
         }
+        let required: FxHashSet<&str> = f.required.iter().map(|r| r.as_str()).collect();
         // property names constraint
         let pn_dfa: Option<CDfa> = if f.prop_names.is_empty() {
             None
@@ -113,9 +121,9 @@ impl<'a> Compiler<'a> {
         let mut member_schemas: Vec<Vec<Item<'a>>> = Vec::new(); // per member, its value's schemas
         let mut split_keys = if names.len() > SPLIT_KEYS_FROM { Some(key_pieces(&names)) } else { None };
         for n in &names {
-            let req = f.required.contains(n);
+            let req = required.contains(n.as_str());
             let allowed = name_ok(self, n)?;
-            let schemas = if allowed { self.prop_schemas(f, n)? } else { None };
+            let schemas = if allowed { self.prop_schemas_in(f, n, Some(&index))? } else { None };
             match schemas {
                 None => {
                     if req {
