@@ -20,6 +20,7 @@ use crate::parser::cfg::Cfg;
 use crate::vocab::ci_cache::{CiCache, CiEntry, Level, Lexer, MAX_KEY_LEXEMES};
 use crate::parser::earley::{Item, Parser};
 use crate::parser::step::{advance, start_lexemes, Lexeme};
+use crate::runtime::hash::hash_step;
 use rustc_hash::FxHashMap;
 use crate::vocab::token_set::{set_ids, TokenSet, MAX_LISTED};
 use crate::vocab::toktrie::TokTrie;
@@ -35,7 +36,7 @@ pub(crate) struct Filler {
     /// Per depth of the plain walk: the lexemes in `work`, the parser's rows (the parser may
     /// hold fewer: see [`RowMemo::step`]), and the
     /// [`RowMemo`] entry whose lexemes also continue there ([`NO_TAIL`]: none).
-    frames: Vec<(u32, u32, u32, u32)>,
+    frames: Vec<Frame>,
     /// Longest token in bytes (the trie's depth): states equal up to it share cache entries.
     depth: usize,
     /// Scratch for [`Filler::set_level`]: each lexeme with its key element.
@@ -57,6 +58,101 @@ pub(crate) struct Filler {
     timed_out: bool,
     /// The rows the current plain walk pushed, for copying instead of rebuilding.
     memo: RowMemo,
+    /// The steps the current plain walk took, by state and byte.
+    steps: StepMemo,
+}
+
+/// A position of the plain walk ([`Filler::walk_full`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct Frame {
+    /// Whether its lexemes are `StepMemo::lex[lex0..lex1]` (else the walk's own buffer's).
+    kept: bool,
+    lex0: u32,
+    lex1: u32,
+    /// Length of the walk's own buffer of lexemes with this position's.
+    work: u32,
+    /// Parser rows (the parser may hold fewer: see [`RowMemo::step`]).
+    rows: u32,
+    /// The [`RowMemo`] entry whose lexemes also continue here ([`NO_TAIL`]: none).
+    tail: u32,
+    /// Fingerprint of the state: `path`, `rows`, `tail` and the lexemes.
+    fp: u128,
+    /// Fingerprint of the [`RowMemo`] entries of the rows the walk pushed on the way here.
+    path: u128,
+}
+
+/// What stepping a plain-walk state by a byte gave.
+#[derive(Debug, Clone, Copy, Default)]
+struct StepResult {
+    ok: bool,
+    rows: u32,
+    tail: u32,
+    lex0: u32,
+    lex1: u32,
+    fp: u128,
+    path: u128,
+}
+
+/// Most lexemes [`StepMemo`] keeps (12 bytes each); past that, new steps are not kept.
+const STEP_MAX_LEXEMES: usize = 1 << 20;
+
+/// Most steps [`StepMemo`] keeps.
+const STEP_MAX: usize = 1 << 20;
+
+/// The steps one plain walk took, keyed by the fingerprint of the state and the byte.
+///
+/// Exact up to fingerprint collisions (128 bits): a state's future is a function of its
+/// lexemes, the number of rows, the entry whose lexemes continue, and the contents of the
+/// rows the walk pushed, which the [`RowMemo`] entries on the path determine.
+#[derive(Debug, Clone, Default)]
+struct StepMemo {
+    map: FxHashMap<u128, u32>,
+    results: Vec<StepResult>,
+    lex: Vec<Lexeme>,
+}
+
+impl StepMemo {
+    fn reset(&mut self) {
+        self.map.clear();
+        self.results.clear();
+        self.lex.clear();
+    }
+
+    /// Lets go of large buffers (a matcher keeps its filler between fills).
+    fn trim(&mut self) {
+        const KEEP: usize = 1 << 14;
+        if self.lex.capacity() > 4 * KEEP || self.map.capacity() > KEEP {
+            *self = StepMemo::default();
+        }
+    }
+
+    /// Copies `lex` into the memo's lexemes; an empty range when it is full.
+    fn keep(&mut self, lex: &[Lexeme]) -> (u32, u32) {
+        let a = self.lex.len();
+        if a + lex.len() > STEP_MAX_LEXEMES || self.results.len() >= STEP_MAX {
+            return (a as u32, a as u32);
+        }
+        self.lex.extend_from_slice(lex);
+        (a as u32, self.lex.len() as u32)
+    }
+
+    fn record(&mut self, key: u128, r: StepResult) {
+        if self.results.len() < STEP_MAX {
+            self.map.insert(key, self.results.len() as u32);
+            self.results.push(r);
+        }
+    }
+}
+
+/// `h` extended with the lexemes `lex`, in order.
+#[inline]
+fn lexemes_fingerprint(mut h: u128, lex: &[Lexeme]) -> u128 {
+    h = hash_step(h, lex.len() as u64);
+    for l in lex {
+        h = hash_step(h, (l.row as u64) << 32 | l.term as u64);
+        h = hash_step(h, l.state as u64);
+    }
+    h
 }
 
 /// Most items [`RowMemo`] keeps (12 bytes each); past that, rows are built, not kept.
@@ -462,12 +558,20 @@ impl Filler {
     /// Plain walk with the full byte step over the subtrees of `roots` (below them when
     /// `below`); used for configurations too large for a cache key and when the levels'
     /// paths multiply. False, with `parser` restored, when the fill ran out of time.
+    ///
+    /// Each position's state (its lexemes, the entries of the rows on its path and the
+    /// entry whose lexemes continue there) gets a 128-bit fingerprint of its content, and a
+    /// step from a fingerprint by a byte is done once ([`StepMemo`]): on an ambiguous
+    /// grammar, where every node at a depth has the same state, a node costs a hash lookup
+    /// instead of stepping its lexemes (one per earlier boundary, hundreds on a long text).
     #[allow(clippy::too_many_arguments)]
     fn walk_full(&mut self, cfg: &Cfg, trie: &TokTrie, parser: &mut Parser, roots: &[u32], below: bool, c: &[Lexeme], mask: &mut [u32]) -> bool {
         let nodes = &trie.nodes;
         let rows0 = parser.num_rows() as u32;
         let mut work = Vec::with_capacity(c.len() * 4);
         self.memo.reset(rows0);
+        self.steps.reset();
+        let fp0 = lexemes_fingerprint(hash_step(0, rows0 as u64), c);
         for &root in roots {
             let root = root as usize;
             let (start, end, base) = if below {
@@ -478,12 +582,13 @@ impl Filler {
             work.clear();
             work.extend_from_slice(c);
             self.frames.clear();
-            self.frames.push((0, c.len() as u32, rows0, NO_TAIL));
+            self.frames.push(Frame { kept: false, lex0: 0, lex1: c.len() as u32, work: c.len() as u32, rows: rows0, tail: NO_TAIL, fp: fp0, path: 0 });
             let mut i = start;
             while i < end {
                 if self.out_of_time(NODES_PER_CLOCK_READ) {
                     parser.truncate(rows0 as usize);
                     self.memo.trim();
+                    self.steps.trim();
                     return false;
                 }
                 let node = nodes[i];
@@ -491,24 +596,69 @@ impl Filler {
                 if self.frames.len() > d {
                     self.frames.truncate(d);
                     let p = self.frames[d - 1];
-                    parser.truncate(p.2 as usize);
-                    work.truncate(p.1 as usize);
+                    parser.truncate(p.rows as usize);
+                    work.truncate(p.work as usize);
                 }
                 let p = self.frames[d - 1];
+                let key = hash_step(p.fp, node.byte as u64);
+                if let Some(&k) = self.steps.map.get(&key) {
+                    let r = self.steps.results[k as usize];
+                    if !r.ok {
+                        parser.truncate(p.rows as usize);
+                        i += node.subtree_len as usize;
+                        continue;
+                    }
+                    if r.rows > p.rows {
+                        self.memo.path.truncate((p.rows - rows0) as usize);
+                        self.memo.path.push(r.tail);
+                    }
+                    set_ids(mask, trie.tokens_at(i));
+                    self.frames.push(Frame { kept: true, lex0: r.lex0, lex1: r.lex1, work: work.len() as u32, rows: r.rows, tail: r.tail, fp: r.fp, path: r.path });
+                    i += 1;
+                    continue;
+                }
+                // Not stepped from this state by this byte yet: step the lexemes themselves.
+                let from = if p.kept {
+                    let a = work.len();
+                    work.extend_from_slice(&self.steps.lex[p.lex0 as usize..p.lex1 as usize]);
+                    a..work.len()
+                } else {
+                    p.lex0 as usize..p.lex1 as usize
+                };
                 let at = work.len();
-                let (ok, rows, tail) = self.memo.step(cfg, parser, &mut work, p.0 as usize..p.1 as usize, p.3, p.2, node.byte);
+                let built = parser.num_rows();
+                let (ok, rows, tail) = self.memo.step(cfg, parser, &mut work, from, p.tail, p.rows, node.byte);
+                if parser.num_rows() > built {
+                    // A row was built (up to a millisecond on a large grammar): read the clock next.
+                    self.ticks = NODES_PER_CLOCK_READ;
+                }
+                // A row not kept by the RowMemo has no entry to name it: such a step is not memoised.
+                let memoise = rows == p.rows || tail != NO_TAIL;
                 if !ok {
-                    parser.truncate(p.2 as usize);
+                    if memoise {
+                        self.steps.record(key, StepResult { ok: false, ..Default::default() });
+                    }
+                    parser.truncate(p.rows as usize);
+                    work.truncate(p.work as usize);
                     i += node.subtree_len as usize;
                     continue;
                 }
                 set_ids(mask, trie.tokens_at(i));
-                self.frames.push((at as u32, work.len() as u32, rows, tail));
+                let path = if rows > p.rows { hash_step(p.path, self.memo.path[(p.rows - rows0) as usize] as u64) } else { p.path };
+                let fp = lexemes_fingerprint(hash_step(hash_step(path, rows as u64), tail as u64), &work[at..]);
+                if memoise {
+                    let (lex0, lex1) = self.steps.keep(&work[at..]);
+                    if lex1 > lex0 || at == work.len() {
+                        self.steps.record(key, StepResult { ok: true, rows, tail, lex0, lex1, fp, path });
+                    }
+                }
+                self.frames.push(Frame { kept: false, lex0: at as u32, lex1: work.len() as u32, work: work.len() as u32, rows, tail, fp, path });
                 i += 1;
             }
             parser.truncate(rows0 as usize);
         }
         self.memo.trim();
+        self.steps.trim();
         true
     }
 }
