@@ -13,7 +13,8 @@
 //! `tests/test_fill_hang.py`, about 2.3x per level, a fill on a 37-byte token ran for over
 //! six minutes without finishing). So a fill pushes at most [`MAX_LEVEL_ROWS`] rows through
 //! the levels (fewer on a small trie); past that it starts over with the plain walk, whose
-//! chart has one row per trie node at most (exact either way).
+//! chart has one row per trie node at most and whose steps are done once per state
+//! ([`StepMemo`]), exact either way.
 
 use crate::automata::dfa::DEAD;
 use crate::parser::cfg::Cfg;
