@@ -11,10 +11,11 @@
 //! root "ab" | root .+`), the number of paths grows exponentially with the token's length
 //! (1.5x per byte there: 0.2 s for a 32-byte token, 1 s for 36 bytes; on the grammar of
 //! `tests/test_fill_hang.py`, about 2.3x per level, a fill on a 37-byte token ran for over
-//! six minutes without finishing). So a fill pushes at most [`MAX_LEVEL_ROWS`] rows through
-//! the levels (fewer on a small trie); past that it starts over with the plain walk, whose
-//! chart has one row per trie node at most and whose steps are done once per state
-//! ([`StepMemo`]), exact either way.
+//! six minutes without finishing). So a fill pushes [`MIN_LEVEL_ROWS`] rows through the
+//! levels (fewer on a small trie), and more only while they take less time than a few
+//! plain walks would (up to [`MAX_LEVEL_ROWS`]); past that it starts over with the plain
+//! walk, whose chart has one row per trie node at most and whose steps are done once per
+//! state ([`StepMemo`]), exact either way.
 
 use crate::automata::dfa::DEAD;
 use crate::parser::cfg::Cfg;
@@ -49,8 +50,13 @@ pub(crate) struct Filler {
     /// Whether the last fill set more than [`MAX_LISTED`] ids besides `base`, or ones it did
     /// not list.
     dense: bool,
-    /// Parser rows the levels of the current fill may still push ([`MAX_LEVEL_ROWS`]).
+    /// Parser rows the levels of the current fill may still push ([`MAX_LEVEL_ROWS`]), the
+    /// first `rows_free` of them in any case, the others while the time since `rows_since`
+    /// (the last free row) is under `rows_budget`.
     rows_left: usize,
+    rows_free: usize,
+    rows_since: Option<std::time::Instant>,
+    rows_budget: std::time::Duration,
     /// When the current fill's time budget ends, if it has one.
     deadline: Option<std::time::Instant>,
     /// Steps since the deadline was last read.
@@ -353,12 +359,25 @@ const NODES_PER_CLOCK_READ: u32 = 64;
 /// or more; the clock about 25 ns).
 const ROWS_PER_CLOCK_READ: u32 = 4;
 
-/// Most parser rows one fill pushes through the levels before it takes the plain walk, nor
-/// more than the trie has nodes (the most the plain walk can push). Fills push tens
-/// (json.ebnf with Llama 3: at most 23; the llama.cpp GBNF samples: 29; the ambiguous
-/// `root ::= item*` / `item ::= "-"+ " "? | "(" root ")"`: 260), while on a grammar whose
-/// paths multiply a row can cost milliseconds (rows of thousands of items).
-pub(crate) const MAX_LEVEL_ROWS: usize = 1024;
+/// Parser rows one fill may always push through the levels, nor more than the trie has
+/// nodes (the most the plain walk can push). Fills push tens (json.ebnf with Llama 3: at
+/// most 23; the llama.cpp GBNF samples: 29; the ambiguous `root ::= item*` / `item ::= "-"+
+/// " "? | "(" root ")"`: 260)...
+pub(crate) const MIN_LEVEL_ROWS: usize = 1024;
+
+/// ...and up to this many (nor more than the trie has nodes) while the rows past
+/// [`MIN_LEVEL_ROWS`] take less time than [`LEVEL_WALKS`] plain walks of the trie would
+/// ([`PLAIN_WALK_NS_PER_NODE`]). The C grammar of `benches/grammar_bench.py` pushes
+/// thousands at some positions (with Llama 3, going on past 1,024 rows cut its fills' p99 by
+/// about a third); where the paths multiply exponentially a row can cost milliseconds (rows
+/// of thousands of items), and the time bounds the fill.
+pub(crate) const MAX_LEVEL_ROWS: usize = 1 << 16;
+
+/// See [`MAX_LEVEL_ROWS`].
+const LEVEL_WALKS: u64 = 16;
+
+/// About what the plain walk costs per trie node (Llama 3, 274,520 nodes: 2-9 ms a walk).
+const PLAIN_WALK_NS_PER_NODE: u64 = 25;
 
 /// What a fill's mask is made of, for keeping it without a copy ([`Filler::kept`]).
 #[derive(Debug)]
@@ -400,6 +419,9 @@ impl Filler {
             TokenSet::Bits(_) | TokenSet::Near { .. } => self.base = Some(entry.clone()),
         }
         self.rows_left = MAX_LEVEL_ROWS.min(trie.nodes.len());
+        self.rows_free = MIN_LEVEL_ROWS.min(trie.nodes.len());
+        self.rows_since = None;
+        self.rows_budget = std::time::Duration::from_nanos(trie.nodes.len() as u64 * PLAIN_WALK_NS_PER_NODE * LEVEL_WALKS);
         if self.descend(cfg, ci, trie, parser, &entry.level, 0, mask) {
             return true;
         }
@@ -410,6 +432,22 @@ impl Filler {
         // far is allowed, and the walk sets every allowed token, so the mask stays.
         self.dense = true;
         self.walk_whole(cfg, trie, parser, cur, mask)
+    }
+
+    /// Takes one more row for the levels, if the current fill may still push one.
+    fn one_more_row(&mut self) -> bool {
+        if self.rows_left == 0 {
+            return false;
+        }
+        self.rows_left -= 1;
+        if self.rows_free > 0 {
+            self.rows_free -= 1;
+            if self.rows_free == 0 {
+                self.rows_since = Some(std::time::Instant::now());
+            }
+            return true;
+        }
+        self.rows_since.is_some_and(|t| t.elapsed() < self.rows_budget)
     }
 
     /// Whether the current fill is past its deadline (reads the clock every `every` calls).
@@ -493,10 +531,9 @@ impl Filler {
     fn descend(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, parser: &mut Parser, level: &Level, lvl: usize, mask: &mut [u32]) -> bool {
         let rows = parser.num_rows();
         for (g, group) in level.groups.iter().enumerate() {
-            if self.rows_left == 0 || self.out_of_time(ROWS_PER_CLOCK_READ) {
+            if self.out_of_time(ROWS_PER_CLOCK_READ) || !self.one_more_row() {
                 return false;
             }
-            self.rows_left -= 1;
             self.completed.clear();
             let mut bits = group.ending;
             while bits != 0 {
