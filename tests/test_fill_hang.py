@@ -5,7 +5,8 @@ ambiguous grammar below, many terminals end at almost every byte of the vocabula
 token, and the level-wise fill (``rust/corral-core/src/masks/mask_fill.rs``) pushed one parser row per
 sequence of terminal ends, about 2.3x more per level: the very first fill ran for over six
 minutes. The fill now takes the plain trie walk (one parser row per trie node) once the levels
-have pushed ``MAX_LEVEL_ROWS`` rows; the masks must stay exact.
+have pushed ``MIN_LEVEL_ROWS`` rows and more would take longer than a few plain walks; the
+masks must stay exact.
 
 The fills run in a child process, so that a fill that never ends fails the test instead of
 hanging it.

@@ -118,8 +118,8 @@ def test_fill_time_budget_raises_and_leaves_the_matcher_as_it_was():
     import numpy as np
 
     vocab = corral.builtin_vocabulary()
-    short = " the cat sat on the mat and then it went"  # this fill: ~60 ms unlimited
-    long = short + " away to sleep for a while"  # ~3 s unlimited: past 1 ms however warm the caches
+    short = " the cat sat on the mat and then it went"  # this fill: a few ms unlimited
+    long = (short + " away to sleep for a while") * 8  # ~0.1 s unlimited: far past 1 ms
     tight = corral.Matcher(corral.compile(corral.Grammar.from_ebnf(AMBIGUOUS, limits={"max_fill_ms": 1}), vocab))
     loose = corral.Matcher(corral.compile(corral.Grammar.from_ebnf(AMBIGUOUS, limits={"max_fill_ms": 0}), vocab))
     assert tight.compiled.grammar.max_fill_ms == 1 and loose.compiled.grammar.max_fill_ms == 0

@@ -446,8 +446,9 @@ fn prepared_grammar_starts_from_the_cached_start_mask() {
 /// The levels of a mask fill do not merge paths: where terminals of different lengths end all
 /// along a token (here "ab" and `[ab]+` at every byte of "abab..."), the sequences of groups
 /// through the levels multiply, 1.5x per byte; a fill on this 60-byte token never finished.
-/// Past `MAX_LEVEL_ROWS` parser rows the fill takes the plain walk instead, which must still
-/// be exact, tokens that die only at their last bytes included.
+/// Past `MIN_LEVEL_ROWS` parser rows (nor more than the trie has nodes), once more rows
+/// would take longer than a few plain walks, the fill takes the plain walk instead, which
+/// must still be exact, tokens that die only at their last bytes included.
 #[test]
 fn mask_fill_is_not_exponential_when_segmentations_multiply() {
     let (tx, rx) = std::sync::mpsc::channel();

@@ -11,15 +11,18 @@
 //! root "ab" | root .+`), the number of paths grows exponentially with the token's length
 //! (1.5x per byte there: 0.2 s for a 32-byte token, 1 s for 36 bytes; on the grammar of
 //! `tests/test_fill_hang.py`, about 2.3x per level, a fill on a 37-byte token ran for over
-//! six minutes without finishing). So a fill pushes at most [`MAX_LEVEL_ROWS`] rows through
-//! the levels (fewer on a small trie); past that it starts over with the plain walk, whose
-//! chart has one row per trie node at most (exact either way).
+//! six minutes without finishing). So a fill pushes [`MIN_LEVEL_ROWS`] rows through the
+//! levels (fewer on a small trie), and more only while they take less time than a few
+//! plain walks would (up to [`MAX_LEVEL_ROWS`]); past that it starts over with the plain
+//! walk, whose chart has one row per trie node at most and whose steps are done once per
+//! state ([`StepMemo`]), exact either way.
 
 use crate::automata::dfa::DEAD;
 use crate::parser::cfg::Cfg;
 use crate::vocab::ci_cache::{CiCache, CiEntry, Level, Lexer, MAX_KEY_LEXEMES};
 use crate::parser::earley::{Item, Parser};
 use crate::parser::step::{advance, start_lexemes, Lexeme};
+use crate::runtime::hash::hash_step;
 use rustc_hash::FxHashMap;
 use crate::vocab::token_set::{set_ids, TokenSet, MAX_LISTED};
 use crate::vocab::toktrie::TokTrie;
@@ -35,7 +38,7 @@ pub(crate) struct Filler {
     /// Per depth of the plain walk: the lexemes in `work`, the parser's rows (the parser may
     /// hold fewer: see [`RowMemo::step`]), and the
     /// [`RowMemo`] entry whose lexemes also continue there ([`NO_TAIL`]: none).
-    frames: Vec<(u32, u32, u32, u32)>,
+    frames: Vec<Frame>,
     /// Longest token in bytes (the trie's depth): states equal up to it share cache entries.
     depth: usize,
     /// Scratch for [`Filler::set_level`]: each lexeme with its key element.
@@ -47,8 +50,13 @@ pub(crate) struct Filler {
     /// Whether the last fill set more than [`MAX_LISTED`] ids besides `base`, or ones it did
     /// not list.
     dense: bool,
-    /// Parser rows the levels of the current fill may still push ([`MAX_LEVEL_ROWS`]).
+    /// Parser rows the levels of the current fill may still push ([`MAX_LEVEL_ROWS`]), the
+    /// first `rows_free` of them in any case, the others while the time since `rows_since`
+    /// (the last free row) is under `rows_budget`.
     rows_left: usize,
+    rows_free: usize,
+    rows_since: Option<std::time::Instant>,
+    rows_budget: std::time::Duration,
     /// When the current fill's time budget ends, if it has one.
     deadline: Option<std::time::Instant>,
     /// Steps since the deadline was last read.
@@ -57,6 +65,101 @@ pub(crate) struct Filler {
     timed_out: bool,
     /// The rows the current plain walk pushed, for copying instead of rebuilding.
     memo: RowMemo,
+    /// The steps the current plain walk took, by state and byte.
+    steps: StepMemo,
+}
+
+/// A position of the plain walk ([`Filler::walk_full`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct Frame {
+    /// Whether its lexemes are `StepMemo::lex[lex0..lex1]` (else the walk's own buffer's).
+    kept: bool,
+    lex0: u32,
+    lex1: u32,
+    /// Length of the walk's own buffer of lexemes with this position's.
+    work: u32,
+    /// Parser rows (the parser may hold fewer: see [`RowMemo::step`]).
+    rows: u32,
+    /// The [`RowMemo`] entry whose lexemes also continue here ([`NO_TAIL`]: none).
+    tail: u32,
+    /// Fingerprint of the state: `path`, `rows`, `tail` and the lexemes.
+    fp: u128,
+    /// Fingerprint of the [`RowMemo`] entries of the rows the walk pushed on the way here.
+    path: u128,
+}
+
+/// What stepping a plain-walk state by a byte gave.
+#[derive(Debug, Clone, Copy, Default)]
+struct StepResult {
+    ok: bool,
+    rows: u32,
+    tail: u32,
+    lex0: u32,
+    lex1: u32,
+    fp: u128,
+    path: u128,
+}
+
+/// Most lexemes [`StepMemo`] keeps (12 bytes each); past that, new steps are not kept.
+const STEP_MAX_LEXEMES: usize = 1 << 20;
+
+/// Most steps [`StepMemo`] keeps.
+const STEP_MAX: usize = 1 << 20;
+
+/// The steps one plain walk took, keyed by the fingerprint of the state and the byte.
+///
+/// Exact up to fingerprint collisions (128 bits): a state's future is a function of its
+/// lexemes, the number of rows, the entry whose lexemes continue, and the contents of the
+/// rows the walk pushed, which the [`RowMemo`] entries on the path determine.
+#[derive(Debug, Clone, Default)]
+struct StepMemo {
+    map: FxHashMap<u128, u32>,
+    results: Vec<StepResult>,
+    lex: Vec<Lexeme>,
+}
+
+impl StepMemo {
+    fn reset(&mut self) {
+        self.map.clear();
+        self.results.clear();
+        self.lex.clear();
+    }
+
+    /// Lets go of large buffers (a matcher keeps its filler between fills).
+    fn trim(&mut self) {
+        const KEEP: usize = 1 << 14;
+        if self.lex.capacity() > 4 * KEEP || self.map.capacity() > KEEP {
+            *self = StepMemo::default();
+        }
+    }
+
+    /// Copies `lex` into the memo's lexemes; an empty range when it is full.
+    fn keep(&mut self, lex: &[Lexeme]) -> (u32, u32) {
+        let a = self.lex.len();
+        if a + lex.len() > STEP_MAX_LEXEMES || self.results.len() >= STEP_MAX {
+            return (a as u32, a as u32);
+        }
+        self.lex.extend_from_slice(lex);
+        (a as u32, self.lex.len() as u32)
+    }
+
+    fn record(&mut self, key: u128, r: StepResult) {
+        if self.results.len() < STEP_MAX {
+            self.map.insert(key, self.results.len() as u32);
+            self.results.push(r);
+        }
+    }
+}
+
+/// `h` extended with the lexemes `lex`, in order.
+#[inline]
+fn lexemes_fingerprint(mut h: u128, lex: &[Lexeme]) -> u128 {
+    h = hash_step(h, lex.len() as u64);
+    for l in lex {
+        h = hash_step(h, (l.row as u64) << 32 | l.term as u64);
+        h = hash_step(h, l.state as u64);
+    }
+    h
 }
 
 /// Most items [`RowMemo`] keeps (12 bytes each); past that, rows are built, not kept.
@@ -256,12 +359,25 @@ const NODES_PER_CLOCK_READ: u32 = 64;
 /// or more; the clock about 25 ns).
 const ROWS_PER_CLOCK_READ: u32 = 4;
 
-/// Most parser rows one fill pushes through the levels before it takes the plain walk, nor
-/// more than the trie has nodes (the most the plain walk can push). Fills push tens
-/// (json.ebnf with Llama 3: at most 23; the llama.cpp GBNF samples: 29; the ambiguous
-/// `root ::= item*` / `item ::= "-"+ " "? | "(" root ")"`: 260), while on a grammar whose
-/// paths multiply a row can cost milliseconds (rows of thousands of items).
-pub(crate) const MAX_LEVEL_ROWS: usize = 1024;
+/// Parser rows one fill may always push through the levels, nor more than the trie has
+/// nodes (the most the plain walk can push). Fills push tens (json.ebnf with Llama 3: at
+/// most 23; the llama.cpp GBNF samples: 29; the ambiguous `root ::= item*` / `item ::= "-"+
+/// " "? | "(" root ")"`: 260)...
+pub(crate) const MIN_LEVEL_ROWS: usize = 1024;
+
+/// ...and up to this many (nor more than the trie has nodes) while the rows past
+/// [`MIN_LEVEL_ROWS`] take less time than [`LEVEL_WALKS`] plain walks of the trie would
+/// ([`PLAIN_WALK_NS_PER_NODE`]). The C grammar of `benches/grammar_bench.py` pushes
+/// thousands at some positions (with Llama 3, going on past 1,024 rows cut its fills' p99 by
+/// about a third); where the paths multiply exponentially a row can cost milliseconds (rows
+/// of thousands of items), and the time bounds the fill.
+pub(crate) const MAX_LEVEL_ROWS: usize = 1 << 16;
+
+/// See [`MAX_LEVEL_ROWS`].
+const LEVEL_WALKS: u64 = 16;
+
+/// About what the plain walk costs per trie node (Llama 3, 274,520 nodes: 2-9 ms a walk).
+const PLAIN_WALK_NS_PER_NODE: u64 = 25;
 
 /// What a fill's mask is made of, for keeping it without a copy ([`Filler::kept`]).
 #[derive(Debug)]
@@ -303,6 +419,9 @@ impl Filler {
             TokenSet::Bits(_) | TokenSet::Near { .. } => self.base = Some(entry.clone()),
         }
         self.rows_left = MAX_LEVEL_ROWS.min(trie.nodes.len());
+        self.rows_free = MIN_LEVEL_ROWS.min(trie.nodes.len());
+        self.rows_since = None;
+        self.rows_budget = std::time::Duration::from_nanos(trie.nodes.len() as u64 * PLAIN_WALK_NS_PER_NODE * LEVEL_WALKS);
         if self.descend(cfg, ci, trie, parser, &entry.level, 0, mask) {
             return true;
         }
@@ -313,6 +432,22 @@ impl Filler {
         // far is allowed, and the walk sets every allowed token, so the mask stays.
         self.dense = true;
         self.walk_whole(cfg, trie, parser, cur, mask)
+    }
+
+    /// Takes one more row for the levels, if the current fill may still push one.
+    fn one_more_row(&mut self) -> bool {
+        if self.rows_left == 0 {
+            return false;
+        }
+        self.rows_left -= 1;
+        if self.rows_free > 0 {
+            self.rows_free -= 1;
+            if self.rows_free == 0 {
+                self.rows_since = Some(std::time::Instant::now());
+            }
+            return true;
+        }
+        self.rows_since.is_some_and(|t| t.elapsed() < self.rows_budget)
     }
 
     /// Whether the current fill is past its deadline (reads the clock every `every` calls).
@@ -396,10 +531,9 @@ impl Filler {
     fn descend(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, parser: &mut Parser, level: &Level, lvl: usize, mask: &mut [u32]) -> bool {
         let rows = parser.num_rows();
         for (g, group) in level.groups.iter().enumerate() {
-            if self.rows_left == 0 || self.out_of_time(ROWS_PER_CLOCK_READ) {
+            if self.out_of_time(ROWS_PER_CLOCK_READ) || !self.one_more_row() {
                 return false;
             }
-            self.rows_left -= 1;
             self.completed.clear();
             let mut bits = group.ending;
             while bits != 0 {
@@ -467,12 +601,20 @@ impl Filler {
     /// Plain walk with the full byte step over the subtrees of `roots` (below them when
     /// `below`); used for configurations too large for a cache key and when the levels'
     /// paths multiply. False, with `parser` restored, when the fill ran out of time.
+    ///
+    /// Each position's state (its lexemes, the entries of the rows on its path and the
+    /// entry whose lexemes continue there) gets a 128-bit fingerprint of its content, and a
+    /// step from a fingerprint by a byte is done once ([`StepMemo`]): on an ambiguous
+    /// grammar, where every node at a depth has the same state, a node costs a hash lookup
+    /// instead of stepping its lexemes (one per earlier boundary, hundreds on a long text).
     #[allow(clippy::too_many_arguments)]
     fn walk_full(&mut self, cfg: &Cfg, trie: &TokTrie, parser: &mut Parser, roots: &[u32], below: bool, c: &[Lexeme], mask: &mut [u32]) -> bool {
         let nodes = &trie.nodes;
         let rows0 = parser.num_rows() as u32;
         let mut work = Vec::with_capacity(c.len() * 4);
         self.memo.reset(rows0);
+        self.steps.reset();
+        let fp0 = lexemes_fingerprint(hash_step(0, rows0 as u64), c);
         for &root in roots {
             let root = root as usize;
             let (start, end, base) = if below {
@@ -483,12 +625,13 @@ impl Filler {
             work.clear();
             work.extend_from_slice(c);
             self.frames.clear();
-            self.frames.push((0, c.len() as u32, rows0, NO_TAIL));
+            self.frames.push(Frame { kept: false, lex0: 0, lex1: c.len() as u32, work: c.len() as u32, rows: rows0, tail: NO_TAIL, fp: fp0, path: 0 });
             let mut i = start;
             while i < end {
                 if self.out_of_time(NODES_PER_CLOCK_READ) {
                     parser.truncate(rows0 as usize);
                     self.memo.trim();
+                    self.steps.trim();
                     return false;
                 }
                 let node = nodes[i];
@@ -496,24 +639,69 @@ impl Filler {
                 if self.frames.len() > d {
                     self.frames.truncate(d);
                     let p = self.frames[d - 1];
-                    parser.truncate(p.2 as usize);
-                    work.truncate(p.1 as usize);
+                    parser.truncate(p.rows as usize);
+                    work.truncate(p.work as usize);
                 }
                 let p = self.frames[d - 1];
+                let key = hash_step(p.fp, node.byte as u64);
+                if let Some(&k) = self.steps.map.get(&key) {
+                    let r = self.steps.results[k as usize];
+                    if !r.ok {
+                        parser.truncate(p.rows as usize);
+                        i += node.subtree_len as usize;
+                        continue;
+                    }
+                    if r.rows > p.rows {
+                        self.memo.path.truncate((p.rows - rows0) as usize);
+                        self.memo.path.push(r.tail);
+                    }
+                    set_ids(mask, trie.tokens_at(i));
+                    self.frames.push(Frame { kept: true, lex0: r.lex0, lex1: r.lex1, work: work.len() as u32, rows: r.rows, tail: r.tail, fp: r.fp, path: r.path });
+                    i += 1;
+                    continue;
+                }
+                // Not stepped from this state by this byte yet: step the lexemes themselves.
+                let from = if p.kept {
+                    let a = work.len();
+                    work.extend_from_slice(&self.steps.lex[p.lex0 as usize..p.lex1 as usize]);
+                    a..work.len()
+                } else {
+                    p.lex0 as usize..p.lex1 as usize
+                };
                 let at = work.len();
-                let (ok, rows, tail) = self.memo.step(cfg, parser, &mut work, p.0 as usize..p.1 as usize, p.3, p.2, node.byte);
+                let built = parser.num_rows();
+                let (ok, rows, tail) = self.memo.step(cfg, parser, &mut work, from, p.tail, p.rows, node.byte);
+                if parser.num_rows() > built {
+                    // A row was built (up to a millisecond on a large grammar): read the clock next.
+                    self.ticks = NODES_PER_CLOCK_READ;
+                }
+                // A row not kept by the RowMemo has no entry to name it: such a step is not memoised.
+                let memoise = rows == p.rows || tail != NO_TAIL;
                 if !ok {
-                    parser.truncate(p.2 as usize);
+                    if memoise {
+                        self.steps.record(key, StepResult { ok: false, ..Default::default() });
+                    }
+                    parser.truncate(p.rows as usize);
+                    work.truncate(p.work as usize);
                     i += node.subtree_len as usize;
                     continue;
                 }
                 set_ids(mask, trie.tokens_at(i));
-                self.frames.push((at as u32, work.len() as u32, rows, tail));
+                let path = if rows > p.rows { hash_step(p.path, self.memo.path[(p.rows - rows0) as usize] as u64) } else { p.path };
+                let fp = lexemes_fingerprint(hash_step(hash_step(path, rows as u64), tail as u64), &work[at..]);
+                if memoise {
+                    let (lex0, lex1) = self.steps.keep(&work[at..]);
+                    if lex1 > lex0 || at == work.len() {
+                        self.steps.record(key, StepResult { ok: true, rows, tail, lex0, lex1, fp, path });
+                    }
+                }
+                self.frames.push(Frame { kept: false, lex0: at as u32, lex1: work.len() as u32, work: work.len() as u32, rows, tail, fp, path });
                 i += 1;
             }
             parser.truncate(rows0 as usize);
         }
         self.memo.trim();
+        self.steps.trim();
         true
     }
 }

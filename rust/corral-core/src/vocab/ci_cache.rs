@@ -269,6 +269,102 @@ fn walk(trie: &TokTrie, lexers: &[Lexer], ranges: &[(usize, usize, usize)], firs
     groups
 }
 
+/// [`walk`] below each of `roots` (in increasing order, some inside the subtrees of others)
+/// in one pass over the trie. Where a terminal ends all along a token (an identifier), every
+/// node of a token is a root and walking below each one alone visits a node once per root
+/// above it (and records it in a group as often); here a node is visited once, with the
+/// lexer states reached from each root above it, equal ones merged (an identifier's state
+/// is the same whatever byte it started at). Same tokens and groups as [`walk`] (tokens
+/// reported once per node, groups in another order).
+fn walk_nested(trie: &TokTrie, lexers: &[Lexer], roots: &[u32], mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+    let nodes = &trie.nodes;
+    let k = lexers.len();
+    let mut groups: Vec<EndGroup> = Vec::new();
+    let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+    let start: Vec<u32> = lexers.iter().map(|l| l.state).collect();
+    // The state vectors (k states each) live on the current path: those of the node at
+    // depth d (below the top root) are `buf[off[d]..off[d + 1]]`.
+    let mut buf: Vec<u32> = Vec::new();
+    let mut off: Vec<usize> = vec![0; trie.max_depth() + 2];
+    let mut endings: Vec<u64> = Vec::new();
+    let mut r = 0;
+    while r < roots.len() {
+        let top = roots[r] as usize;
+        let end = top + nodes[top].subtree_len as usize;
+        let base = nodes[top].depth as usize;
+        r += 1;
+        buf.clear();
+        buf.extend_from_slice(&start);
+        off[0] = 0;
+        off[1] = k;
+        let mut i = top + 1;
+        while i < end {
+            let node = nodes[i];
+            let d = node.depth as usize - base;
+            let (p0, p1) = (off[d - 1], off[d]);
+            buf.truncate(p1);
+            endings.clear();
+            let mut t = p0;
+            while t < p1 {
+                let w = buf.len();
+                let mut alive = false;
+                let mut ending = 0u64;
+                for j in 0..k {
+                    let s = buf[t + j];
+                    let s = if s == DEAD { DEAD } else { lexers[j].dfa.next(s, node.byte) };
+                    buf.push(s);
+                    if s != DEAD {
+                        alive = true;
+                        if lexers[j].dfa.is_accepting(s) {
+                            ending |= 1 << j;
+                        }
+                    }
+                }
+                if !alive || (p1..w).step_by(k).any(|u| buf[u..u + k] == buf[w..w + k]) {
+                    buf.truncate(w);
+                } else if ending != 0 && !endings.contains(&ending) {
+                    endings.push(ending);
+                }
+                t += k;
+            }
+            if buf.len() > p1 && node.has_tokens {
+                on_token(trie.tokens_at(i));
+            }
+            if node.subtree_len > 1 {
+                for &e in &endings {
+                    record_end(i, e, &mut groups, &mut group_of);
+                }
+            }
+            if r < roots.len() && roots[r] as usize == i {
+                // A root: a walk starts below it too.
+                r += 1;
+                if !(p1..buf.len()).step_by(k).any(|u| buf[u..u + k] == start[..]) {
+                    buf.extend_from_slice(&start);
+                }
+            }
+            off[d + 1] = buf.len();
+            let next = i + node.subtree_len as usize;
+            if buf.len() == p1 {
+                // Nothing goes on below this node, except below the roots in its subtree.
+                if r < roots.len() && (roots[r] as usize) < next {
+                    let root = roots[r] as usize;
+                    let dr = nodes[root].depth as usize - base;
+                    for o in &mut off[d + 1..=dr] {
+                        *o = p1;
+                    }
+                    i = root;
+                } else {
+                    i = next;
+                }
+                continue;
+            }
+            i += 1;
+        }
+    }
+    dedup_groups(&mut groups);
+    groups
+}
+
 /// [`walk`] for a single lexeme: the common case (inside a string, a number...), kept tight.
 fn walk_one(trie: &TokTrie, s0: u32, dfa: &Dfa, ranges: &[(usize, usize, usize)], first: &ByteSet, mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
     let nodes = &trie.nodes;
@@ -865,7 +961,17 @@ pub(crate) fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -
     let first = first_bytes(lexers);
     let roots: Vec<u32> = parent.nodes.iter().copied().filter(|&n| trie.child_bytes(n as usize).intersects(&first)).collect();
     let mut tokens: Vec<u32> = Vec::new();
-    let groups = walk(trie, lexers, &below(trie, &roots), &first, |ids| tokens.extend_from_slice(ids));
+    let mut end = 0;
+    let nested = roots.iter().any(|&r| {
+        let inside = (r as usize) < end;
+        end = end.max(r as usize + trie.nodes[r as usize].subtree_len as usize);
+        inside
+    });
+    let groups = if nested {
+        walk_nested(trie, lexers, &roots, |ids| tokens.extend_from_slice(ids))
+    } else {
+        walk(trie, lexers, &below(trie, &roots), &first, |ids| tokens.extend_from_slice(ids))
+    };
     let words = tokens.iter().max().map_or(0, |&m| m as usize / 32 + 1);
     let bits = (tokens.len() >= MIN_LEVEL_BITS && tokens.len() > words).then(|| {
         let mut b = vec![0u32; words].into_boxed_slice();
@@ -1325,6 +1431,37 @@ mod tests {
         let l4 = cache.level(&trie, &e2.level, 0, &other_key, &other);
         assert!(!Arc::ptr_eq(&l1, &l4), "another key: another level");
         assert_eq!(sorted(l4.tokens.clone()), vec![10]);
+    }
+
+    /// One pass below nested roots finds the tokens and groups of one walk per root.
+    #[test]
+    fn nested_walk_matches_a_walk_per_root() {
+        let toks: Vec<&[u8]> = vec![b"a", b"ab", b"abc", b"abc1", b"ab1", b"a1", b"a12", b"1", b"12", b"b", b"bc", b"x", b"xa", b"xab1", b"1a", b"ab c", b"abcd2"];
+        let trie = TokTrie::build(toks.iter().enumerate().map(|(i, b)| (i as u32, *b)));
+        let (ident, num, both) = (dfa("[a-z]+"), dfa("[0-9]+"), dfa("[a-z0-9]+"));
+        let lexers = [Lexer { dfa: &ident, state: ident.start(), gid: 1 }, Lexer { dfa: &num, state: num.start(), gid: 2 }, Lexer { dfa: &both, state: both.start(), gid: 3 }];
+        let canon = |groups: Vec<EndGroup>| {
+            let mut v: Vec<(u64, Vec<u32>)> = groups.into_iter().map(|g| (g.ending, g.nodes)).collect();
+            v.sort();
+            v
+        };
+        // Every node under "a" and "x" (and some not on a path of letters) as roots, some nested.
+        let all: Vec<u32> = (0..trie.nodes.len() as u32).filter(|&n| trie.nodes[n as usize].subtree_len > 1).collect();
+        for roots in [all.clone(), all.iter().copied().step_by(2).collect(), all[1..].to_vec()] {
+            for ks in [&lexers[..1], &lexers[..2], &lexers[..]] {
+                let first = first_bytes(ks);
+                let mut want_tokens = Vec::new();
+                let want = walk(&trie, ks, &below(&trie, &roots), &first, |ids| want_tokens.extend_from_slice(ids));
+                let mut got_tokens = Vec::new();
+                let got = walk_nested(&trie, ks, &roots, |ids| got_tokens.extend_from_slice(ids));
+                want_tokens.sort();
+                want_tokens.dedup();
+                got_tokens.sort();
+                assert!(got_tokens.windows(2).all(|w| w[0] < w[1]), "each token once");
+                assert_eq!(got_tokens, want_tokens, "roots {roots:?}, {} lexers", ks.len());
+                assert_eq!(canon(got), canon(want), "roots {roots:?}, {} lexers", ks.len());
+            }
+        }
     }
 
     /// Edits recorded against a shared bitmask (each token at most once) give the bitmask
