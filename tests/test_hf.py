@@ -241,14 +241,14 @@ def test_fill_past_budget_ends_only_that_row(caplog):
     fast = vocab.encode("0") + slow[:-1]
     assert len(fast) == len(slow)
     # The first fills of these terminals over this vocabulary build its token sets (tens of ms
-    # on a loaded machine), which a 40 ms budget would count: build them once without a budget
+    # on a loaded machine), which a 10 ms budget would count: build them once without a budget
     # (they are shared by every grammar over the vocabulary), so only the ambiguity is timed.
     unbudgeted = corral.compile(corral.Grammar.from_ebnf(TWO_BRANCHES), vocab)
     for ids in ([], fast, fast + vocab.encode(" and")[:1]):
         warm = corral.Matcher(unbudgeted)
         assert all(warm.accept_token(t) for t in ids)
         warm.fill_next_token_bitmask(torch.zeros(1, corral.bitmask_words(V), dtype=torch.int32), 0)
-    compiled = corral.compile(corral.Grammar.from_ebnf(TWO_BRANCHES, limits={"max_fill_ms": 40}), vocab)
+    compiled = corral.compile(corral.Grammar.from_ebnf(TWO_BRANCHES, limits={"max_fill_ms": 10}), vocab)
     proc = corral.hf.LogitsProcessor(compiled)
     prompt = torch.tensor([[EOS], [EOS]])
     assert allowed(proc(prompt, torch.zeros(2, V))[0]) == allowed(proc(prompt, torch.zeros(2, V))[1])
