@@ -96,6 +96,7 @@ class Worker:
                "--mem-gib", str(self.args.mem_gib), "--options", json.dumps(opts)]
         env = dict(os.environ)
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        _absolute_pythonpath(env)
         if self.args.threads:
             for k in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "MKL_NUM_THREADS"):
                 env[k] = str(self.args.threads)
@@ -468,6 +469,14 @@ def _common_compile(stats: dict[str, Stats], engines: list[str]) -> dict:
     return out
 
 
+def _absolute_pythonpath(env: dict) -> dict:
+    """Children run in benches/: a relative PYTHONPATH (`PYTHONPATH=python`) would silently
+    load the installed corral instead of the build it names, so its entries are made absolute."""
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(e) if e else e for e in env["PYTHONPATH"].split(os.pathsep))
+    return env
+
+
 def run_apply(args, tmp: str) -> dict | None:
     out = os.path.join(tmp, "apply.json")
     cmd = [args.python, os.path.join(HERE, "apply_bench.py"), "--vocab", str(args.apply_vocab),
@@ -476,7 +485,7 @@ def run_apply(args, tmp: str) -> dict | None:
     log(f"[apply] mask application on float32 logits, V={args.apply_vocab}, batches {args.apply_batches}")
     try:
         p = subprocess.run(cmd, cwd=HERE, timeout=args.apply_timeout, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, start_new_session=True)
+                           stderr=subprocess.PIPE, start_new_session=True, env=_absolute_pythonpath(dict(os.environ)))
     except subprocess.TimeoutExpired:
         log("[apply] timed out")
         return {"error": f"timed out after {args.apply_timeout} s"}
