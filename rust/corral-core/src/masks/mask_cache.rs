@@ -13,7 +13,9 @@
 //! bitmask, shared ([`TokenSet::with_ids`]), and the ids: copying it was a fresh 16 KB block
 //! per miss, whose first touch (page faults, 2 MB huge pages zeroed) cost more than the fill
 //! itself. Bounded by a byte budget that counts shared bitmasks too (the token-set cache may
-//! drop their entries first). Under the process's memory budget ([`crate::runtime::memory`]),
+//! drop their entries first), each once per cache however many masks share it: charging it
+//! to every mask (16 KB each with the Llama 3 vocabulary) kept a fraction of the masks the
+//! memory allowed. Under the process's memory budget ([`crate::runtime::memory`]),
 //! with a cap of its own; when full it evicts its oldest, cheapest masks, never all of them.
 
 use crate::runtime::memory::{self, Account, Kind, Victim};
@@ -24,8 +26,14 @@ use std::sync::{Arc, Mutex, Weak};
 /// Default cap per compiled grammar (the process's memory budget bounds them all together).
 pub(crate) const DEFAULT_MASK_CACHE_BYTES: usize = 64 << 20;
 
-/// Bytes charged for a map entry besides its mask.
-const ENTRY_BYTES: u64 = 48;
+/// Bytes charged for a map entry besides its mask: a slot (its 16-byte key, the entry and a
+/// control byte) in a table at most 7/8 full.
+const ENTRY_BYTES: u64 = 64;
+
+/// Bytes charged for a mask besides its ids and bitmask: its reference-counted header. (With
+/// a shared bitmask counted once, most masks are a few ids, and these overheads are most of
+/// what they hold.)
+const MASK_BYTES: u64 = std::mem::size_of::<TokenSet>() as u64 + 16;
 
 /// One key's entry: its mask, the bytes charged for the entry, when it was last used
 /// ([`memory::now`]) and what the fill that made it took.
@@ -35,6 +43,24 @@ struct Entry {
     bytes: u64,
     stamp: u64,
     cost_ns: u64,
+    /// The entry its mask was inserted with (the others are aliases).
+    first: bool,
+}
+
+/// The entries by key, and the shared bitmasks their masks are over, by address: how many
+/// entries (keys) point at each and what it was charged (once, by the entry that brought it).
+#[derive(Debug, Default)]
+struct Map {
+    keys: FxHashMap<u128, Entry>,
+    shared: FxHashMap<usize, (u64, u64)>,
+}
+
+/// The bitmask `m` is kept over (its own or a shared base), which other holders may share.
+fn bitmask(m: &TokenSet) -> Option<&Arc<[u32]>> {
+    match m {
+        TokenSet::Bits(b) | TokenSet::Near { base: b, .. } => Some(b),
+        TokenSet::Ids(_) => None,
+    }
 }
 
 /// The cache (one per compiled grammar, shared by its matchers). A mask may sit under
@@ -42,7 +68,7 @@ struct Entry {
 /// evicted with all its keys.
 #[derive(Debug)]
 pub(crate) struct MaskCache {
-    map: Mutex<FxHashMap<u128, Entry>>,
+    map: Mutex<Map>,
     /// Bytes held by the masks (this cache's share of its account's kind).
     account: Account,
     /// This grammar's own cap.
@@ -54,7 +80,7 @@ impl MaskCache {
     /// A cache of at most `budget` bytes of masks of `words` words each, registered with the
     /// process's memory budget.
     pub(crate) fn new(budget: usize, words: usize) -> Arc<MaskCache> {
-        let c = Arc::new(MaskCache { map: Mutex::new(FxHashMap::default()), account: Account::new(Kind::WholeMasks), budget, words });
+        let c = Arc::new(MaskCache { map: Mutex::new(Map::default()), account: Account::new(Kind::WholeMasks), budget, words });
         let weak: Weak<dyn memory::Cache> = Arc::downgrade(&c) as Weak<MaskCache>;
         memory::register(weak);
         c
@@ -65,7 +91,7 @@ impl MaskCache {
     pub(crate) fn get(&self, key: u128, out: &mut [u32]) -> bool {
         // (Written under the lock: a 16 KB copy at most, and no reference count touched.)
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        match map.get_mut(&key) {
+        match map.keys.get_mut(&key) {
             Some(e) => {
                 e.stamp = memory::now();
                 e.mask.write_to(out, self.words);
@@ -83,7 +109,7 @@ impl MaskCache {
     pub(crate) fn get_as(&self, key: u128, alias: u128, out: &mut [u32]) -> bool {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let now = memory::now();
-        let Some(m) = map.get_mut(&key).map(|e| {
+        let Some(m) = map.keys.get_mut(&key).map(|e| {
             e.stamp = now;
             (e.mask.clone(), e.cost_ns)
         }) else {
@@ -93,7 +119,12 @@ impl MaskCache {
         };
         // (Not when that would pass the budget.)
         if self.account.bytes() as u64 + ENTRY_BYTES <= self.budget as u64 && self.account.try_charge(ENTRY_BYTES as usize) {
-            self.file(&mut map, alias, Entry { mask: m.0.clone(), bytes: ENTRY_BYTES, stamp: now, cost_ns: m.1 });
+            if let Some(b) = bitmask(&m.0) {
+                if let Some(s) = map.shared.get_mut(&(Arc::as_ptr(b) as *const u32 as usize)) {
+                    s.0 += 1;
+                }
+            }
+            self.file(&mut map, alias, Entry { mask: m.0.clone(), bytes: ENTRY_BYTES, stamp: now, cost_ns: m.1, first: false });
         }
         drop(map);
         m.0.write_to(out, self.words);
@@ -107,8 +138,12 @@ impl MaskCache {
     /// is not kept.
     pub(crate) fn insert(&self, keys: &[u128], mask: TokenSet, cost_ns: u64) {
         let m = Arc::new(mask);
-        let size = m.retained_bytes() as u64 + ENTRY_BYTES;
-        let all = (size + ENTRY_BYTES * keys.len().saturating_sub(1) as u64) as usize;
+        // Its bitmask is charged only when no entry here holds it yet.
+        let shared = bitmask(&m).map(|b| (Arc::as_ptr(b) as *const u32 as usize, b.len() as u64 * 4));
+        let own = m.retained_bytes() as u64 - shared.map_or(0, |s| s.1) + MASK_BYTES;
+        let new_bits = shared.filter(|s| !self.map.lock().unwrap_or_else(|p| p.into_inner()).shared.contains_key(&s.0)).map_or(0, |s| s.1);
+        let size = own + ENTRY_BYTES;
+        let all = (size + new_bits + ENTRY_BYTES * keys.len().saturating_sub(1) as u64) as usize;
         if self.account.bytes() + all > self.budget {
             // (To 7/8 of the cap: one scan per eighth of it filled, not one per insert.)
             memory::Cache::shrink_to(self, (self.budget - self.budget / 8).min(self.budget.saturating_sub(all)));
@@ -118,16 +153,41 @@ impl MaskCache {
         }
         let now = memory::now();
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((p, _)) = shared {
+            // (Another insert may have brought the bitmask meanwhile: this one's charge for it
+            // comes back. One evicted meanwhile is kept uncharged until its entries go.)
+            let s = map.shared.entry(p).or_insert((0, new_bits));
+            if s.0 > 0 && new_bits > 0 {
+                self.account.refund(new_bits as usize, false);
+            }
+            s.0 += keys.len() as u64;
+        }
         for (i, &key) in keys.iter().enumerate() {
-            self.file(&mut map, key, Entry { mask: m.clone(), bytes: if i == 0 { size } else { ENTRY_BYTES }, stamp: now, cost_ns });
+            self.file(&mut map, key, Entry { mask: m.clone(), bytes: if i == 0 { size } else { ENTRY_BYTES }, stamp: now, cost_ns, first: i == 0 });
         }
     }
 
     /// Files `e` under `key` (charged by the caller; what the entry it replaces was charged
     /// comes off).
-    fn file(&self, map: &mut FxHashMap<u128, Entry>, key: u128, e: Entry) {
-        if let Some(old) = map.insert(key, e) {
-            self.account.refund(old.bytes as usize, false);
+    fn file(&self, map: &mut Map, key: u128, e: Entry) {
+        if let Some(old) = map.keys.insert(key, e) {
+            let bits = Self::release(map, &old);
+            self.account.refund((old.bytes + bits) as usize, false);
+        }
+    }
+
+    /// Counts off a shared bitmask's entry that went; the bitmask's charge when it was the
+    /// last (to refund).
+    fn release(map: &mut Map, gone: &Entry) -> u64 {
+        let Some(b) = bitmask(&gone.mask) else { return 0 };
+        let p = Arc::as_ptr(b) as *const u32 as usize;
+        match map.shared.get_mut(&p) {
+            Some(s) if s.0 > 1 => {
+                s.0 -= 1;
+                0
+            }
+            Some(_) => map.shared.remove(&p).map_or(0, |s| s.1),
+            None => 0,
         }
     }
 
@@ -152,17 +212,26 @@ impl memory::Cache for MaskCache {
     fn victims(&self, out: &mut Vec<Victim>) {
         // (Copied out under the lock and grouped after it: this grammar's fills wait on the
         // lock, and grouping in a map under it held them for the whole scan.)
-        let flat: Vec<(usize, u64, u64, u64, u64)> = {
+        // A shared bitmask's charge is spread over the entries that point at it for the
+        // priority (what a mask costs per byte held); a victim frees it only when its keys are
+        // all the entries over it (a pass that counted shares freed less than it meant to,
+        // the total staying near the high-water mark).
+        let flat: Vec<(usize, u64, u64, (u64, u64), u64, u64)> = {
             let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            map.iter().map(|(&k, e)| (Arc::as_ptr(&e.mask) as usize, e.stamp, e.bytes, e.cost_ns, k as u64)).collect()
+            let shared = |e: &Entry| bitmask(&e.mask).and_then(|b| map.shared.get(&(Arc::as_ptr(b) as *const u32 as usize))).copied().unwrap_or((1, 0));
+            map.keys.iter().map(|(&k, e)| (Arc::as_ptr(&e.mask) as usize, e.stamp, e.bytes, shared(e), e.cost_ns, k as u64)).collect()
         };
-        let mut by_mask: FxHashMap<usize, (u64, u64, u64, u64)> = FxHashMap::default();
-        for (p, stamp, bytes, cost, k) in flat {
-            let v = by_mask.entry(p).or_insert((0, 0, cost, k));
+        let mut by_mask: FxHashMap<usize, (u64, u64, u64, (u64, u64), u64, u64)> = FxHashMap::default();
+        for (p, stamp, bytes, shared, cost, k) in flat {
+            let v = by_mask.entry(p).or_insert((0, 0, 0, shared, cost, k));
             v.0 = v.0.max(stamp);
             v.1 += bytes;
+            v.2 += 1;
         }
-        out.extend(by_mask.into_values().map(|(stamp, bytes, cost, h)| Victim { priority: memory::priority(stamp, cost, bytes as usize), bytes: bytes as usize, handle: h }));
+        out.extend(by_mask.into_values().map(|(stamp, bytes, keys, (n, bits), cost, h)| {
+            let frees = bytes + if keys >= n { bits } else { 0 };
+            Victim { priority: memory::priority(stamp, cost, (bytes + bits * keys / n.max(1)) as usize), bytes: frees as usize, handle: h }
+        }));
     }
 
     fn evict(&self, handles: &[u64]) {
@@ -170,12 +239,17 @@ impl memory::Cache for MaskCache {
         let mut gone: Vec<Entry> = Vec::new();
         {
             let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            let masks: FxHashSet<*const TokenSet> = map.iter().filter(|(&k, _)| set.contains(&(k as u64))).map(|(_, e)| Arc::as_ptr(&e.mask)).collect();
-            let keys: Vec<u128> = map.iter().filter(|(_, e)| masks.contains(&Arc::as_ptr(&e.mask))).map(|(&k, _)| k).collect();
-            gone.extend(keys.iter().filter_map(|k| map.remove(k)));
+            let masks: FxHashSet<*const TokenSet> = map.keys.iter().filter(|(&k, _)| set.contains(&(k as u64))).map(|(_, e)| Arc::as_ptr(&e.mask)).collect();
+            let keys: Vec<u128> = map.keys.iter().filter(|(_, e)| masks.contains(&Arc::as_ptr(&e.mask))).map(|(&k, _)| k).collect();
+            gone.extend(keys.iter().filter_map(|k| map.keys.remove(k)));
+            for e in &mut gone {
+                // (The last entry over a shared bitmask refunds it too.)
+                let bits = Self::release(&mut map, e);
+                e.bytes += bits;
+            }
         }
         for e in &gone {
-            self.account.refund(e.bytes as usize, e.bytes > ENTRY_BYTES);
+            self.account.refund(e.bytes as usize, e.first);
         }
     }
 }
@@ -199,8 +273,8 @@ mod tests {
         assert!(cache.get(8, &mut out));
         assert_eq!(out, vec![1 << 5, 0, 0, 0]);
         assert!(!cache.get(9, &mut out));
-        let counted = cache.memory_bytes();
-        assert!((16..16 + 200).contains(&counted), "the shared bitmask counted once: {counted}");
+        let counted = cache.memory_bytes() as u64;
+        assert!((16..16 + 2 * (MASK_BYTES + ENTRY_BYTES) + 100).contains(&counted), "the shared bitmask counted once: {counted}");
     }
 
     /// A mask filed under two keys is charged once (plus an entry); a lookup by a coarser key
@@ -211,7 +285,7 @@ mod tests {
         let words = 4;
         let cache = MaskCache::new(1 << 20, words);
         let bits = TokenSet::Bits(vec![1u32, 2, 3, 4].into());
-        let one = bits.retained_bytes() as u64 + ENTRY_BYTES;
+        let one = bits.retained_bytes() as u64 + MASK_BYTES + ENTRY_BYTES;
         cache.insert(&[1, 2], bits, 0);
         assert_eq!(cache.memory_bytes() as u64, one + ENTRY_BYTES);
         let mut out = vec![0u32; words];
@@ -224,9 +298,39 @@ mod tests {
         assert_eq!(out, vec![1, 2, 3, 4]);
         assert!(!cache.get_as(9, 8, &mut out));
         assert_eq!(cache.stats(), (2, 1));
-        // Refiling a key takes off what it was charged.
+        // Refiling a key takes off what it was charged; the bitmask stays charged while other
+        // keys hold it, and goes with the last.
         cache.insert(&[1], TokenSet::Ids(vec![5].into_boxed_slice()), 0);
-        assert_eq!(cache.memory_bytes() as u64, 3 * ENTRY_BYTES + TokenSet::Ids(vec![5].into_boxed_slice()).retained_bytes() as u64);
+        let five = TokenSet::Ids(vec![5].into_boxed_slice()).retained_bytes() as u64 + MASK_BYTES;
+        assert_eq!(cache.memory_bytes() as u64, 3 * ENTRY_BYTES + five + 16);
+        cache.insert(&[2], TokenSet::Ids(vec![5].into_boxed_slice()), 0);
+        cache.insert(&[3], TokenSet::Ids(vec![5].into_boxed_slice()), 0);
+        assert_eq!(cache.memory_bytes() as u64, 3 * (ENTRY_BYTES + five));
+    }
+
+    /// Masks over one shared bitmask charge it once, and evicting them all refunds it.
+    #[test]
+    fn masks_sharing_a_bitmask_charge_it_once() {
+        let words = 4;
+        let bits = TokenSet::Bits(vec![1u32, 2, 3, 4].into());
+        let cache = MaskCache::new(1 << 20, words);
+        for k in 0..10u128 {
+            cache.insert(&[k], bits.with_ids(&[k as u32 + 40]), 0);
+        }
+        let near = bits.with_ids(&[40]).memory_bytes() as u64 + MASK_BYTES;
+        assert_eq!(cache.memory_bytes() as u64, 16 + 10 * (near + ENTRY_BYTES));
+        let mut out = vec![0u32; words];
+        assert!(cache.get(3, &mut out));
+        assert_eq!(out, vec![1, 2 | 1 << 11, 3, 4]);
+        let mut v = Vec::new();
+        memory::Cache::victims(&*cache, &mut v);
+        assert_eq!(v.iter().map(|x| x.bytes as u64).sum::<u64>(), cache.memory_bytes() as u64 - 16, "each frees its own bytes");
+        cache.insert(&[20, 21], TokenSet::Bits(vec![9u32; 4].into()), 0);
+        v.clear();
+        memory::Cache::victims(&*cache, &mut v);
+        assert!(v.iter().any(|x| x.bytes as u64 == 16 + MASK_BYTES + 2 * ENTRY_BYTES), "a bitmask held by one mask goes with it");
+        memory::Cache::shrink_to(&*cache, 0);
+        assert_eq!(cache.memory_bytes(), 0);
     }
 
     /// A cache that cannot fit a mask with its keys evicts its oldest, cheapest masks (with
@@ -235,7 +339,7 @@ mod tests {
     fn a_full_cache_evicts_its_cheapest_masks_not_everything() {
         let words = 4;
         let bits = || TokenSet::Bits(vec![7u32; 4].into());
-        let one = bits().retained_bytes() as u64 + ENTRY_BYTES;
+        let one = bits().retained_bytes() as u64 + MASK_BYTES + ENTRY_BYTES;
         let cache = MaskCache::new((2 * one + 2 * ENTRY_BYTES) as usize, words);
         cache.insert(&[1, 2], bits(), 10);
         cache.insert(&[3, 4], bits(), 10_000_000);
