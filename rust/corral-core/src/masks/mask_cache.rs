@@ -55,6 +55,14 @@ struct Map {
     shared: FxHashMap<usize, (u64, u64)>,
 }
 
+/// A key's entry as [`MaskCache::victims`] copies it: its mask's address, stamp, bytes, its
+/// bitmask's (entries, bytes), cost and key.
+type KeyRow = (usize, u64, u64, (u64, u64), u64, u64);
+
+/// A mask's keys grouped: latest stamp, bytes, keys, its bitmask's (entries, bytes), cost and
+/// first key.
+type MaskRow = (u64, u64, u64, (u64, u64), u64, u64);
+
 /// The bitmask `m` is kept over (its own or a shared base), which other holders may share.
 fn bitmask(m: &TokenSet) -> Option<&Arc<[u32]>> {
     match m {
@@ -216,12 +224,12 @@ impl memory::Cache for MaskCache {
         // priority (what a mask costs per byte held); a victim frees it only when its keys are
         // all the entries over it (a pass that counted shares freed less than it meant to,
         // the total staying near the high-water mark).
-        let flat: Vec<(usize, u64, u64, (u64, u64), u64, u64)> = {
+        let flat: Vec<KeyRow> = {
             let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
             let shared = |e: &Entry| bitmask(&e.mask).and_then(|b| map.shared.get(&(Arc::as_ptr(b) as *const u32 as usize))).copied().unwrap_or((1, 0));
             map.keys.iter().map(|(&k, e)| (Arc::as_ptr(&e.mask) as usize, e.stamp, e.bytes, shared(e), e.cost_ns, k as u64)).collect()
         };
-        let mut by_mask: FxHashMap<usize, (u64, u64, u64, (u64, u64), u64, u64)> = FxHashMap::default();
+        let mut by_mask: FxHashMap<usize, MaskRow> = FxHashMap::default();
         for (p, stamp, bytes, shared, cost, k) in flat {
             let v = by_mask.entry(p).or_insert((0, 0, 0, shared, cost, k));
             v.0 = v.0.max(stamp);
