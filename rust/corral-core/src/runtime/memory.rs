@@ -27,8 +27,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Default budget: 128 MiB. Over the 9,097 JSONSchemaBench schemas with the Llama 3
-/// vocabulary a process grew 194 MB with it (256 MiB: 522 MB, freed pages then kept mapped),
-/// its fill p50 / p99 7% / 15% over those of unbounded caches
+/// vocabulary a process grew 186–210 MB with it (256 MiB: 522 MB, freed pages then kept
+/// mapped), its fill p50 within 10% of unbounded caches' and p99 4–23% over
 /// (`benches/results/2026-12-06-memory.md`).
 pub const DEFAULT_BUDGET: usize = 128 << 20;
 
