@@ -475,3 +475,43 @@ fn mask_fill_is_not_exponential_when_segmentations_multiply() {
         assert!(took.as_secs_f64() < 5.0, "a fill took {took:?}");
     }
 }
+
+/// Symbols that may split anywhere (`ab` is also `a` `b`, as with Lark's dynamic lexer) in
+/// nested lists: below a group whose row continues the parse as the row its level was built
+/// under did, a fill builds a level for the group's other nodes only (`Level::rest`). The
+/// masks stay those of per-token acceptance, nesting depth included (how many `)` a token
+/// may close), with tokens that end a symbol and start another several times over.
+#[test]
+fn masks_are_exact_where_split_symbols_share_levels() {
+    let g = Grammar::from_ebnf(
+        "root ::= ws (form ws)*\nform ::= sym | \"(\" ws (form ws)* \")\" | \"'\" form\nsym ::= [a-z] [a-z0-9-]*\nws ::= [ ]*",
+        "root",
+        &Limits::default(),
+    )
+    .unwrap();
+    // Every string of up to 5 bytes over `a b ( ) '` and a space, and a few longer ones.
+    let mut all: Vec<String> = vec![String::new()];
+    let mut toks: Vec<String> = Vec::new();
+    for _ in 0..5 {
+        all = all.iter().flat_map(|t| "ab() '".chars().map(move |c| format!("{t}{c}"))).collect();
+        toks.extend(all.iter().cloned());
+    }
+    toks.extend(["abcdefgh", "abcdefgh)", "abcd efgh))", "e)f)g", "ab-cd", "a1", "x(y)", "ab)c)d)", "a b c d e"].map(String::from));
+    let v = vocab(&toks.iter().map(|t| t.as_str()).collect::<Vec<_>>());
+    // Also exactly three symbols: after the first and after the second the same lexemes
+    // start, under rows that continue differently (taking those for equivalent loses `aaa)`
+    // at the opening bracket). (`[` root `]` keeps the grammar from being regular: one
+    // terminal, no rows.)
+    let three = Grammar::from_ebnf("root ::= \"(\" ws sym ws sym ws sym ws \")\"\nsym ::= [a-z]+ | \"[\" root \"]\"\nws ::= [ ]*", "root", &Limits::default()).unwrap();
+    let (cg, cg3) = (Arc::new(CompiledGrammar::new(&g, v.clone())), Arc::new(CompiledGrammar::new(&three, v)));
+    let texts = ["(ab (cd e) f)", "((abc def) (g h))", "a (b (c (d e) f) g) h", "'(ab 'cd)", "(a1-b)", "(((ab) b) (a (b)))"];
+    for (cg, text) in texts.iter().map(|t| (&cg, *t)).chain(["(abab b a)", "( a b a )", "(aaaaa)"].iter().map(|t| (&cg3, *t))) {
+        let mut m = Matcher::new(cg.clone());
+        let bytes = text.as_bytes();
+        for i in 0..bytes.len() {
+            assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "at byte {i} of {text}");
+            assert!(m.accept_bytes(&bytes[i..i + 1]), "byte {i} of {text}");
+        }
+        assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "at the end of {text}");
+    }
+}

@@ -19,7 +19,7 @@
 
 use crate::automata::dfa::DEAD;
 use crate::parser::cfg::Cfg;
-use crate::vocab::ci_cache::{CiCache, CiEntry, Level, Lexer, MAX_KEY_LEXEMES};
+use crate::vocab::ci_cache::{CiCache, CiEntry, Level, Lexer, MAX_KEY_LEXEMES, REST};
 use crate::parser::earley::{Item, Parser};
 use crate::parser::step::{advance, start_lexemes, Lexeme};
 use crate::runtime::hash::hash_step;
@@ -67,6 +67,28 @@ pub(crate) struct Filler {
     memo: RowMemo,
     /// The steps the current plain walk took, by state and byte.
     steps: StepMemo,
+}
+
+/// What a level below a group was built from: the group's nodes, or those of them the
+/// level above was not built from ([`Level::rest`]).
+enum Built {
+    Group,
+    Rest(Arc<[u32]>),
+}
+
+/// The sorted `a` less the sorted `b`.
+fn difference(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut j = 0;
+    for &x in a {
+        while j < b.len() && b[j] < x {
+            j += 1;
+        }
+        if j == b.len() || b[j] != x {
+            out.push(x);
+        }
+    }
+    out
 }
 
 /// A position of the plain walk ([`Filler::walk_full`]).
@@ -422,7 +444,7 @@ impl Filler {
         self.rows_free = MIN_LEVEL_ROWS.min(trie.nodes.len());
         self.rows_since = None;
         self.rows_budget = std::time::Duration::from_nanos(trie.nodes.len() as u64 * PLAIN_WALK_NS_PER_NODE * LEVEL_WALKS);
-        if self.descend(cfg, ci, trie, parser, &entry.level, 0, mask) {
+        if self.descend(cfg, ci, trie, parser, &entry.level, 0, None, mask) {
             return true;
         }
         if self.timed_out {
@@ -528,7 +550,10 @@ impl Filler {
     /// with `parser` restored, when that would take more rows than `rows_left` or the fill
     /// ran out of time (some of the mask is then set, not all).
     #[allow(clippy::too_many_arguments)]
-    fn descend(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, parser: &mut Parser, level: &Level, lvl: usize, mask: &mut [u32]) -> bool {
+    ///
+    /// `from`: for a level below level 0, the [`Parser::future_hash`] of the row it was
+    /// built under and the trie nodes it was built from.
+    fn descend(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, parser: &mut Parser, level: &Level, lvl: usize, from: Option<(u128, &[u32])>, mask: &mut [u32]) -> bool {
         let rows = parser.num_rows();
         for (g, group) in level.groups.iter().enumerate() {
             if self.out_of_time(ROWS_PER_CLOCK_READ) || !self.one_more_row() {
@@ -560,12 +585,38 @@ impl Filler {
                 }
             } else if !next.is_empty() {
                 self.set_level(cfg, lvl + 1, &next);
-                let child = match level.child(g as u32, &self.lex[lvl + 1].1) {
-                    Some(c) => c,
-                    None => {
-                        let lexers = self.lexers_of(cfg, lvl + 1);
-                        ci.level(trie, level, g as u32, &self.lex[lvl + 1].1, &lexers)
+                // Under a row with the future hash of the one `level` was built under, the
+                // same lexemes go on below the nodes `level` was built from as they did there:
+                // only the group's other nodes need a level ([`Level::rest`]).
+                let same = from.is_some_and(|(fh, _)| self.lex[lvl + 1].1 == self.lex[lvl].1 && parser.future_hash(cfg, row) == fh);
+                let (child, built_from) = if same {
+                    let rest = level.rest(g as u32, || difference(&group.nodes, from.unwrap().1));
+                    if rest.is_empty() {
+                        self.work = next;
+                        parser.truncate(rows);
+                        continue;
                     }
+                    let child = match level.child(g as u32 | REST, &self.lex[lvl + 1].1) {
+                        Some(c) => c,
+                        None => {
+                            let lexers = self.lexers_of(cfg, lvl + 1);
+                            let (c, cached) = ci.level_of(trie, &rest, &self.lex[lvl + 1].1, &lexers);
+                            if cached {
+                                level.insert_child(g as u32 | REST, &self.lex[lvl + 1].1, &c);
+                            }
+                            c
+                        }
+                    };
+                    (child, Built::Rest(rest))
+                } else {
+                    let child = match level.child(g as u32, &self.lex[lvl + 1].1) {
+                        Some(c) => c,
+                        None => {
+                            let lexers = self.lexers_of(cfg, lvl + 1);
+                            ci.level(trie, level, g as u32, &self.lex[lvl + 1].1, &lexers)
+                        }
+                    };
+                    (child, Built::Group)
                 };
                 if let Some(bits) = &child.bits {
                     for (m, b) in mask.iter_mut().zip(bits.iter()) {
@@ -583,7 +634,12 @@ impl Filler {
                 }
                 if !child.groups.is_empty() {
                     self.work = next;
-                    let done = self.descend(cfg, ci, trie, parser, &child, lvl + 1, mask);
+                    let fh = parser.future_hash(cfg, row);
+                    let roots: &[u32] = match &built_from {
+                        Built::Rest(r) => r,
+                        Built::Group => &group.nodes,
+                    };
+                    let done = self.descend(cfg, ci, trie, parser, &child, lvl + 1, Some((fh, roots)), mask);
                     next = std::mem::take(&mut self.work);
                     if !done {
                         self.work = next;

@@ -50,6 +50,8 @@ pub(crate) struct Parser {
     stamp: u32,
     /// Structural hashes of the first `hashes.len()` rows (see [`Parser::row_hash`]).
     hashes: Vec<u128>,
+    /// Future hashes of the first `futures.len()` rows (see [`Parser::future_hash`]).
+    futures: Vec<u128>,
 }
 
 const LINEAR_DEDUP: usize = 24;
@@ -86,6 +88,7 @@ impl Parser {
             self.row_terms.truncate(r.terms_start as usize);
             self.rows.truncate(n);
             self.hashes.truncate(n);
+            self.futures.truncate(n);
         }
     }
 
@@ -119,6 +122,43 @@ impl Parser {
             self.hashes.push(h);
         }
         self.hashes[r as usize]
+    }
+
+    /// A 128-bit hash of what row `r` does to the parse from here on: like
+    /// [`Parser::row_hash`], but over the items still waiting for a symbol only (and
+    /// whether the row accepts), combined in any order. A completed item is never read
+    /// again: a later row completing a nonterminal reads the items of its origin row that
+    /// wait for it, and a row's own predictions are a function of its other items. So two
+    /// rows with equal future hashes (in two different parser stacks) accept the same
+    /// continuations and build rows with equal future hashes from equal completions.
+    ///
+    /// A row after `a b` read as one symbol and one after `a` `b` read as two differ only
+    /// in completed items' origins (`atom ::= SYMBOL .` from the row before `b` or before
+    /// `a`) when the repetition is left-recursive, as lowered: their future hashes are equal.
+    pub(crate) fn future_hash(&mut self, cfg: &Cfg, r: u32) -> u128 {
+        while self.futures.len() <= r as usize {
+            let i = self.futures.len();
+            let row = self.rows[i];
+            let mut h: u128 = hash_step(0, row.accepting as u64);
+            for k in row.items_start..row.items_end {
+                let it = self.items[k as usize];
+                if it.origin as usize == i || cfg.dots[it.dot as usize].next == Sym::END {
+                    continue;
+                }
+                let o = self.futures[it.origin as usize];
+                let mut x = hash_step(0, (it.dot as u64) << 1 | 1);
+                if it.aux != 0 {
+                    x = hash_step(x, self.perm_states.hash(it.aux));
+                }
+                x = hash_step(x, o as u64);
+                x = hash_step(x, (o >> 64) as u64);
+                // (A sum: the same items in another order give the same hash; a row holds
+                // an item once.)
+                h = h.wrapping_add(x);
+            }
+            self.futures.push(h);
+        }
+        self.futures[r as usize]
     }
 
     /// Terminals expected at the start of row `r`.

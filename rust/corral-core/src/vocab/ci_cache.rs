@@ -120,7 +120,14 @@ pub struct Level {
     children: RwLock<FxHashMap<u32, FxHashMap<Key, Weak<Level>>>>,
     /// When it was last used ([`memory::now`]).
     stamp: AtomicU64,
+    /// Per group: its nodes this level was not built from, computed on first use
+    /// ([`Level::rest`]).
+    rests: RwLock<FxHashMap<u32, Arc<[u32]>>>,
 }
+
+/// Flag on a group's index in [`Level::child`]: the level below the group's nodes this level
+/// was not built from ([`Level::rest`]), not below all of them.
+pub const REST: u32 = 1 << 31;
 
 impl Level {
     fn memory_bytes(&self) -> usize {
@@ -135,7 +142,19 @@ impl Level {
         Some(l)
     }
 
-    fn insert_child(&self, g: u32, key: &[(u32, u32)], level: &Arc<Level>) {
+    /// Group `g`'s nodes this level was not built from (`compute` gives them the first time).
+    /// Below a group whose row continues the parse as the row this level was built under
+    /// did, and whose key is this level's, the level below the other nodes is this one's
+    /// again: a fill needs one below these only.
+    pub fn rest(&self, g: u32, compute: impl FnOnce() -> Vec<u32>) -> Arc<[u32]> {
+        if let Some(r) = self.rests.read().unwrap_or_else(|p| p.into_inner()).get(&g) {
+            return r.clone();
+        }
+        let r: Arc<[u32]> = compute().into();
+        self.rests.write().unwrap_or_else(|p| p.into_inner()).entry(g).or_insert(r).clone()
+    }
+
+    pub fn insert_child(&self, g: u32, key: &[(u32, u32)], level: &Arc<Level>) {
         let mut map = self.children.write().unwrap_or_else(|p| p.into_inner());
         map.entry(g).or_default().insert(key.to_vec(), Arc::downgrade(level));
     }
@@ -756,7 +775,7 @@ impl CiEntry {
         }
         Self::walk_others(slice, partial, lexers, &mut allowed, &mut groups, &mut group_of);
         dedup_groups(&mut groups);
-        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()) } }
+        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()), rests: Default::default() } }
     }
 
     /// Walks the trie of the tokens the slice leaves out (and, with `partial`, of the longer
@@ -816,7 +835,7 @@ impl CiEntry {
         } else {
             part(&whole(trie, 1))
         };
-        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()) } }
+        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()), rests: Default::default() } }
     }
 }
 
@@ -877,18 +896,27 @@ impl CiEntry {
             groups[0].nodes.extend(nodes);
         }
         dedup_groups(&mut groups);
-        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()) } })
+        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()), rests: Default::default() } })
     }
 
     /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
     /// walk (a token allowed by continuing some lexeme; a node ends lexeme `j` iff it ends it
     /// alone), without walking the trie again.
     pub fn union(parts: &[Arc<CiEntry>], mask_words: usize) -> CiEntry {
-        let allowed = union_sets(parts.iter().map(|p| &p.allowed), mask_words);
-        let mut ends: Vec<(u32, u64)> = Vec::new();
+        // Lexemes with equal keys share one entry (an identifier started at each of the last
+        // few bytes, in one state): each distinct entry once, with the bits of all of them.
+        let mut uniq: Vec<(&Arc<CiEntry>, u64)> = Vec::new();
         for (j, p) in parts.iter().enumerate() {
+            match uniq.iter_mut().find(|u| Arc::ptr_eq(u.0, p)) {
+                Some(u) => u.1 |= 1u64 << j,
+                None => uniq.push((p, 1u64 << j)),
+            }
+        }
+        let allowed = union_sets(uniq.iter().map(|u| &u.0.allowed), mask_words);
+        let mut ends: Vec<(u32, u64)> = Vec::new();
+        for &(p, bits) in &uniq {
             for g in p.level.groups.iter().filter(|g| g.ending != 0) {
-                ends.extend(g.nodes.iter().map(|&n| (n, 1u64 << j)));
+                ends.extend(g.nodes.iter().map(|&n| (n, bits)));
             }
         }
         // Each group's nodes are sorted: the stable sort merges those runs (tens of thousands
@@ -914,7 +942,7 @@ impl CiEntry {
             }
             groups[last.1].nodes.push(node);
         }
-        CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()) } }
+        CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()), rests: Default::default() } }
     }
 }
 
@@ -956,10 +984,10 @@ fn union_sets<'a>(sets: impl Iterator<Item = &'a TokenSet> + Clone, mask_words: 
 /// Fewest tokens a level keeps as a bitmask ([`Level::bits`]).
 const MIN_LEVEL_BITS: usize = 1024;
 
-/// Builds the level below `parent`'s group for `lexers`.
-pub(crate) fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -> Level {
+/// Builds the level below trie nodes `nodes` (sorted: a group's) for `lexers`.
+pub(crate) fn build_level(trie: &TokTrie, nodes: &[u32], lexers: &[Lexer]) -> Level {
     let first = first_bytes(lexers);
-    let roots: Vec<u32> = parent.nodes.iter().copied().filter(|&n| trie.child_bytes(n as usize).intersects(&first)).collect();
+    let roots: Vec<u32> = nodes.iter().copied().filter(|&n| trie.child_bytes(n as usize).intersects(&first)).collect();
     let mut tokens: Vec<u32> = Vec::new();
     let mut end = 0;
     let nested = roots.iter().any(|&r| {
@@ -981,7 +1009,7 @@ pub(crate) fn build_level(trie: &TokTrie, parent: &EndGroup, lexers: &[Lexer]) -
     if bits.is_some() {
         tokens = Vec::new();
     }
-    Level { tokens, bits, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()) }
+    Level { tokens, bits, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()), rests: Default::default() }
 }
 
 /// A state whose entry this one's is cheaply derived from ([`CiEntry::derive`]), and the `m`
@@ -1259,7 +1287,16 @@ impl CiCache {
         if let Some(l) = parent.child(g, key) {
             return l;
         }
-        let nodes = &parent.groups[g as usize].nodes;
+        let (l, cached) = self.level_of(trie, &parent.groups[g as usize].nodes, key, lexers);
+        if cached {
+            parent.insert_child(g, key, &l);
+        }
+        l
+    }
+
+    /// The level below trie nodes `nodes` (sorted) for `key`: the one built before from the
+    /// same nodes for the same key, else a fresh one. Also whether it is cached.
+    pub fn level_of(&self, trie: &TokTrie, nodes: &[u32], key: &[(u32, u32)], lexers: &[Lexer]) -> (Arc<Level>, bool) {
         let h = {
             use std::hash::{Hash, Hasher};
             let mut h = rustc_hash::FxHasher::default();
@@ -1272,12 +1309,11 @@ impl CiCache {
         if let Some(l) = shared {
             l.touch();
             self.account.hit();
-            parent.insert_child(g, key, &l);
-            return l;
+            return (l, true);
         }
         self.account.miss();
         let t0 = std::time::Instant::now();
-        let l = Arc::new(build_level(trie, &parent.groups[g as usize], lexers));
+        let l = Arc::new(build_level(trie, nodes, lexers));
         // The level, its key in both maps, the copy of the nodes it is found by, the links.
         let size = l.memory_bytes() + 2 * key.len() * 8 + nodes.len() * 4 + 128;
         if self.charge(size) {
@@ -1288,14 +1324,12 @@ impl CiCache {
                 let other = e.level.clone();
                 drop(levels);
                 self.account.refund(size, false);
-                parent.insert_child(g, key, &other);
-                return other;
+                return (other, true);
             }
             v.push(LevelSlot { nodes: nodes[..].into(), key: key.to_vec(), level: l.clone(), bytes: size, cost_ns: t0.elapsed().as_nanos() as u64 });
-            drop(levels);
-            parent.insert_child(g, key, &l);
+            return (l, true);
         }
-        l
+        (l, false)
     }
 
     /// Level-0 entries currently cached.
@@ -1416,7 +1450,7 @@ mod tests {
         let l2 = cache.level(&trie, &e2.level, 0, &key, &next);
         assert!(Arc::ptr_eq(&l1, &l2), "same nodes, same key: one level");
         assert!(Arc::ptr_eq(&l1, &e2.level.child(0, &key).unwrap()), "and the second parent caches it too");
-        let fresh = build_level(&trie, &e1.level.groups[0], &next);
+        let fresh = build_level(&trie, &e1.level.groups[0].nodes, &next);
         let sorted = |mut v: Vec<u32>| {
             v.sort();
             v
@@ -1425,7 +1459,7 @@ mod tests {
         assert_eq!(sorted(l1.tokens.clone()), vec![3, 4, 11, 12]);
         let l3 = cache.level(&trie, &e3.level, 0, &key, &next);
         assert!(!Arc::ptr_eq(&l1, &l3), "other nodes: another level");
-        assert_eq!(sorted(l3.tokens.clone()), sorted(build_level(&trie, &e3.level.groups[0], &next).tokens));
+        assert_eq!(sorted(l3.tokens.clone()), sorted(build_level(&trie, &e3.level.groups[0].nodes, &next).tokens));
         let other = [lex(&two, 5)];
         let other_key = [other[0].key(depth)];
         let l4 = cache.level(&trie, &e2.level, 0, &other_key, &other);
