@@ -551,9 +551,9 @@ impl Filler {
     /// ran out of time (some of the mask is then set, not all).
     #[allow(clippy::too_many_arguments)]
     ///
-    /// `from`: for a level below level 0, the [`Parser::future_hash`] of the row it was
-    /// built under and the trie nodes it was built from.
-    fn descend(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, parser: &mut Parser, level: &Level, lvl: usize, from: Option<(u128, &[u32])>, mask: &mut [u32]) -> bool {
+    /// `from`: for a level below level 0, the row it was built under (its
+    /// [`Parser::future_hash`] is computed when needed) and the trie nodes it was built from.
+    fn descend(&mut self, cfg: &Cfg, ci: &CiCache, trie: &TokTrie, parser: &mut Parser, level: &Level, lvl: usize, from: Option<(u32, &[u32])>, mask: &mut [u32]) -> bool {
         let rows = parser.num_rows();
         for (g, group) in level.groups.iter().enumerate() {
             if self.out_of_time(ROWS_PER_CLOCK_READ) || !self.one_more_row() {
@@ -588,7 +588,7 @@ impl Filler {
                 // Under a row with the future hash of the one `level` was built under, the
                 // same lexemes go on below the nodes `level` was built from as they did there:
                 // only the group's other nodes need a level ([`Level::rest`]).
-                let same = from.is_some_and(|(fh, _)| self.lex[lvl + 1].1 == self.lex[lvl].1 && parser.future_hash(cfg, row) == fh);
+                let same = from.is_some_and(|(r, _)| self.lex[lvl + 1].1 == self.lex[lvl].1 && parser.future_hash(cfg, row) == parser.future_hash(cfg, r));
                 let (child, built_from) = if same {
                     let rest = level.rest(g as u32, || difference(&group.nodes, from.unwrap().1));
                     if rest.is_empty() {
@@ -634,12 +634,11 @@ impl Filler {
                 }
                 if !child.groups.is_empty() {
                     self.work = next;
-                    let fh = parser.future_hash(cfg, row);
                     let roots: &[u32] = match &built_from {
                         Built::Rest(r) => r,
                         Built::Group => &group.nodes,
                     };
-                    let done = self.descend(cfg, ci, trie, parser, &child, lvl + 1, Some((fh, roots)), mask);
+                    let done = self.descend(cfg, ci, trie, parser, &child, lvl + 1, Some((row, roots)), mask);
                     next = std::mem::take(&mut self.work);
                     if !done {
                         self.work = next;
