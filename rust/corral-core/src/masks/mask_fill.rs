@@ -5,8 +5,18 @@
 //! the terminals that row expects give the key of the next level, whose cached token list
 //! is ORed in, and so on down. Configurations too large for a key take a plain walk.
 //!
-//! The levels do not merge paths: a trie node reached through two different sequences of
-//! groups gets two parser rows, one per path, where the plain walk's chart has one. On
+//! Below a group whose row continues the parse as the row its level was built under did
+//! (equal [`Parser::future_hash`]) and starts the same lexemes, the next level is built
+//! below the group's nodes the level was not built from ([`Level::rest`]): below the others
+//! the level itself has gone on already. Where a symbol can end after every byte and start
+//! again (Lark's dynamic lexer: `ab` is also `a` `b`), that replaces a chain of levels, one
+//! per possible end, each over most of the trie below it.
+//!
+//! Otherwise the levels do not merge paths: a trie node reached through two different
+//! sequences of groups gets two parser rows, one per path, where the plain walk's chart has
+//! one (the C grammar of `benches/grammar_bench.py` pushes thousands of rows at some fills,
+//! chains of levels a hundred deep on groups of a few nodes, hardly any two of them with the
+//! same level and future hash). On
 //! grammars where terminals of different lengths end all along a token (`root ::= "" |
 //! root "ab" | root .+`), the number of paths grows exponentially with the token's length
 //! (1.5x per byte there: 0.2 s for a 32-byte token, 1 s for 36 bytes; on the grammar of
@@ -68,6 +78,9 @@ pub(crate) struct Filler {
     /// The steps the current plain walk took, by state and byte.
     steps: StepMemo,
 }
+
+/// Fewest nodes of a group below which [`Filler::descend`] looks for a [`Level::rest`].
+const REST_MIN_NODES: usize = 16;
 
 /// What a level below a group was built from: the group's nodes, or those of them the
 /// level above was not built from ([`Level::rest`]).
@@ -588,7 +601,10 @@ impl Filler {
                 // Under a row with the future hash of the one `level` was built under, the
                 // same lexemes go on below the nodes `level` was built from as they did there:
                 // only the group's other nodes need a level ([`Level::rest`]).
-                let same = from.is_some_and(|(r, _)| self.lex[lvl + 1].1 == self.lex[lvl].1 && parser.future_hash(cfg, row) == parser.future_hash(cfg, r));
+                // (Not on a few nodes: looking costs more than it saves on the C grammar's
+                // chains of small groups, and nearly all of a Scheme chain's groups are large.)
+                let same = group.nodes.len() >= REST_MIN_NODES
+                    && from.is_some_and(|(r, _)| self.lex[lvl + 1].1 == self.lex[lvl].1 && parser.future_hash(cfg, row) == parser.future_hash(cfg, r));
                 let (child, built_from) = if same {
                     let rest = level.rest(g as u32, || difference(&group.nodes, from.unwrap().1));
                     if rest.is_empty() {
