@@ -605,8 +605,9 @@ impl Filler {
                 // chains of small groups, and nearly all of a Scheme chain's groups are large.)
                 let same = group.nodes.len() >= REST_MIN_NODES
                     && from.is_some_and(|(r, _)| self.lex[lvl + 1].1 == self.lex[lvl].1 && parser.future_hash(cfg, row) == parser.future_hash(cfg, r));
-                let (child, built_from) = if same {
-                    let rest = level.rest(g as u32, || difference(&group.nodes, from.unwrap().1));
+                // (`None`: the level was built from none of the group's nodes.)
+                let rest = if same { level.rest(g as u32, || difference(&group.nodes, from.unwrap().1)) } else { None };
+                let (child, built_from) = if let Some(rest) = rest {
                     if rest.is_empty() {
                         self.work = next;
                         parser.truncate(rows);

@@ -122,7 +122,7 @@ pub struct Level {
     stamp: AtomicU64,
     /// Per group: its nodes this level was not built from, computed on first use
     /// ([`Level::rest`]).
-    rests: RwLock<FxHashMap<u32, Arc<[u32]>>>,
+    rests: RwLock<FxHashMap<u32, Option<Arc<[u32]>>>>,
 }
 
 /// Flag on a group's index in [`Level::child`]: the level below the group's nodes this level
@@ -142,15 +142,16 @@ impl Level {
         Some(l)
     }
 
-    /// Group `g`'s nodes this level was not built from (`compute` gives them the first time).
-    /// Below a group whose row continues the parse as the row this level was built under
-    /// did, and whose key is this level's, the level below the other nodes is this one's
-    /// again: a fill needs one below these only.
-    pub fn rest(&self, g: u32, compute: impl FnOnce() -> Vec<u32>) -> Arc<[u32]> {
+    /// Group `g`'s nodes this level was not built from (`compute` gives them the first time),
+    /// or `None` when that is all of them (no copy kept). Below a group whose row continues
+    /// the parse as the row this level was built under did, and whose key is this level's,
+    /// the level below the other nodes is this one's again: a fill needs one below these only.
+    pub fn rest(&self, g: u32, compute: impl FnOnce() -> Vec<u32>) -> Option<Arc<[u32]>> {
         if let Some(r) = self.rests.read().unwrap_or_else(|p| p.into_inner()).get(&g) {
             return r.clone();
         }
-        let r: Arc<[u32]> = compute().into();
+        let r = compute();
+        let r: Option<Arc<[u32]>> = (r.len() < self.groups[g as usize].nodes.len()).then(|| r.into());
         self.rests.write().unwrap_or_else(|p| p.into_inner()).entry(g).or_insert(r).clone()
     }
 
