@@ -606,7 +606,7 @@ impl Filler {
                 let same = group.nodes.len() >= REST_MIN_NODES
                     && from.is_some_and(|(r, _)| self.lex[lvl + 1].1 == self.lex[lvl].1 && parser.future_hash(cfg, row) == parser.future_hash(cfg, r));
                 // (`None`: the level was built from none of the group's nodes.)
-                let rest = if same { level.rest(g as u32, || difference(&group.nodes, from.unwrap().1)) } else { None };
+                let rest = if same { ci.rest(&level, g as u32, || difference(&group.nodes, from.unwrap().1)) } else { None };
                 let (child, built_from) = if let Some(rest) = rest {
                     if rest.is_empty() {
                         self.work = next;

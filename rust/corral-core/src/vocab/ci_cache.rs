@@ -16,7 +16,7 @@ use crate::vocab::token_set::{TokenCollector, TokenSet, MAX_NEAR};
 use crate::vocab::toktrie::TokTrie;
 use rustc_hash::FxHashMap;
 use crate::runtime::memory::{self, Account, Kind, Victim};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock, Weak};
 
 /// Most lexemes a key may hold; larger configurations take the plain trie walk.
@@ -123,6 +123,12 @@ pub struct Level {
     /// Per group: its nodes this level was not built from, computed on first use
     /// ([`Level::rest`]).
     rests: RwLock<FxHashMap<u32, Option<Arc<[u32]>>>>,
+    /// Bytes of `rests` charged to the cache's budget on top of the level's own (refunded
+    /// with the level).
+    rest_bytes: AtomicUsize,
+    /// Whether the cache holds this level (or its entry) charged: only then are its rests
+    /// charged and kept.
+    charged: AtomicBool,
 }
 
 /// Flag on a group's index in [`Level::child`]: the level below the group's nodes this level
@@ -143,16 +149,44 @@ impl Level {
     }
 
     /// Group `g`'s nodes this level was not built from (`compute` gives them the first time),
-    /// or `None` when that is all of them (no copy kept). Below a group whose row continues
-    /// the parse as the row this level was built under did, and whose key is this level's,
-    /// the level below the other nodes is this one's again: a fill needs one below these only.
-    pub fn rest(&self, g: u32, compute: impl FnOnce() -> Vec<u32>) -> Option<Arc<[u32]>> {
+    /// or `None` when that is all of them. Below a group whose row continues the parse as the
+    /// row this level was built under did, and whose key is this level's, the level below the
+    /// other nodes is this one's again: a fill needs one below these only.
+    ///
+    /// The answer is kept (for later fills) only on a level the cache holds, and only when
+    /// `charge` takes its bytes; else it is computed again next time.
+    fn rest(&self, g: u32, compute: impl FnOnce() -> Vec<u32>, charge: impl FnOnce(usize) -> bool) -> Option<Arc<[u32]>> {
         if let Some(r) = self.rests.read().unwrap_or_else(|p| p.into_inner()).get(&g) {
             return r.clone();
         }
         let r = compute();
         let r: Option<Arc<[u32]>> = (r.len() < self.groups[g as usize].nodes.len()).then(|| r.into());
-        self.rests.write().unwrap_or_else(|p| p.into_inner()).entry(g).or_insert(r).clone()
+        // (The map's slot and, for a proper subset, its copy.)
+        let size = 32 + r.as_ref().map_or(0, |r| r.len() * 4 + 16);
+        if !self.charged.load(Relaxed) || !charge(size) {
+            return r;
+        }
+        let mut rests = self.rests.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(other) = rests.get(&g) {
+            // Computed meanwhile by another fill: that one is kept.
+            let other = other.clone();
+            drop(rests);
+            return other;
+        }
+        self.rest_bytes.fetch_add(size, Relaxed);
+        rests.insert(g, r.clone());
+        r
+    }
+
+    /// Marks it held (charged) by the cache.
+    fn set_charged(&self) {
+        self.charged.store(true, Relaxed);
+    }
+
+    /// Marks it dropped by the cache: the bytes its rests were charged, to refund.
+    fn uncharge(&self) -> usize {
+        self.charged.store(false, Relaxed);
+        self.rest_bytes.swap(0, Relaxed)
     }
 
     pub fn insert_child(&self, g: u32, key: &[(u32, u32)], level: &Arc<Level>) {
@@ -776,7 +810,7 @@ impl CiEntry {
         }
         Self::walk_others(slice, partial, lexers, &mut allowed, &mut groups, &mut group_of);
         dedup_groups(&mut groups);
-        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()), rests: Default::default() } }
+        CiEntry { allowed: TokenSet::from_bits(allowed), level: Level { tokens: Vec::new(), bits: None, groups, stamp: AtomicU64::new(memory::now()), ..Default::default() } }
     }
 
     /// Walks the trie of the tokens the slice leaves out (and, with `partial`, of the longer
@@ -836,7 +870,7 @@ impl CiEntry {
         } else {
             part(&whole(trie, 1))
         };
-        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()), rests: Default::default() } }
+        CiEntry { allowed: allowed.finish(), level: Level { tokens: Vec::new(), bits: None, groups, stamp: AtomicU64::new(memory::now()), ..Default::default() } }
     }
 }
 
@@ -897,7 +931,7 @@ impl CiEntry {
             groups[0].nodes.extend(nodes);
         }
         dedup_groups(&mut groups);
-        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()), rests: Default::default() } })
+        Some(CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, stamp: AtomicU64::new(memory::now()), ..Default::default() } })
     }
 
     /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
@@ -943,7 +977,7 @@ impl CiEntry {
             }
             groups[last.1].nodes.push(node);
         }
-        CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()), rests: Default::default() } }
+        CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, stamp: AtomicU64::new(memory::now()), ..Default::default() } }
     }
 }
 
@@ -1010,7 +1044,7 @@ pub(crate) fn build_level(trie: &TokTrie, nodes: &[u32], lexers: &[Lexer]) -> Le
     if bits.is_some() {
         tokens = Vec::new();
     }
-    Level { tokens, bits, groups, children: Default::default(), stamp: AtomicU64::new(memory::now()), rests: Default::default() }
+    Level { tokens, bits, groups, stamp: AtomicU64::new(memory::now()), ..Default::default() }
 }
 
 /// A state whose entry this one's is cheaply derived from ([`CiEntry::derive`]), and the `m`
@@ -1272,10 +1306,13 @@ impl CiCache {
         };
         let size = e.allowed.memory_bytes() + e.level.memory_bytes() + key.len() * 8 + 64;
         if self.charge(size) {
+            e.level.set_charged();
             let slot = Slot { entry: e.clone(), bytes: size, cost_ns: t0.elapsed().as_nanos() as u64, stamp: AtomicU64::new(memory::now()) };
             let old = self.map.write().unwrap_or_else(|p| p.into_inner()).insert(key.to_vec(), slot);
             if let Some(old) = old {
-                self.account.refund(old.bytes, false); // built twice at once by two threads
+                // Built twice at once by two threads.
+                let rests = if Arc::ptr_eq(&old.entry, &e) { 0 } else { old.entry.level.uncharge() };
+                self.account.refund(old.bytes + rests, false);
             }
         }
         e
@@ -1327,10 +1364,18 @@ impl CiCache {
                 self.account.refund(size, false);
                 return (other, true);
             }
+            l.set_charged();
             v.push(LevelSlot { nodes: nodes[..].into(), key: key.to_vec(), level: l.clone(), bytes: size, cost_ns: t0.elapsed().as_nanos() as u64 });
             return (l, true);
         }
         (l, false)
+    }
+
+    /// Group `g`'s nodes `level` was not built from, or `None` when that is all of them
+    /// ([`Level::rest`]; `compute` gives them). Kept, and charged to this cache, on a level
+    /// this cache holds, within budget.
+    pub fn rest(&self, level: &Level, g: u32, compute: impl FnOnce() -> Vec<u32>) -> Option<Arc<[u32]>> {
+        level.rest(g, compute, |size| self.charge(size))
     }
 
     /// Level-0 entries currently cached.
@@ -1365,12 +1410,13 @@ impl memory::Cache for CiCache {
     fn victims(&self, out: &mut Vec<Victim>) {
         for (k, s) in self.map.read().unwrap_or_else(|p| p.into_inner()).iter() {
             if Arc::strong_count(&s.entry) == 1 {
-                out.push(Victim { priority: memory::priority(s.stamp.load(Relaxed), s.cost_ns, s.bytes), bytes: s.bytes, handle: entry_handle(k) });
+                let bytes = s.bytes + s.entry.level.rest_bytes.load(Relaxed);
+                out.push(Victim { priority: memory::priority(s.stamp.load(Relaxed), s.cost_ns, bytes), bytes, handle: entry_handle(k) });
             }
         }
         for (&h, v) in self.levels.read().unwrap_or_else(|p| p.into_inner()).iter() {
             if v.iter().all(|e| Arc::strong_count(&e.level) == 1) {
-                let bytes = v.iter().map(|e| e.bytes).sum();
+                let bytes = v.iter().map(|e| e.bytes + e.level.rest_bytes.load(Relaxed)).sum();
                 let stamp = v.iter().map(|e| e.level.stamp.load(Relaxed)).max().unwrap_or(0);
                 let cost = v.iter().map(|e| e.cost_ns).sum();
                 out.push(Victim { priority: memory::priority(stamp, cost, bytes), bytes, handle: levels_handle(h) });
@@ -1402,16 +1448,16 @@ impl memory::Cache for CiCache {
             }
         }
         for s in &gone {
-            self.account.refund(s.bytes, true);
+            self.account.refund(s.bytes + s.entry.level.uncharge(), true);
         }
         for l in &gone_levels {
-            self.account.refund(l.bytes, true);
+            self.account.refund(l.bytes + l.level.uncharge(), true);
         }
     }
 
     fn pinned(&self) -> usize {
-        let e: usize = self.map.read().unwrap_or_else(|p| p.into_inner()).values().filter(|s| Arc::strong_count(&s.entry) > 1).map(|s| s.bytes).sum();
-        let l: usize = self.levels.read().unwrap_or_else(|p| p.into_inner()).values().flatten().filter(|e| Arc::strong_count(&e.level) > 1).map(|e| e.bytes).sum();
+        let e: usize = self.map.read().unwrap_or_else(|p| p.into_inner()).values().filter(|s| Arc::strong_count(&s.entry) > 1).map(|s| s.bytes + s.entry.level.rest_bytes.load(Relaxed)).sum();
+        let l: usize = self.levels.read().unwrap_or_else(|p| p.into_inner()).values().flatten().filter(|e| Arc::strong_count(&e.level) > 1).map(|e| e.bytes + e.level.rest_bytes.load(Relaxed)).sum();
         e + l
     }
 }
@@ -1466,6 +1512,45 @@ mod tests {
         let l4 = cache.level(&trie, &e2.level, 0, &other_key, &other);
         assert!(!Arc::ptr_eq(&l1, &l4), "another key: another level");
         assert_eq!(sorted(l4.tokens.clone()), vec![10]);
+    }
+
+    /// A level's rests are charged to its cache with the level, kept only on a level the cache
+    /// holds, and refunded when the level is evicted.
+    #[test]
+    fn rests_are_charged_and_refunded_with_their_level() {
+        use crate::runtime::memory::Cache;
+        let toks: Vec<&[u8]> = vec![b"a:", b"b:", b"a:1", b"b:12", b"ab:", b"a", b"b", b":", b"1"];
+        let trie = TokTrie::build(toks.iter().enumerate().map(|(i, b)| (i as u32, *b)));
+        let (word, colon) = (dfa("[ab]+"), dfa(":1*"));
+        let e = CiEntry::build_walk(&trie, &[Lexer { dfa: &word, state: word.start(), gid: 1 }], 1);
+        let next = [Lexer { dfa: &colon, state: colon.start(), gid: 2 }];
+        let key = [next[0].key(trie.max_depth())];
+        let cache = CiCache::new(1 << 20);
+        let level = cache.level(&trie, &e.level, 0, &key, &next);
+        let g = level.groups.iter().position(|g| !g.nodes.is_empty()).expect("a group below \":\"") as u32;
+        let before = cache.memory_bytes();
+        assert_eq!(cache.rest(&level, g, Vec::new).as_deref(), Some(&[][..]), "none of the group's nodes left");
+        let charged = cache.memory_bytes() - before;
+        assert!(charged > 0, "a kept rest is charged");
+        assert_eq!(cache.rest(&level, g, || unreachable!("kept")).as_deref(), Some(&[][..]));
+        assert_eq!(cache.memory_bytes(), before + charged, "charged once");
+        // The entry's own level is not in the cache: its rest is computed each time, uncharged.
+        let mut calls = 0;
+        for _ in 0..2 {
+            cache.rest(&e.level, 0, || {
+                calls += 1;
+                Vec::new()
+            });
+        }
+        assert_eq!((calls, cache.memory_bytes()), (2, before + charged));
+        let mut victims = Vec::new();
+        cache.victims(&mut victims);
+        assert!(victims.is_empty(), "a level a fill holds is no victim");
+        drop(level);
+        cache.victims(&mut victims);
+        assert_eq!(victims.iter().map(|v| v.bytes).sum::<usize>(), before + charged, "a victim's bytes include its rests");
+        cache.evict(&victims.iter().map(|v| v.handle).collect::<Vec<_>>());
+        assert_eq!(cache.memory_bytes(), 0, "the level and its rests refunded");
     }
 
     /// One pass below nested roots finds the tokens and groups of one walk per root.
