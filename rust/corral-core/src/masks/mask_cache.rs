@@ -49,11 +49,14 @@ struct Held {
     bytes: AtomicU64,
 }
 
-/// One key's entry: its mask and the bytes charged for the entry.
+/// One key's entry: its mask, the bytes charged for the entry and when it was last used
+/// under this key (at most its mask's stamp: a pass skips the key by it without reading the
+/// mask).
 #[derive(Debug)]
 struct Entry {
     mask: Arc<Held>,
     bytes: u64,
+    stamp: u64,
     /// The entry its mask was inserted with (the others are aliases).
     first: bool,
 }
@@ -104,7 +107,8 @@ impl MaskCache {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         match map.keys.get_mut(&key) {
             Some(e) => {
-                e.mask.stamp.store(memory::now(), Relaxed);
+                e.stamp = memory::now();
+                e.mask.stamp.store(e.stamp, Relaxed);
                 e.mask.set.write_to(out, self.words);
                 drop(map);
                 self.account.hit();
@@ -120,7 +124,8 @@ impl MaskCache {
     pub(crate) fn get_as(&self, key: u128, alias: u128, out: &mut [u32]) -> bool {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let now = memory::now();
-        let Some(m) = map.keys.get(&key).map(|e| {
+        let Some(m) = map.keys.get_mut(&key).map(|e| {
+            e.stamp = now;
             e.mask.stamp.store(now, Relaxed);
             e.mask.clone()
         }) else {
@@ -135,7 +140,7 @@ impl MaskCache {
                     s.0 += 1;
                 }
             }
-            self.file(&mut map, alias, Entry { mask: m.clone(), bytes: ENTRY_BYTES, first: false });
+            self.file(&mut map, alias, Entry { mask: m.clone(), bytes: ENTRY_BYTES, stamp: now, first: false });
         }
         drop(map);
         m.set.write_to(out, self.words);
@@ -161,7 +166,8 @@ impl MaskCache {
         if self.account.bytes() + all > self.budget || !self.account.try_charge(all) {
             return;
         }
-        let m = Arc::new(Held { set: mask, stamp: memory::now().into(), cost_ns, keys: 0.into(), bytes: 0.into() });
+        let now = memory::now();
+        let m = Arc::new(Held { set: mask, stamp: now.into(), cost_ns, keys: 0.into(), bytes: 0.into() });
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((p, _)) = shared {
             // (Another insert may have brought the bitmask meanwhile: this one's charge for it
@@ -173,7 +179,7 @@ impl MaskCache {
             s.0 += keys.len() as u64;
         }
         for (i, &key) in keys.iter().enumerate() {
-            self.file(&mut map, key, Entry { mask: m.clone(), bytes: if i == 0 { size } else { ENTRY_BYTES }, first: i == 0 });
+            self.file(&mut map, key, Entry { mask: m.clone(), bytes: if i == 0 { size } else { ENTRY_BYTES }, stamp: now, first: i == 0 });
         }
     }
 
@@ -238,6 +244,10 @@ impl memory::Cache for MaskCache {
         &self.account
     }
 
+    fn samples(&self) -> bool {
+        true
+    }
+
     /// One victim per mask (with all its keys), handled by one of its keys' low 64 bits.
     fn victims(&self, out: &mut Vec<Victim>) {
         self.sample(out, Sample::ALL);
@@ -265,7 +275,8 @@ impl memory::Cache for MaskCache {
         {
             let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
             // (Chosen first, removed after: removing a key changes its mask's weight.)
-            let doomed: Vec<u128> = map.keys.iter().filter(|(_, e)| Self::weigh(&map.shared, &e.mask).0 <= threshold).map(|(&k, _)| k).collect();
+            // (A priority is at least its stamp, and a mask's stamp at least its keys'.)
+            let doomed: Vec<u128> = map.keys.iter().filter(|(_, e)| e.stamp as f64 <= threshold && Self::weigh(&map.shared, &e.mask).0 <= threshold).map(|(&k, _)| k).collect();
             let Map { keys, shared } = &mut *map;
             for k in doomed {
                 if let Some(mut e) = keys.remove(&k) {

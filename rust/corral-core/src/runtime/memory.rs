@@ -268,6 +268,11 @@ pub trait Cache: Send + Sync {
     fn pinned(&self) -> usize {
         0
     }
+    /// Whether [`Cache::sample`] and [`Cache::evict_below`] are its own, cheaper than
+    /// [`Cache::victims`] (else a sampling pass calls `victims` once and evicts from its list).
+    fn samples(&self) -> bool {
+        false
+    }
     /// Adds the evictable entries `s` picks ([`Cache::victims`] filtered; a cache with many
     /// entries overrides it to copy only those).
     fn sample(&self, out: &mut Vec<Victim>, s: Sample) {
@@ -557,7 +562,10 @@ fn evict_pass() {
     let pass = g.passes.fetch_add(1, Relaxed);
     let caches = live_caches();
     let wanted = |need: usize, need_kind: &[usize; KINDS], k: usize| need > 0 || need_kind[k] > 0;
-    let collect = |s: Sample| {
+    // (A cache that does not sample itself gives all its victims once: kept in `full`, to
+    // evict from after the thresholds are known.)
+    let mut full: Vec<Vec<Victim>> = vec![Vec::new(); caches.len()];
+    let mut collect = |s: Sample| {
         let mut all: Vec<(f64, usize, u32, u64)> = Vec::new();
         let mut buf = Vec::new();
         for (i, c) in caches.iter().enumerate() {
@@ -566,7 +574,13 @@ fn evict_pass() {
                 continue;
             }
             buf.clear();
-            c.sample(&mut buf, s);
+            if c.samples() || s.rate == 1 {
+                c.sample(&mut buf, s);
+            } else {
+                full[i].clear();
+                c.victims(&mut full[i]);
+                buf.extend(full[i].iter().filter(|v| s.picks(v.handle)));
+            }
             all.extend(buf.iter().map(|v| (v.priority + k.bonus(), v.bytes, i as u32, v.handle)));
         }
         all.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
@@ -601,13 +615,23 @@ fn evict_pass() {
         return;
     }
     let threshold = thresholds(all.iter().map(|&(p, bytes, i, _)| (p, bytes, kind_of(i))), s.rate, need, need_kind);
-    for c in &caches {
+    for (c, v) in caches.iter().zip(&full) {
         let k = c.account().kind;
         let t = threshold[k as usize];
         if t == f64::NEG_INFINITY || !wanted(need, &need_kind, k as usize) {
             continue;
         }
-        let freed = c.evict_below(t - k.bonus());
+        let t = t - k.bonus();
+        let freed = if c.samples() {
+            c.evict_below(t)
+        } else {
+            let before = c.account().bytes();
+            let hs: Vec<u64> = v.iter().filter(|x| x.priority <= t).map(|x| x.handle).collect();
+            if !hs.is_empty() {
+                c.evict(&hs);
+            }
+            before.saturating_sub(c.account().bytes())
+        };
         need = need.saturating_sub(freed);
         need_kind[k as usize] = need_kind[k as usize].saturating_sub(freed);
     }
