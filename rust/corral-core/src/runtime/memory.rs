@@ -7,13 +7,13 @@
 //! ([`Account::try_charge`]): the charge fails, and the cache keeps the entry only for the
 //! caller, when the caches together would pass the budget. Past 15/16 of the budget an
 //! eviction pass runs on the eviction thread (an ordinary thread asleep until then; inline
-//! only when there is none): it asks every cache for its evictable entries ([`Cache::victims`]: never
-//! one in use elsewhere, such as an automaton a live grammar holds), sorts them by recency (a
-//! byte clock that ticks once per 1/64 of the budget charged) plus a bonus for what they cost to
-//! build per byte ([`priority`]), and evicts the lowest until the total is back under 13/16 of the budget
-//! (a pass scans every cache's entries: freeing 1/8 of the budget per pass instead of 1/16
-//! halves the passes). No
-//! fill waits on it, and no cache is ever cleared whole.
+//! only when there is none): it weighs the caches' evictable entries ([`Cache::victims`]: never
+//! one in use elsewhere, such as an automaton a live grammar holds) by recency (a byte clock
+//! that ticks once per 1/64 of the budget charged) plus a bonus for what they cost to build per
+//! byte ([`priority`]) and one per kind ([`Kind::bonus`]: token sets outlive whole masks), and
+//! evicts the lowest until the total is back under 13/16 of the budget. With many entries a
+//! pass sorts a sample of them, not all, and each cache evicts what lies under the sample's
+//! threshold (`evict_pass`). No fill waits on it, and no cache is ever cleared whole.
 //!
 //! Data in use is *pinned*: a compiled grammar's own tables are charged when it is built
 //! ([`Account::force_charge`], never refused) and refunded when it is dropped. Pinned bytes count
@@ -75,14 +75,14 @@ impl Kind {
         }
     }
 
-    /// Ticks added to its entries' priority in an eviction pass: token sets 8 (an eighth of
-    /// the budget charged), so that of a token set and a whole mask used alike the mask goes
-    /// first (it is rebuilt from cached token sets in microseconds; a token set is a walk of
-    /// the vocabulary). Without it token sets were rebuilt 18% more often per pass at 128 MiB
-    /// than without a budget (533 k against 450 k over the 9,097 JSONSchemaBench schemas).
+    /// Ticks added to its entries' priority in an eviction pass: whole masks −8 (an eighth of
+    /// the budget charged), so that of a whole mask and any other entry used alike the mask
+    /// goes first (it is re-derived from cached token sets in microseconds). Token sets are
+    /// not favoured over the terminal ids and automata they are keyed by and built from: a
+    /// terminal id evicted comes back as a new id, and its token sets are rebuilt.
     pub fn bonus(self) -> f64 {
         match self {
-            Kind::TokenSets => 8.0,
+            Kind::WholeMasks => -8.0,
             _ => 0.0,
         }
     }
@@ -528,22 +528,24 @@ fn live_caches() -> Vec<Arc<dyn Cache>> {
     r.iter().filter_map(|w| w.upgrade()).collect()
 }
 
-/// A sampling pass looks at one evictable entry in this many.
+/// A cache that samples itself ([`Cache::samples`]: the whole-mask caches) gives an eviction
+/// pass one evictable entry in this many.
 const SAMPLE_RATE: u64 = 16;
 
-/// Fewer sampled entries than this and the pass looks at every entry instead (exactly the
-/// lowest priorities go).
-const EXACT_BELOW: usize = 1024;
+/// Fewer sampled entries than this and a pass takes every entry of the sampling caches.
+const MIN_SAMPLES: usize = 256;
 
 /// Evicts, lowest priority first ([`priority`] plus [`Kind::bonus`]), until the caches are
 /// back under 13/16 of the budget.
 ///
-/// With many entries it samples about one in [`SAMPLE_RATE`] ([`Cache::sample`]), sorts only
-/// those, takes as many as would free what is needed were each the [`SAMPLE_RATE`] entries it
-/// stands for, and the priority of the last one taken of each kind is that kind's threshold:
-/// each cache then evicts its entries at or under it ([`Cache::evict_below`]), until enough
-/// is freed. Sorting every entry of every cache took 10.5 s of the eviction thread's CPU over
-/// the 9,097 JSONSchemaBench schemas (`benches/results/2026-12-07-memory.md`).
+/// The caches that sample themselves (the whole-mask caches, most of the entries) give about
+/// one entry in [`SAMPLE_RATE`], each standing for that many like it; the others give every
+/// evictable entry. The rows are sorted and taken, lowest first, until what they free (a
+/// sampled row [`SAMPLE_RATE`] times its bytes) covers what is needed: an entry of a cache that
+/// does not sample goes when its row is taken; a sampling cache evicts its entries at or
+/// under the last of its kind's rows taken ([`Cache::evict_below`]). Copying, grouping and
+/// sorting every whole mask's keys took most of the pass before; token sets, few and large,
+/// are chosen exactly (chosen by a sampled threshold they were rebuilt 20% more often).
 fn evict_pass() {
     static PASS: Mutex<()> = Mutex::new(());
     let _one = PASS.lock().unwrap_or_else(|p| p.into_inner());
@@ -554,108 +556,86 @@ fn evict_pass() {
     }
     // What to free: down to 13/16 of the budget, and each kind down to 13/16 of its share.
     let over = |have: usize, limit: usize| have.saturating_sub(low_water(limit));
-    let mut need = over(g.total.load(Relaxed), budget);
-    let mut need_kind: [usize; KINDS] = Kind::ALL.map(|k| if k.share(budget) < budget { over(g.kinds[k as usize].bytes.load(Relaxed), k.share(budget)) } else { 0 });
+    let need = over(g.total.load(Relaxed), budget);
+    let need_kind: [usize; KINDS] = Kind::ALL.map(|k| if k.share(budget) < budget { over(g.kinds[k as usize].bytes.load(Relaxed), k.share(budget)) } else { 0 });
     if need == 0 && need_kind.iter().all(|&n| n == 0) {
         return;
     }
     let pass = g.passes.fetch_add(1, Relaxed);
     let caches = live_caches();
-    let wanted = |need: usize, need_kind: &[usize; KINDS], k: usize| need > 0 || need_kind[k] > 0;
-    // (A cache that does not sample itself gives all its victims once: kept in `full`, to
-    // evict from after the thresholds are known.)
-    let mut full: Vec<Vec<Victim>> = vec![Vec::new(); caches.len()];
-    let mut collect = |s: Sample| {
-        let mut all: Vec<(f64, usize, u32, u64)> = Vec::new();
-        let mut buf = Vec::new();
+    let mut all: Vec<Row> = Vec::new();
+    let mut buf = Vec::new();
+    let mut gather = |all: &mut Vec<Row>, samplers: bool, s: Sample| {
         for (i, c) in caches.iter().enumerate() {
             let k = c.account().kind;
-            if !wanted(need, &need_kind, k as usize) {
+            if (need == 0 && need_kind[k as usize] == 0) || c.samples() != samplers {
                 continue;
             }
             buf.clear();
-            if c.samples() || s.rate == 1 {
+            if samplers {
                 c.sample(&mut buf, s);
             } else {
-                full[i].clear();
-                c.victims(&mut full[i]);
-                buf.extend(full[i].iter().filter(|v| s.picks(v.handle)));
+                c.victims(&mut buf);
             }
-            all.extend(buf.iter().map(|v| (v.priority + k.bonus(), v.bytes, i as u32, v.handle)));
+            all.extend(buf.iter().map(|v| Row { priority: v.priority + k.bonus(), frees: v.bytes.saturating_mul(s.rate as usize), cache: i as u32, kind: k as u8, sampled: s.rate > 1, handle: v.handle }));
         }
-        all.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-        all
     };
-    let mut s = Sample { rate: SAMPLE_RATE, salt: pass.wrapping_mul(0x9e37_79b9_7f4a_7c15) };
-    let mut all = collect(s);
-    if all.len() < EXACT_BELOW {
-        s = Sample::ALL;
-        all = collect(s);
+    gather(&mut all, false, Sample::ALL);
+    let exact = all.len();
+    gather(&mut all, true, Sample { rate: SAMPLE_RATE, salt: pass.wrapping_mul(0x9e37_79b9_7f4a_7c15) });
+    if all.len() - exact < MIN_SAMPLES {
+        // (Few whole masks: all of them, chosen one by one.)
+        all.truncate(exact);
+        gather(&mut all, true, Sample::ALL);
     }
-    let kind_of = |i: u32| caches[i as usize].account().kind as usize;
-    if s.rate == 1 {
-        let mut chosen: Vec<Vec<u64>> = vec![Vec::new(); caches.len()];
-        for &(_, bytes, i, h) in &all {
-            if need == 0 && need_kind.iter().all(|&n| n == 0) {
-                break;
-            }
-            let k = kind_of(i);
-            if !wanted(need, &need_kind, k) {
-                continue;
-            }
-            chosen[i as usize].push(h);
-            need = need.saturating_sub(bytes);
-            need_kind[k] = need_kind[k].saturating_sub(bytes);
+    all.sort_unstable_by(|a, b| a.priority.total_cmp(&b.priority));
+    let (chosen, threshold) = choose(&all, caches.len(), need, need_kind);
+    for (i, c) in caches.iter().enumerate() {
+        if !chosen[i].is_empty() {
+            c.evict(&chosen[i]);
         }
-        for (c, hs) in caches.iter().zip(&chosen) {
-            if !hs.is_empty() {
-                c.evict(hs);
-            }
-        }
-        return;
-    }
-    let threshold = thresholds(all.iter().map(|&(p, bytes, i, _)| (p, bytes, kind_of(i))), s.rate, need, need_kind);
-    for (c, v) in caches.iter().zip(&full) {
         let k = c.account().kind;
-        let t = threshold[k as usize];
-        if t == f64::NEG_INFINITY || !wanted(need, &need_kind, k as usize) {
-            continue;
+        if c.samples() && threshold[k as usize] != f64::NEG_INFINITY {
+            c.evict_below(threshold[k as usize] - k.bonus());
         }
-        let t = t - k.bonus();
-        let freed = if c.samples() {
-            c.evict_below(t)
-        } else {
-            let before = c.account().bytes();
-            let hs: Vec<u64> = v.iter().filter(|x| x.priority <= t).map(|x| x.handle).collect();
-            if !hs.is_empty() {
-                c.evict(&hs);
-            }
-            before.saturating_sub(c.account().bytes())
-        };
-        need = need.saturating_sub(freed);
-        need_kind[k as usize] = need_kind[k as usize].saturating_sub(freed);
     }
 }
 
-/// The threshold per kind of a sampling pass ([`f64::NEG_INFINITY`]: evict none of that
-/// kind): `rows` are the sampled entries (priority with its kind's bonus, bytes, kind) in
-/// priority order, each standing for `rate` like it; they are taken, lowest first, while the
-/// total or their kind still needs freeing, and a kind's threshold is the last one taken.
-fn thresholds(rows: impl Iterator<Item = (f64, usize, usize)>, rate: u64, mut need: usize, mut need_kind: [usize; KINDS]) -> [f64; KINDS] {
+/// An evictable entry in a pass: its priority with its kind's bonus, the bytes it stands for,
+/// its cache (index in the pass's list) and kind, whether it is a sample, its handle.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    priority: f64,
+    frees: usize,
+    cache: u32,
+    kind: u8,
+    sampled: bool,
+    handle: u64,
+}
+
+/// Takes `rows` (in priority order), lowest first, while the total or their kind still needs
+/// freeing: the handles to evict per cache (rows not sampled), and per kind the priority of the
+/// last sampled row taken ([`f64::NEG_INFINITY`]: none).
+fn choose(rows: &[Row], caches: usize, mut need: usize, mut need_kind: [usize; KINDS]) -> (Vec<Vec<u64>>, [f64; KINDS]) {
+    let mut chosen: Vec<Vec<u64>> = vec![Vec::new(); caches];
     let mut threshold = [f64::NEG_INFINITY; KINDS];
-    for (p, bytes, k) in rows {
+    for r in rows {
         if need == 0 && need_kind.iter().all(|&n| n == 0) {
             break;
         }
+        let k = r.kind as usize;
         if need == 0 && need_kind[k] == 0 {
             continue;
         }
-        threshold[k] = p;
-        let frees = bytes.saturating_mul(rate as usize);
-        need = need.saturating_sub(frees);
-        need_kind[k] = need_kind[k].saturating_sub(frees);
+        if r.sampled {
+            threshold[k] = r.priority;
+        } else {
+            chosen[r.cache as usize].push(r.handle);
+        }
+        need = need.saturating_sub(r.frees);
+        need_kind[k] = need_kind[k].saturating_sub(r.frees);
     }
-    threshold
+    (chosen, threshold)
 }
 
 /// One kind's figures in [`stats`].
@@ -775,29 +755,30 @@ mod tests {
     }
 
     /// Of a token set and a whole mask used alike (same stamp, same cost per byte), a pass
-    /// that can free what it needs from whole masks evicts no token set; the thresholds take
-    /// the sampled entries as standing for `rate` each.
+    /// that can free what it needs from whole masks evicts no token set; a sampled mask stands
+    /// for the rate's worth of masks, and token sets are chosen one by one.
     #[test]
     fn token_sets_outlive_whole_masks_of_equal_recency() {
-        let row = |k: Kind, stamp: u64| (priority(stamp, 10_000, 16 << 10) + k.bonus(), 16 << 10, k as usize);
-        let mut rows: Vec<(f64, usize, usize)> = Vec::new();
+        let row = |k: Kind, stamp: u64, sampled: bool, handle: u64| Row { priority: priority(stamp, 10_000, 16 << 10) + k.bonus(), frees: (16 << 10) * if sampled { 4 } else { 1 }, cache: k as u32, kind: k as u8, sampled, handle };
+        let mut rows: Vec<Row> = Vec::new();
         for stamp in 0..8 {
-            rows.push(row(Kind::TokenSets, stamp));
-            rows.push(row(Kind::WholeMasks, stamp));
+            rows.push(row(Kind::TokenSets, stamp, false, stamp));
+            rows.push(row(Kind::WholeMasks, stamp, true, stamp));
         }
-        rows.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        rows.sort_unstable_by(|a, b| a.priority.total_cmp(&b.priority));
         // 8 masks of 16 KiB sampled at rate 4 stand for 512 KiB; freeing 256 KiB takes the 4 oldest.
-        let t = thresholds(rows.iter().copied(), 4, 256 << 10, [0; KINDS]);
-        assert_eq!(t[Kind::TokenSets as usize], f64::NEG_INFINITY, "no token set goes");
-        assert_eq!(t[Kind::WholeMasks as usize], row(Kind::WholeMasks, 3).0);
-        // Needing more than every mask frees reaches the token sets, oldest first.
-        let t = thresholds(rows.iter().copied(), 4, 576 << 10, [0; KINDS]);
-        assert_eq!(t[Kind::TokenSets as usize], row(Kind::TokenSets, 0).0);
+        let (chosen, t) = choose(&rows, KINDS, 256 << 10, [0; KINDS]);
+        assert!(chosen[Kind::TokenSets as usize].is_empty(), "no token set goes");
+        assert_eq!(t[Kind::WholeMasks as usize], row(Kind::WholeMasks, 3, true, 3).priority);
+        // Needing more than every mask frees takes token sets, oldest first, one by one.
+        let (chosen, t) = choose(&rows, KINDS, 544 << 10, [0; KINDS]);
+        assert_eq!(chosen[Kind::TokenSets as usize], vec![0, 1]);
+        assert_eq!(t[Kind::WholeMasks as usize], row(Kind::WholeMasks, 7, true, 7).priority);
         // A kind over its share frees its own entries only.
         let mut need_kind = [0; KINDS];
-        need_kind[Kind::TokenSets as usize] = 64 << 10;
-        let t = thresholds(rows.iter().copied(), 4, 0, need_kind);
+        need_kind[Kind::TokenSets as usize] = 20 << 10;
+        let (chosen, t) = choose(&rows, KINDS, 0, need_kind);
         assert_eq!(t[Kind::WholeMasks as usize], f64::NEG_INFINITY);
-        assert_eq!(t[Kind::TokenSets as usize], row(Kind::TokenSets, 0).0);
+        assert_eq!(chosen[Kind::TokenSets as usize], vec![0, 1]);
     }
 }
