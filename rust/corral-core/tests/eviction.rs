@@ -12,7 +12,6 @@ struct Fake {
     account: Account,
     entries: Mutex<Vec<(bool, bool)>>,
     bytes: usize,
-    pinned_every: usize,
     samples_itself: bool,
     evicted_pinned: AtomicBool,
     max_rate: AtomicU64,
@@ -20,7 +19,7 @@ struct Fake {
 
 impl Fake {
     fn new(kind: Kind, n: usize, bytes: usize, pinned_every: usize, samples_itself: bool) -> Arc<Fake> {
-        let f = Arc::new(Fake { account: Account::new(kind), entries: Mutex::new(Vec::new()), bytes, pinned_every, samples_itself, evicted_pinned: false.into(), max_rate: 0.into() });
+        let f = Arc::new(Fake { account: Account::new(kind), entries: Mutex::new(Vec::new()), bytes, samples_itself, evicted_pinned: false.into(), max_rate: 0.into() });
         let weak: Weak<dyn Cache> = Arc::downgrade(&f) as Weak<Fake>;
         memory::register(weak);
         for i in 0..n {

@@ -10,10 +10,11 @@
 //! only when there is none): it weighs the caches' evictable entries ([`Cache::victims`]: never
 //! one in use elsewhere, such as an automaton a live grammar holds) by recency (a byte clock
 //! that ticks once per 1/64 of the budget charged) plus a bonus for what they cost to build per
-//! byte ([`priority`]) and one per kind ([`Kind::bonus`]: token sets outlive whole masks), and
-//! evicts the lowest until the total is back under 13/16 of the budget. With many entries a
-//! pass sorts a sample of them, not all, and each cache evicts what lies under the sample's
-//! threshold (`evict_pass`). No fill waits on it, and no cache is ever cleared whole.
+//! byte ([`priority`]) and one per kind ([`Kind::bonus`]: a whole mask goes before any other
+//! entry used as lately), and evicts the lowest until the total is back under 13/16 of the
+//! budget. The whole masks, most of the entries, are sampled, and each whole-mask cache
+//! evicts what lies under the sample's threshold (`evict_pass`). No fill waits on it, and no
+//! cache is ever cleared whole.
 //!
 //! Data in use is *pinned*: a compiled grammar's own tables are charged when it is built
 //! ([`Account::force_charge`], never refused) and refunded when it is dropped. Pinned bytes count
@@ -27,9 +28,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Default budget: 128 MiB. Over the 9,097 JSONSchemaBench schemas with the Llama 3
-/// vocabulary a process grew 186–210 MB with it (256 MiB: 522 MB, freed pages then kept
-/// mapped), its fill p50 within 10% of unbounded caches' and p99 4–23% over
-/// (`benches/results/2026-12-06-memory.md`).
+/// vocabulary a process grew 186–226 MB with it (256 MiB: 522 MB, freed pages then kept
+/// mapped), its fill p50 / p99 from 3% / 4% to 33% / 95% over unbounded caches' in the same
+/// run, as the shared VM's load moved (`benches/results/2026-12-07-memory.md`).
 pub const DEFAULT_BUDGET: usize = 128 << 20;
 
 /// No budget.
