@@ -74,7 +74,7 @@ pub mod term_dfa {
 /// (the schema compiler's) join it through [`memory::Cache`] and [`memory::register`].
 pub mod memory {
     pub use crate::masks::compile_cache::compiled;
-    pub use crate::runtime::memory::{budget, evict_now, now, parse_budget, priority, register, set_budget, stats, Account, Cache, Kind, KindStats, Stats, Victim, DEFAULT_BUDGET, UNLIMITED};
+    pub use crate::runtime::memory::{budget, evict_now, now, parse_budget, priority, register, set_budget, stats, Account, Cache, Kind, KindStats, Sample, Stats, Victim, DEFAULT_BUDGET, UNLIMITED};
 }
 
 /// The compile-time budget: a deadline per compilation entry point.

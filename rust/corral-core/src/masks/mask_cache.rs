@@ -18,9 +18,10 @@
 //! memory allowed. Under the process's memory budget ([`crate::runtime::memory`]),
 //! with a cap of its own; when full it evicts its oldest, cheapest masks, never all of them.
 
-use crate::runtime::memory::{self, Account, Kind, Victim};
+use crate::runtime::memory::{self, Account, Kind, Sample, Victim};
 use crate::vocab::token_set::TokenSet;
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 
 /// Default cap per compiled grammar (the process's memory budget bounds them all together).
@@ -35,14 +36,27 @@ const ENTRY_BYTES: u64 = 64;
 /// what they hold.)
 const MASK_BYTES: u64 = std::mem::size_of::<TokenSet>() as u64 + 16;
 
-/// One key's entry: its mask, the bytes charged for the entry, when it was last used
-/// ([`memory::now`]) and what the fill that made it took.
+/// A mask and what its keys share: when it was last used under any of them
+/// ([`memory::now`]), what the fill that made it took, how many keys it is filed under and
+/// what they were charged together (so that an eviction pass weighs a mask without grouping
+/// its keys). Changed under the map's lock only.
+#[derive(Debug)]
+struct Held {
+    set: TokenSet,
+    stamp: AtomicU64,
+    cost_ns: u64,
+    keys: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// One key's entry: its mask, the bytes charged for the entry and when it was last used
+/// under this key (at most its mask's stamp: a pass skips the key by it without reading the
+/// mask).
 #[derive(Debug)]
 struct Entry {
-    mask: Arc<TokenSet>,
+    mask: Arc<Held>,
     bytes: u64,
     stamp: u64,
-    cost_ns: u64,
     /// The entry its mask was inserted with (the others are aliases).
     first: bool,
 }
@@ -54,14 +68,6 @@ struct Map {
     keys: FxHashMap<u128, Entry>,
     shared: FxHashMap<usize, (u64, u64)>,
 }
-
-/// A key's entry as [`MaskCache::victims`] copies it: its mask's address, stamp, bytes, its
-/// bitmask's (entries, bytes), cost and key.
-type KeyRow = (usize, u64, u64, (u64, u64), u64, u64);
-
-/// A mask's keys grouped: latest stamp, bytes, keys, its bitmask's (entries, bytes), cost and
-/// first key.
-type MaskRow = (u64, u64, u64, (u64, u64), u64, u64);
 
 /// The bitmask `m` is kept over (its own or a shared base), which other holders may share.
 fn bitmask(m: &TokenSet) -> Option<&Arc<[u32]>> {
@@ -102,7 +108,8 @@ impl MaskCache {
         match map.keys.get_mut(&key) {
             Some(e) => {
                 e.stamp = memory::now();
-                e.mask.write_to(out, self.words);
+                e.mask.stamp.store(e.stamp, Relaxed);
+                e.mask.set.write_to(out, self.words);
                 drop(map);
                 self.account.hit();
                 true
@@ -119,7 +126,8 @@ impl MaskCache {
         let now = memory::now();
         let Some(m) = map.keys.get_mut(&key).map(|e| {
             e.stamp = now;
-            (e.mask.clone(), e.cost_ns)
+            e.mask.stamp.store(now, Relaxed);
+            e.mask.clone()
         }) else {
             drop(map);
             self.account.miss();
@@ -127,15 +135,15 @@ impl MaskCache {
         };
         // (Not when that would pass the budget.)
         if self.account.bytes() as u64 + ENTRY_BYTES <= self.budget as u64 && self.account.try_charge(ENTRY_BYTES as usize) {
-            if let Some(b) = bitmask(&m.0) {
+            if let Some(b) = bitmask(&m.set) {
                 if let Some(s) = map.shared.get_mut(&(Arc::as_ptr(b) as *const u32 as usize)) {
                     s.0 += 1;
                 }
             }
-            self.file(&mut map, alias, Entry { mask: m.0.clone(), bytes: ENTRY_BYTES, stamp: now, cost_ns: m.1, first: false });
+            self.file(&mut map, alias, Entry { mask: m.clone(), bytes: ENTRY_BYTES, stamp: now, first: false });
         }
         drop(map);
-        m.0.write_to(out, self.words);
+        m.set.write_to(out, self.words);
         self.account.hit();
         true
     }
@@ -145,10 +153,9 @@ impl MaskCache {
     /// the cache evicts its oldest masks first; when it does not fit the process's budget, it
     /// is not kept.
     pub(crate) fn insert(&self, keys: &[u128], mask: TokenSet, cost_ns: u64) {
-        let m = Arc::new(mask);
         // Its bitmask is charged only when no entry here holds it yet.
-        let shared = bitmask(&m).map(|b| (Arc::as_ptr(b) as *const u32 as usize, b.len() as u64 * 4));
-        let own = m.retained_bytes() as u64 - shared.map_or(0, |s| s.1) + MASK_BYTES;
+        let shared = bitmask(&mask).map(|b| (Arc::as_ptr(b) as *const u32 as usize, b.len() as u64 * 4));
+        let own = mask.retained_bytes() as u64 - shared.map_or(0, |s| s.1) + MASK_BYTES;
         let new_bits = shared.filter(|s| !self.map.lock().unwrap_or_else(|p| p.into_inner()).shared.contains_key(&s.0)).map_or(0, |s| s.1);
         let size = own + ENTRY_BYTES;
         let all = (size + new_bits + ENTRY_BYTES * keys.len().saturating_sub(1) as u64) as usize;
@@ -160,6 +167,7 @@ impl MaskCache {
             return;
         }
         let now = memory::now();
+        let m = Arc::new(Held { set: mask, stamp: now.into(), cost_ns, keys: 0.into(), bytes: 0.into() });
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((p, _)) = shared {
             // (Another insert may have brought the bitmask meanwhile: this one's charge for it
@@ -171,14 +179,18 @@ impl MaskCache {
             s.0 += keys.len() as u64;
         }
         for (i, &key) in keys.iter().enumerate() {
-            self.file(&mut map, key, Entry { mask: m.clone(), bytes: if i == 0 { size } else { ENTRY_BYTES }, stamp: now, cost_ns, first: i == 0 });
+            self.file(&mut map, key, Entry { mask: m.clone(), bytes: if i == 0 { size } else { ENTRY_BYTES }, stamp: now, first: i == 0 });
         }
     }
 
     /// Files `e` under `key` (charged by the caller; what the entry it replaces was charged
     /// comes off).
     fn file(&self, map: &mut Map, key: u128, e: Entry) {
+        e.mask.keys.fetch_add(1, Relaxed);
+        e.mask.bytes.fetch_add(e.bytes, Relaxed);
         if let Some(old) = map.keys.insert(key, e) {
+            old.mask.keys.fetch_sub(1, Relaxed);
+            old.mask.bytes.fetch_sub(old.bytes, Relaxed);
             let bits = Self::release(map, &old);
             self.account.refund((old.bytes + bits) as usize, false);
         }
@@ -187,16 +199,32 @@ impl MaskCache {
     /// Counts off a shared bitmask's entry that went; the bitmask's charge when it was the
     /// last (to refund).
     fn release(map: &mut Map, gone: &Entry) -> u64 {
-        let Some(b) = bitmask(&gone.mask) else { return 0 };
+        Self::release_in(&mut map.shared, gone)
+    }
+
+    /// [`MaskCache::release`] on the map's table of shared bitmasks.
+    fn release_in(shared: &mut FxHashMap<usize, (u64, u64)>, gone: &Entry) -> u64 {
+        let Some(b) = bitmask(&gone.mask.set) else { return 0 };
         let p = Arc::as_ptr(b) as *const u32 as usize;
-        match map.shared.get_mut(&p) {
+        match shared.get_mut(&p) {
             Some(s) if s.0 > 1 => {
                 s.0 -= 1;
                 0
             }
-            Some(_) => map.shared.remove(&p).map_or(0, |s| s.1),
+            Some(_) => shared.remove(&p).map_or(0, |s| s.1),
             None => 0,
         }
+    }
+
+    /// A mask's eviction priority and the bytes evicting it (with all its keys) frees: its
+    /// keys' charges, and its bitmask's when they are all the entries over it. A shared
+    /// bitmask's charge is spread over the entries that point at it for the priority (what a
+    /// mask costs per byte held).
+    fn weigh(shared: &FxHashMap<usize, (u64, u64)>, m: &Held) -> (f64, u64) {
+        let (n, bits) = bitmask(&m.set).and_then(|b| shared.get(&(Arc::as_ptr(b) as *const u32 as usize))).copied().unwrap_or((1, 0));
+        let (bytes, keys) = (m.bytes.load(Relaxed), m.keys.load(Relaxed));
+        let frees = bytes + if keys >= n { bits } else { 0 };
+        (memory::priority(m.stamp.load(Relaxed), m.cost_ns, (bytes + bits * keys / n.max(1)) as usize), frees)
     }
 
     /// (hits, misses) so far.
@@ -216,30 +244,53 @@ impl memory::Cache for MaskCache {
         &self.account
     }
 
-    /// One victim per mask (with all its keys), handled by its first key's low 64 bits.
+    fn samples(&self) -> bool {
+        true
+    }
+
+    /// One victim per mask (with all its keys), handled by one of its keys' low 64 bits.
     fn victims(&self, out: &mut Vec<Victim>) {
-        // (Copied out under the lock and grouped after it: this grammar's fills wait on the
-        // lock, and grouping in a map under it held them for the whole scan.)
-        // A shared bitmask's charge is spread over the entries that point at it for the
-        // priority (what a mask costs per byte held); a victim frees it only when its keys are
-        // all the entries over it (a pass that counted shares freed less than it meant to,
-        // the total staying near the high-water mark).
-        let flat: Vec<KeyRow> = {
-            let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            let shared = |e: &Entry| bitmask(&e.mask).and_then(|b| map.shared.get(&(Arc::as_ptr(b) as *const u32 as usize))).copied().unwrap_or((1, 0));
-            map.keys.iter().map(|(&k, e)| (Arc::as_ptr(&e.mask) as usize, e.stamp, e.bytes, shared(e), e.cost_ns, k as u64)).collect()
-        };
-        let mut by_mask: FxHashMap<usize, MaskRow> = FxHashMap::default();
-        for (p, stamp, bytes, shared, cost, k) in flat {
-            let v = by_mask.entry(p).or_insert((0, 0, 0, shared, cost, k));
-            v.0 = v.0.max(stamp);
-            v.1 += bytes;
-            v.2 += 1;
+        self.sample(out, Sample::ALL);
+    }
+
+    /// The masks `s` picks by address, each once: its keys share its stamp and what they
+    /// were charged ([`Held`]), so a mask is weighed from any of its keys, without grouping
+    /// them (which copied and hashed every key, under this grammar's lock, on every pass).
+    fn sample(&self, out: &mut Vec<Victim>, s: Sample) {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen: FxHashSet<usize> = FxHashSet::default();
+        for (&k, e) in &map.keys {
+            let p = Arc::as_ptr(&e.mask) as usize;
+            if s.picks(p as u64) && seen.insert(p) {
+                let (priority, frees) = Self::weigh(&map.shared, &e.mask);
+                out.push(Victim { priority, bytes: frees as usize, handle: k as u64 });
+            }
         }
-        out.extend(by_mask.into_values().map(|(stamp, bytes, keys, (n, bits), cost, h)| {
-            let frees = bytes + if keys >= n { bits } else { 0 };
-            Victim { priority: memory::priority(stamp, cost, (bytes + bits * keys / n.max(1)) as usize), bytes: frees as usize, handle: h }
-        }));
+    }
+
+    /// Evicts every mask (with all its keys) of priority at most `threshold`, in one walk of
+    /// the keys under the lock.
+    fn evict_below(&self, threshold: f64) -> usize {
+        let mut gone: Vec<Entry> = Vec::new();
+        {
+            let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            // (Chosen first, removed after: removing a key changes its mask's weight.)
+            // (A priority is at least its stamp, and a mask's stamp at least its keys'.)
+            let doomed: Vec<u128> = map.keys.iter().filter(|(_, e)| e.stamp as f64 <= threshold && Self::weigh(&map.shared, &e.mask).0 <= threshold).map(|(&k, _)| k).collect();
+            let Map { keys, shared } = &mut *map;
+            for k in doomed {
+                if let Some(mut e) = keys.remove(&k) {
+                    e.bytes += Self::release_in(shared, &e);
+                    gone.push(e);
+                }
+            }
+        }
+        let mut freed = 0;
+        for e in &gone {
+            self.account.refund(e.bytes as usize, e.first);
+            freed += e.bytes as usize;
+        }
+        freed
     }
 
     fn evict(&self, handles: &[u64]) {
@@ -247,7 +298,7 @@ impl memory::Cache for MaskCache {
         let mut gone: Vec<Entry> = Vec::new();
         {
             let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            let masks: FxHashSet<*const TokenSet> = map.keys.iter().filter(|(&k, _)| set.contains(&(k as u64))).map(|(_, e)| Arc::as_ptr(&e.mask)).collect();
+            let masks: FxHashSet<*const Held> = map.keys.iter().filter(|(&k, _)| set.contains(&(k as u64))).map(|(_, e)| Arc::as_ptr(&e.mask)).collect();
             let keys: Vec<u128> = map.keys.iter().filter(|(_, e)| masks.contains(&Arc::as_ptr(&e.mask))).map(|(&k, _)| k).collect();
             gone.extend(keys.iter().filter_map(|k| map.keys.remove(k)));
             for e in &mut gone {
@@ -360,5 +411,50 @@ mod tests {
         assert!(cache.get(3, &mut out) && cache.get(4, &mut out), "the costly one stayed");
         assert!(cache.get(7, &mut out));
         assert_eq!(cache.memory_bytes() as u64, 2 * one + 2 * ENTRY_BYTES);
+    }
+
+    /// A sampling pass weighs a mask from any of its keys: a mask used lately under an alias
+    /// outlives one used under no key since, whatever key the sample found it by; evicting
+    /// below a threshold takes every key of the old masks and refunds all they were charged.
+    #[test]
+    fn evict_below_takes_old_masks_with_all_their_keys() {
+        let words = 4;
+        let cache = MaskCache::new(1 << 20, words);
+        let n = 200u128;
+        for m in 0..n {
+            cache.insert(&[2 * m], TokenSet::Ids(vec![m as u32 % 128].into_boxed_slice()), 1_000);
+        }
+        let mut out = vec![0u32; words];
+        // Every mask gets an alias (a finer key), and the later half is used under it later.
+        for m in 0..n {
+            assert!(cache.get_as(2 * m, 2 * m + 1, &mut out));
+        }
+        let all = cache.memory_bytes();
+        let mut v = Vec::new();
+        memory::Cache::victims(&*cache, &mut v);
+        assert_eq!(v.len(), n as usize, "one victim per mask, not per key");
+        assert_eq!(v.iter().map(|x| x.bytes).sum::<usize>(), all);
+        // (The newest of them: another test charging meanwhile may have ticked the clock.)
+        let old = v.iter().map(|x| x.priority).fold(f64::MIN, f64::max);
+        let later = memory::now() + 1000;
+        {
+            let map = cache.map.lock().unwrap();
+            for m in n / 2..n {
+                map.keys[&(2 * m + 1)].mask.stamp.store(later, Relaxed);
+            }
+        }
+        let freed = memory::Cache::evict_below(&*cache, old + 0.5);
+        assert_eq!(freed, all - cache.memory_bytes());
+        v.clear();
+        memory::Cache::sample(&*cache, &mut v, Sample { rate: 4, salt: 9 });
+        assert!(!v.is_empty() && v.len() < (n / 2) as usize, "a sample of the masks left: {}", v.len());
+        assert!(v.iter().all(|x| x.priority > old + 0.5));
+        for m in 0..n {
+            let kept = m >= n / 2;
+            assert_eq!(cache.get(2 * m, &mut out), kept, "mask {m}, first key");
+            assert_eq!(cache.get(2 * m + 1, &mut out), kept, "mask {m}, alias");
+        }
+        memory::Cache::shrink_to(&*cache, 0);
+        assert_eq!(cache.memory_bytes(), 0);
     }
 }

@@ -7,13 +7,14 @@
 //! ([`Account::try_charge`]): the charge fails, and the cache keeps the entry only for the
 //! caller, when the caches together would pass the budget. Past 15/16 of the budget an
 //! eviction pass runs on the eviction thread (an ordinary thread asleep until then; inline
-//! only when there is none): it asks every cache for its evictable entries ([`Cache::victims`]: never
-//! one in use elsewhere, such as an automaton a live grammar holds), sorts them by recency (a
-//! byte clock that ticks once per 1/64 of the budget charged) plus a bonus for what they cost to
-//! build per byte ([`priority`]), and evicts the lowest until the total is back under 13/16 of the budget
-//! (a pass scans every cache's entries: freeing 1/8 of the budget per pass instead of 1/16
-//! halves the passes). No
-//! fill waits on it, and no cache is ever cleared whole.
+//! only when there is none): it weighs the caches' evictable entries ([`Cache::victims`]: never
+//! one in use elsewhere, such as an automaton a live grammar holds) by recency (a byte clock
+//! that ticks once per 1/64 of the budget charged) plus a bonus for what they cost to build per
+//! byte ([`priority`]) and one per kind ([`Kind::bonus`]: a whole mask goes before any other
+//! entry used as lately), and evicts the lowest until the total is back under 13/16 of the
+//! budget. The whole masks, most of the entries, are sampled, and each whole-mask cache
+//! evicts what lies under the sample's threshold (`evict_pass`). No fill waits on it, and no
+//! cache is ever cleared whole.
 //!
 //! Data in use is *pinned*: a compiled grammar's own tables are charged when it is built
 //! ([`Account::force_charge`], never refused) and refunded when it is dropped. Pinned bytes count
@@ -27,9 +28,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Default budget: 128 MiB. Over the 9,097 JSONSchemaBench schemas with the Llama 3
-/// vocabulary a process grew 186–210 MB with it (256 MiB: 522 MB, freed pages then kept
-/// mapped), its fill p50 within 10% of unbounded caches' and p99 4–23% over
-/// (`benches/results/2026-12-06-memory.md`).
+/// vocabulary a process grew 186–226 MB with it (256 MiB: 522 MB, freed pages then kept
+/// mapped), its fill p50 / p99 from 3% / 4% to 33% / 95% over unbounded caches' in the same
+/// run, as the shared VM's load moved (`benches/results/2026-12-07-memory.md`).
 pub const DEFAULT_BUDGET: usize = 128 << 20;
 
 /// No budget.
@@ -72,6 +73,18 @@ impl Kind {
             _ if budget == UNLIMITED => UNLIMITED,
             Kind::WholeMasks => budget / 2,
             _ => budget,
+        }
+    }
+
+    /// Ticks added to its entries' priority in an eviction pass: whole masks −8 (an eighth of
+    /// the budget charged), so that of a whole mask and any other entry used alike the mask
+    /// goes first (it is re-derived from cached token sets in microseconds). Token sets are
+    /// not favoured over the terminal ids and automata they are keyed by and built from: a
+    /// terminal id evicted comes back as a new id, and its token sets are rebuilt.
+    pub fn bonus(self) -> f64 {
+        match self {
+            Kind::WholeMasks => -8.0,
+            _ => 0.0,
         }
     }
 
@@ -214,6 +227,35 @@ pub fn priority(stamp: u64, cost_ns: u64, bytes: usize) -> f64 {
     stamp as f64 + (1.0 + cost_ns as f64 / bytes.max(1) as f64).log2().min(8.0)
 }
 
+/// Which entries a sampling eviction pass looks at: those whose handle hashes to 0 modulo
+/// `rate` (salted per pass, so that each pass sees other entries).
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// About one entry in `rate` (1: all).
+    pub rate: u64,
+    /// Mixed into the hash.
+    pub salt: u64,
+}
+
+impl Sample {
+    /// Every entry.
+    pub const ALL: Sample = Sample { rate: 1, salt: 0 };
+
+    /// Whether the entry with this handle (or any stable id of it) is in the sample.
+    #[inline]
+    pub fn picks(self, id: u64) -> bool {
+        if self.rate <= 1 {
+            return true;
+        }
+        // (splitmix64's finalizer: the handles are often pointers or small counters.)
+        let mut z = id ^ self.salt;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^= z >> 31;
+        z % self.rate == 0
+    }
+}
+
 /// A cache under the budget.
 pub trait Cache: Send + Sync {
     /// Its account.
@@ -226,6 +268,38 @@ pub trait Cache: Send + Sync {
     /// Bytes its entries hold that are in use elsewhere (reported, never evicted).
     fn pinned(&self) -> usize {
         0
+    }
+    /// Whether [`Cache::sample`] and [`Cache::evict_below`] are its own, cheaper than
+    /// [`Cache::victims`] (else a sampling pass calls `victims` once and evicts from its list).
+    fn samples(&self) -> bool {
+        false
+    }
+    /// Adds the evictable entries `s` picks ([`Cache::victims`] filtered; a cache with many
+    /// entries overrides it to copy only those).
+    fn sample(&self, out: &mut Vec<Victim>, s: Sample) {
+        let from = out.len();
+        self.victims(out);
+        if s.rate > 1 {
+            let mut i = from;
+            for j in from..out.len() {
+                if s.picks(out[j].handle) {
+                    out[i] = out[j];
+                    i += 1;
+                }
+            }
+            out.truncate(i);
+        }
+    }
+    /// Evicts its evictable entries of priority at most `threshold`; returns the bytes freed.
+    fn evict_below(&self, threshold: f64) -> usize {
+        let mut v = Vec::new();
+        self.victims(&mut v);
+        let before = self.account().bytes();
+        let hs: Vec<u64> = v.iter().filter(|x| x.priority <= threshold).map(|x| x.handle).collect();
+        if !hs.is_empty() {
+            self.evict(&hs);
+        }
+        before.saturating_sub(self.account().bytes())
     }
     /// Evicts its entries, lowest priority first, until it holds at most `target` bytes (or
     /// nothing evictable is left).
@@ -455,7 +529,24 @@ fn live_caches() -> Vec<Arc<dyn Cache>> {
     r.iter().filter_map(|w| w.upgrade()).collect()
 }
 
-/// Evicts, lowest priority first, until the caches are back under 13/16 of the budget.
+/// A cache that samples itself ([`Cache::samples`]: the whole-mask caches) gives an eviction
+/// pass one evictable entry in this many.
+const SAMPLE_RATE: u64 = 16;
+
+/// Fewer sampled entries than this and a pass takes every entry of the sampling caches.
+const MIN_SAMPLES: usize = 256;
+
+/// Evicts, lowest priority first ([`priority`] plus [`Kind::bonus`]), until the caches are
+/// back under 13/16 of the budget.
+///
+/// The caches that sample themselves (the whole-mask caches, most of the entries) give about
+/// one entry in [`SAMPLE_RATE`], each standing for that many like it; the others give every
+/// evictable entry. The rows are sorted and taken, lowest first, until what they free (a
+/// sampled row [`SAMPLE_RATE`] times its bytes) covers what is needed: an entry of a cache that
+/// does not sample goes when its row is taken; a sampling cache evicts its entries at or
+/// under the last of its kind's rows taken ([`Cache::evict_below`]). Copying, grouping and
+/// sorting every whole mask's keys took most of the pass before; token sets, few and large,
+/// are chosen exactly (chosen by a sampled threshold they were rebuilt 20% more often).
 fn evict_pass() {
     static PASS: Mutex<()> = Mutex::new(());
     let _one = PASS.lock().unwrap_or_else(|p| p.into_inner());
@@ -466,43 +557,86 @@ fn evict_pass() {
     }
     // What to free: down to 13/16 of the budget, and each kind down to 13/16 of its share.
     let over = |have: usize, limit: usize| have.saturating_sub(low_water(limit));
-    let mut need = over(g.total.load(Relaxed), budget);
-    let mut need_kind: [usize; KINDS] = Kind::ALL.map(|k| if k.share(budget) < budget { over(g.kinds[k as usize].bytes.load(Relaxed), k.share(budget)) } else { 0 });
+    let need = over(g.total.load(Relaxed), budget);
+    let need_kind: [usize; KINDS] = Kind::ALL.map(|k| if k.share(budget) < budget { over(g.kinds[k as usize].bytes.load(Relaxed), k.share(budget)) } else { 0 });
     if need == 0 && need_kind.iter().all(|&n| n == 0) {
         return;
     }
-    g.passes.fetch_add(1, Relaxed);
+    let pass = g.passes.fetch_add(1, Relaxed);
     let caches = live_caches();
-    let mut all: Vec<(f64, usize, u32, u64)> = Vec::new();
+    let mut all: Vec<Row> = Vec::new();
     let mut buf = Vec::new();
-    for (i, c) in caches.iter().enumerate() {
-        let k = c.account().kind as usize;
-        if need == 0 && need_kind[k] == 0 {
-            continue;
+    let mut gather = |all: &mut Vec<Row>, samplers: bool, s: Sample| {
+        for (i, c) in caches.iter().enumerate() {
+            let k = c.account().kind;
+            if (need == 0 && need_kind[k as usize] == 0) || c.samples() != samplers {
+                continue;
+            }
+            buf.clear();
+            if samplers {
+                c.sample(&mut buf, s);
+            } else {
+                c.victims(&mut buf);
+            }
+            all.extend(buf.iter().map(|v| Row { priority: v.priority + k.bonus(), frees: v.bytes.saturating_mul(s.rate as usize), cache: i as u32, kind: k as u8, sampled: s.rate > 1, handle: v.handle }));
         }
-        buf.clear();
-        c.victims(&mut buf);
-        all.extend(buf.iter().map(|v| (v.priority, v.bytes, i as u32, v.handle)));
+    };
+    gather(&mut all, false, Sample::ALL);
+    let exact = all.len();
+    gather(&mut all, true, Sample { rate: SAMPLE_RATE, salt: pass.wrapping_mul(0x9e37_79b9_7f4a_7c15) });
+    if all.len() - exact < MIN_SAMPLES {
+        // (Few whole masks: all of them, chosen one by one.)
+        all.truncate(exact);
+        gather(&mut all, true, Sample::ALL);
     }
-    all.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-    let mut chosen: Vec<Vec<u64>> = vec![Vec::new(); caches.len()];
-    for &(_, bytes, i, h) in &all {
+    all.sort_unstable_by(|a, b| a.priority.total_cmp(&b.priority));
+    let (chosen, threshold) = choose(&all, caches.len(), need, need_kind);
+    for (i, c) in caches.iter().enumerate() {
+        if !chosen[i].is_empty() {
+            c.evict(&chosen[i]);
+        }
+        let k = c.account().kind;
+        if c.samples() && threshold[k as usize] != f64::NEG_INFINITY {
+            c.evict_below(threshold[k as usize] - k.bonus());
+        }
+    }
+}
+
+/// An evictable entry in a pass: its priority with its kind's bonus, the bytes it stands for,
+/// its cache (index in the pass's list) and kind, whether it is a sample, its handle.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    priority: f64,
+    frees: usize,
+    cache: u32,
+    kind: u8,
+    sampled: bool,
+    handle: u64,
+}
+
+/// Takes `rows` (in priority order), lowest first, while the total or their kind still needs
+/// freeing: the handles to evict per cache (rows not sampled), and per kind the priority of the
+/// last sampled row taken ([`f64::NEG_INFINITY`]: none).
+fn choose(rows: &[Row], caches: usize, mut need: usize, mut need_kind: [usize; KINDS]) -> (Vec<Vec<u64>>, [f64; KINDS]) {
+    let mut chosen: Vec<Vec<u64>> = vec![Vec::new(); caches];
+    let mut threshold = [f64::NEG_INFINITY; KINDS];
+    for r in rows {
         if need == 0 && need_kind.iter().all(|&n| n == 0) {
             break;
         }
-        let k = caches[i as usize].account().kind as usize;
+        let k = r.kind as usize;
         if need == 0 && need_kind[k] == 0 {
             continue;
         }
-        chosen[i as usize].push(h);
-        need = need.saturating_sub(bytes);
-        need_kind[k] = need_kind[k].saturating_sub(bytes);
-    }
-    for (c, hs) in caches.iter().zip(&chosen) {
-        if !hs.is_empty() {
-            c.evict(hs);
+        if r.sampled {
+            threshold[k] = r.priority;
+        } else {
+            chosen[r.cache as usize].push(r.handle);
         }
+        need = need.saturating_sub(r.frees);
+        need_kind[k] = need_kind[k].saturating_sub(r.frees);
     }
+    (chosen, threshold)
 }
 
 /// One kind's figures in [`stats`].
@@ -605,5 +739,47 @@ mod tests {
         assert!(priority(5, 1_000_000, 16 << 10) > priority(5, 1_000, 16 << 10));
         assert!(priority(4, 1_000_000_000, 1) < priority(13, 0, 1), "the bonus is at most 8 ticks");
         assert!(priority(4, 1_000_000_000, 1) > priority(11, 0, 1));
+    }
+
+    /// A sample picks about one entry in its rate, other entries under another salt, and
+    /// every entry at rate 1.
+    #[test]
+    fn samples_pick_about_one_in_their_rate() {
+        let a = Sample { rate: 16, salt: 1 };
+        let b = Sample { rate: 16, salt: 2 };
+        let ids = || (0..16_000u64).map(|i| i * 64 + 0x7f00_0000_0000);
+        let n = ids().filter(|&i| a.picks(i)).count();
+        assert!((800..1200).contains(&n), "{n} of 16,000 picked at rate 16");
+        let both = ids().filter(|&i| a.picks(i) && b.picks(i)).count();
+        assert!(both < 200, "another salt picks other entries ({both} in both)");
+        assert!(ids().all(|i| Sample::ALL.picks(i)));
+    }
+
+    /// Of a token set and a whole mask used alike (same stamp, same cost per byte), a pass
+    /// that can free what it needs from whole masks evicts no token set; a sampled mask stands
+    /// for the rate's worth of masks, and token sets are chosen one by one.
+    #[test]
+    fn token_sets_outlive_whole_masks_of_equal_recency() {
+        let row = |k: Kind, stamp: u64, sampled: bool, handle: u64| Row { priority: priority(stamp, 10_000, 16 << 10) + k.bonus(), frees: (16 << 10) * if sampled { 4 } else { 1 }, cache: k as u32, kind: k as u8, sampled, handle };
+        let mut rows: Vec<Row> = Vec::new();
+        for stamp in 0..8 {
+            rows.push(row(Kind::TokenSets, stamp, false, stamp));
+            rows.push(row(Kind::WholeMasks, stamp, true, stamp));
+        }
+        rows.sort_unstable_by(|a, b| a.priority.total_cmp(&b.priority));
+        // 8 masks of 16 KiB sampled at rate 4 stand for 512 KiB; freeing 256 KiB takes the 4 oldest.
+        let (chosen, t) = choose(&rows, KINDS, 256 << 10, [0; KINDS]);
+        assert!(chosen[Kind::TokenSets as usize].is_empty(), "no token set goes");
+        assert_eq!(t[Kind::WholeMasks as usize], row(Kind::WholeMasks, 3, true, 3).priority);
+        // Needing more than every mask frees takes token sets, oldest first, one by one.
+        let (chosen, t) = choose(&rows, KINDS, 544 << 10, [0; KINDS]);
+        assert_eq!(chosen[Kind::TokenSets as usize], vec![0, 1]);
+        assert_eq!(t[Kind::WholeMasks as usize], row(Kind::WholeMasks, 7, true, 7).priority);
+        // A kind over its share frees its own entries only.
+        let mut need_kind = [0; KINDS];
+        need_kind[Kind::TokenSets as usize] = 20 << 10;
+        let (chosen, t) = choose(&rows, KINDS, 0, need_kind);
+        assert_eq!(t[Kind::WholeMasks as usize], f64::NEG_INFINITY);
+        assert_eq!(chosen[Kind::TokenSets as usize], vec![0, 1]);
     }
 }
