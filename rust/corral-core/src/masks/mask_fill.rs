@@ -45,9 +45,7 @@ pub(crate) struct Filler {
     lex: Vec<(Vec<Lexeme>, Vec<(u32, u32)>)>,
     completed: Vec<(u32, u32)>,
     work: Vec<Lexeme>,
-    /// Per depth of the plain walk: the lexemes in `work`, the parser's rows (the parser may
-    /// hold fewer: see [`RowMemo::step`]), and the
-    /// [`RowMemo`] entry whose lexemes also continue there ([`NO_TAIL`]: none).
+    /// Per depth of the plain walk: its position ([`Frame`]).
     frames: Vec<Frame>,
     /// Longest token in bytes (the trie's depth): states equal up to it share cache entries.
     depth: usize,
@@ -81,13 +79,6 @@ pub(crate) struct Filler {
 
 /// Fewest nodes of a group below which [`Filler::descend`] looks for a [`Level::rest`].
 const REST_MIN_NODES: usize = 16;
-
-/// What a level below a group was built from: the group's nodes, or those of them the
-/// level above was not built from ([`Level::rest`]).
-enum Built {
-    Group,
-    Rest(Arc<[u32]>),
-}
 
 /// The sorted `a` less the sorted `b`.
 fn difference(a: &[u32], b: &[u32]) -> Vec<u32> {
@@ -606,34 +597,23 @@ impl Filler {
                 let same = group.nodes.len() >= REST_MIN_NODES
                     && from.is_some_and(|(r, _)| self.lex[lvl + 1].1 == self.lex[lvl].1 && parser.future_hash(cfg, row) == parser.future_hash(cfg, r));
                 // (`None`: the level was built from none of the group's nodes.)
-                let rest = if same { ci.rest(&level, g as u32, || difference(&group.nodes, from.unwrap().1)) } else { None };
-                let (child, built_from) = if let Some(rest) = rest {
-                    if rest.is_empty() {
+                let rest = if same { ci.rest(level, g as u32, || difference(&group.nodes, from.unwrap().1)) } else { None };
+                // The level below the group's nodes, or below its rest (indexed apart).
+                let (index, nodes): (u32, &[u32]) = match &rest {
+                    Some(r) if r.is_empty() => {
                         self.work = next;
                         parser.truncate(rows);
                         continue;
                     }
-                    let child = match level.child(g as u32 | REST, &self.lex[lvl + 1].1) {
-                        Some(c) => c,
-                        None => {
-                            let lexers = self.lexers_of(cfg, lvl + 1);
-                            let (c, cached) = ci.level_of(trie, &rest, &self.lex[lvl + 1].1, &lexers);
-                            if cached {
-                                level.insert_child(g as u32 | REST, &self.lex[lvl + 1].1, &c);
-                            }
-                            c
-                        }
-                    };
-                    (child, Built::Rest(rest))
-                } else {
-                    let child = match level.child(g as u32, &self.lex[lvl + 1].1) {
-                        Some(c) => c,
-                        None => {
-                            let lexers = self.lexers_of(cfg, lvl + 1);
-                            ci.level(trie, level, g as u32, &self.lex[lvl + 1].1, &lexers)
-                        }
-                    };
-                    (child, Built::Group)
+                    Some(r) => (g as u32 | REST, r),
+                    None => (g as u32, &group.nodes),
+                };
+                let child = match level.child(index, &self.lex[lvl + 1].1) {
+                    Some(c) => c,
+                    None => {
+                        let lexers = self.lexers_of(cfg, lvl + 1);
+                        ci.level(trie, level, index, nodes, &self.lex[lvl + 1].1, &lexers)
+                    }
                 };
                 if let Some(bits) = &child.bits {
                     for (m, b) in mask.iter_mut().zip(bits.iter()) {
@@ -651,11 +631,7 @@ impl Filler {
                 }
                 if !child.groups.is_empty() {
                     self.work = next;
-                    let roots: &[u32] = match &built_from {
-                        Built::Rest(r) => r,
-                        Built::Group => &group.nodes,
-                    };
-                    let done = self.descend(cfg, ci, trie, parser, &child, lvl + 1, Some((row, roots)), mask);
+                    let done = self.descend(cfg, ci, trie, parser, &child, lvl + 1, Some((row, nodes)), mask);
                     next = std::mem::take(&mut self.work);
                     if !done {
                         self.work = next;

@@ -111,13 +111,7 @@ impl Parser {
                 if it.origin as usize == i {
                     continue;
                 }
-                let o = self.hashes[it.origin as usize];
-                h = hash_step(h, (it.dot as u64) << 1 | 1);
-                if it.aux != 0 {
-                    h = hash_step(h, self.perm_states.hash(it.aux));
-                }
-                h = hash_step(h, o as u64);
-                h = hash_step(h, (o >> 64) as u64);
+                h = self.item_step(h, it, self.hashes[it.origin as usize]);
             }
             self.hashes.push(h);
         }
@@ -145,20 +139,24 @@ impl Parser {
                 if it.origin as usize == i || cfg.dots[it.dot as usize].next == Sym::END {
                     continue;
                 }
-                let o = self.futures[it.origin as usize];
-                let mut x = hash_step(0, (it.dot as u64) << 1 | 1);
-                if it.aux != 0 {
-                    x = hash_step(x, self.perm_states.hash(it.aux));
-                }
-                x = hash_step(x, o as u64);
-                x = hash_step(x, (o >> 64) as u64);
                 // (A sum: the same items in another order give the same hash; a row holds
                 // an item once.)
-                h = h.wrapping_add(x);
+                h = h.wrapping_add(self.item_step(0, it, self.futures[it.origin as usize]));
             }
             self.futures.push(h);
         }
         self.futures[r as usize]
+    }
+
+    /// `h` extended with item `it` (its dot, key-set state) and `o`, a hash of its origin row.
+    #[inline]
+    fn item_step(&self, mut h: u128, it: Item, o: u128) -> u128 {
+        h = hash_step(h, (it.dot as u64) << 1 | 1);
+        if it.aux != 0 {
+            h = hash_step(h, self.perm_states.hash(it.aux));
+        }
+        h = hash_step(h, o as u64);
+        hash_step(h, (o >> 64) as u64)
     }
 
     /// Terminals expected at the start of row `r`.

@@ -252,7 +252,7 @@ impl Sample {
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
         z ^= z >> 31;
-        z % self.rate == 0
+        z.is_multiple_of(self.rate)
     }
 }
 

@@ -189,7 +189,7 @@ impl Level {
         self.rest_bytes.swap(0, Relaxed)
     }
 
-    pub fn insert_child(&self, g: u32, key: &[(u32, u32)], level: &Arc<Level>) {
+    fn insert_child(&self, g: u32, key: &[(u32, u32)], level: &Arc<Level>) {
         let mut map = self.children.write().unwrap_or_else(|p| p.into_inner());
         map.entry(g).or_default().insert(key.to_vec(), Arc::downgrade(level));
     }
@@ -1318,14 +1318,15 @@ impl CiCache {
         e
     }
 
-    /// The level below `parent`'s group `g` for `key`: the parent's cached child, else a level
-    /// built from the same nodes for the same key under any other parent, else a fresh one
-    /// (cached both ways, within budget).
-    pub fn level(&self, trie: &TokTrie, parent: &Level, g: u32, key: &[(u32, u32)], lexers: &[Lexer]) -> Arc<Level> {
+    /// The level below trie nodes `nodes` (sorted) for `key`, as `parent`'s child `g` (a
+    /// group's index, or one with [`REST`] for that group's rest): the parent's cached child,
+    /// else a level built from the same nodes for the same key under any other parent, else a
+    /// fresh one (cached both ways, within budget).
+    pub fn level(&self, trie: &TokTrie, parent: &Level, g: u32, nodes: &[u32], key: &[(u32, u32)], lexers: &[Lexer]) -> Arc<Level> {
         if let Some(l) = parent.child(g, key) {
             return l;
         }
-        let (l, cached) = self.level_of(trie, &parent.groups[g as usize].nodes, key, lexers);
+        let (l, cached) = self.level_of(trie, nodes, key, lexers);
         if cached {
             parent.insert_child(g, key, &l);
         }
@@ -1334,7 +1335,7 @@ impl CiCache {
 
     /// The level below trie nodes `nodes` (sorted) for `key`: the one built before from the
     /// same nodes for the same key, else a fresh one. Also whether it is cached.
-    pub fn level_of(&self, trie: &TokTrie, nodes: &[u32], key: &[(u32, u32)], lexers: &[Lexer]) -> (Arc<Level>, bool) {
+    fn level_of(&self, trie: &TokTrie, nodes: &[u32], key: &[(u32, u32)], lexers: &[Lexer]) -> (Arc<Level>, bool) {
         let h = {
             use std::hash::{Hash, Hasher};
             let mut h = rustc_hash::FxHasher::default();
@@ -1493,8 +1494,8 @@ mod tests {
         let next = [lex(&colon, 4)];
         let key = [next[0].key(depth)];
         let cache = CiCache::new(1 << 20);
-        let l1 = cache.level(&trie, &e1.level, 0, &key, &next);
-        let l2 = cache.level(&trie, &e2.level, 0, &key, &next);
+        let l1 = cache.level(&trie, &e1.level, 0, &e1.level.groups[0].nodes, &key, &next);
+        let l2 = cache.level(&trie, &e2.level, 0, &e2.level.groups[0].nodes, &key, &next);
         assert!(Arc::ptr_eq(&l1, &l2), "same nodes, same key: one level");
         assert!(Arc::ptr_eq(&l1, &e2.level.child(0, &key).unwrap()), "and the second parent caches it too");
         let fresh = build_level(&trie, &e1.level.groups[0].nodes, &next);
@@ -1504,12 +1505,12 @@ mod tests {
         };
         assert_eq!(sorted(l1.tokens.clone()), sorted(fresh.tokens.clone()));
         assert_eq!(sorted(l1.tokens.clone()), vec![3, 4, 11, 12]);
-        let l3 = cache.level(&trie, &e3.level, 0, &key, &next);
+        let l3 = cache.level(&trie, &e3.level, 0, &e3.level.groups[0].nodes, &key, &next);
         assert!(!Arc::ptr_eq(&l1, &l3), "other nodes: another level");
         assert_eq!(sorted(l3.tokens.clone()), sorted(build_level(&trie, &e3.level.groups[0].nodes, &next).tokens));
         let other = [lex(&two, 5)];
         let other_key = [other[0].key(depth)];
-        let l4 = cache.level(&trie, &e2.level, 0, &other_key, &other);
+        let l4 = cache.level(&trie, &e2.level, 0, &e2.level.groups[0].nodes, &other_key, &other);
         assert!(!Arc::ptr_eq(&l1, &l4), "another key: another level");
         assert_eq!(sorted(l4.tokens.clone()), vec![10]);
     }
@@ -1526,7 +1527,7 @@ mod tests {
         let next = [Lexer { dfa: &colon, state: colon.start(), gid: 2 }];
         let key = [next[0].key(trie.max_depth())];
         let cache = CiCache::new(1 << 20);
-        let level = cache.level(&trie, &e.level, 0, &key, &next);
+        let level = cache.level(&trie, &e.level, 0, &e.level.groups[0].nodes, &key, &next);
         let g = level.groups.iter().position(|g| !g.nodes.is_empty()).expect("a group below \":\"") as u32;
         let before = cache.memory_bytes();
         assert_eq!(cache.rest(&level, g, Vec::new).as_deref(), Some(&[][..]), "none of the group's nodes left");
