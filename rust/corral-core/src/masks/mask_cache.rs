@@ -191,19 +191,14 @@ impl MaskCache {
         if let Some(old) = map.keys.insert(key, e) {
             old.mask.keys.fetch_sub(1, Relaxed);
             old.mask.bytes.fetch_sub(old.bytes, Relaxed);
-            let bits = Self::release(map, &old);
+            let bits = Self::release(&mut map.shared, &old);
             self.account.refund((old.bytes + bits) as usize, false);
         }
     }
 
-    /// Counts off a shared bitmask's entry that went; the bitmask's charge when it was the
-    /// last (to refund).
-    fn release(map: &mut Map, gone: &Entry) -> u64 {
-        Self::release_in(&mut map.shared, gone)
-    }
-
-    /// [`MaskCache::release`] on the map's table of shared bitmasks.
-    fn release_in(shared: &mut FxHashMap<usize, (u64, u64)>, gone: &Entry) -> u64 {
+    /// Counts off a shared bitmask's entry that went (in the map's table of them); the
+    /// bitmask's charge when it was the last (to refund).
+    fn release(shared: &mut FxHashMap<usize, (u64, u64)>, gone: &Entry) -> u64 {
         let Some(b) = bitmask(&gone.mask.set) else { return 0 };
         let p = Arc::as_ptr(b) as *const u32 as usize;
         match shared.get_mut(&p) {
@@ -280,7 +275,7 @@ impl memory::Cache for MaskCache {
             let Map { keys, shared } = &mut *map;
             for k in doomed {
                 if let Some(mut e) = keys.remove(&k) {
-                    e.bytes += Self::release_in(shared, &e);
+                    e.bytes += Self::release(shared, &e);
                     gone.push(e);
                 }
             }
@@ -303,7 +298,7 @@ impl memory::Cache for MaskCache {
             gone.extend(keys.iter().filter_map(|k| map.keys.remove(k)));
             for e in &mut gone {
                 // (The last entry over a shared bitmask refunds it too.)
-                let bits = Self::release(&mut map, e);
+                let bits = Self::release(&mut map.shared, e);
                 e.bytes += bits;
             }
         }

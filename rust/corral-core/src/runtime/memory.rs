@@ -28,9 +28,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Default budget: 128 MiB. Over the 9,097 JSONSchemaBench schemas with the Llama 3
-/// vocabulary a process grew 186–226 MB with it (256 MiB: 522 MB, freed pages then kept
-/// mapped), its fill p50 / p99 from 3% / 4% to 33% / 95% over unbounded caches' in the same
-/// run, as the shared VM's load moved (`benches/results/2026-12-07-memory.md`).
+/// vocabulary a process grew 196–210 MB with it on a quiet VM (96 MiB: 200 MB, 256 MiB:
+/// 441 MB), its fill p50 / p99 a median 14% / 32% over unbounded caches' in the same run
+/// (single runs moving by about 20 points; `benches/results/2026-12-07-memory-quiet.md`).
 pub const DEFAULT_BUDGET: usize = 128 << 20;
 
 /// No budget.
