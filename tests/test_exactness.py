@@ -805,6 +805,13 @@ TRICKY = {
     ),
     # Determinizing this needs 2^15 states; corral used to refuse it (LimitExceededError).
     "large regular rule": ('root ::= [ab]* "a" [ab]{14}', _b("a", "b", "ab", "bb", "aaaaaaaa", "abbbabba", "bbbbbbbb", "babab")),
+    # Tail recursion through a regular prefix (lowered as a repetition), with a non-regular tail.
+    "tail recursion": (
+        'root ::= u ";"\nu ::= ("-" | "*" | "--") " "? u | [a-z]+ | "(" u ")"',
+        _b("-", "*", "--", " ", "x", "(", ")", ";", "- ", "*(", "x)"),
+    ),
+    # Right recursion through a non-regular prefix: rows along a chain share mask-cache keys.
+    "right recursion chain": ('root ::= u ";"\nu ::= p u | "x"\np ::= "-" | "(" u ")"', _b("-", "--", "(", ")", "x", ";", "x)", "-(")),
     "json.gbnf-like ws": ('root ::= "{" ws "}" ws\nws ::= | " " | "\\n" [ \\t]{0,3}', _b("{", "}", " ", "\n", "\t", "\n ", "} ", "{\n")),
 }
 

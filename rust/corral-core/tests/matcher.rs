@@ -517,3 +517,61 @@ fn masks_are_exact_where_split_symbols_share_levels() {
         assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "at the end of {text}");
     }
 }
+
+#[test]
+fn tail_recursion_through_a_regular_prefix_is_one_terminal() {
+    // `u ::= op " "? u | word`: u is `(op " "?)* word`, a regular language; lowered as a
+    // repetition it merges into root's one terminal (no production for u at all).
+    let text = "root ::= u \";\"\nu ::= (\"-\" | \"*\" | \"--\") \" \"? u | [a-z]+";
+    let g = Grammar::from_ebnf(text, "root", &Limits::default()).unwrap();
+    assert_eq!(g.num_terminals(), 1, "u unrolled into root's terminal");
+    // Without the rewrite: a nonterminal for u (two productions) besides root and the start.
+    assert!(g.num_productions() <= 2, "{} productions", g.num_productions());
+    let cg = Arc::new(CompiledGrammar::new(&g, vocab(&["-", "*", "--", " ", "- ", "**", "x", "ab", ";", "*x", "x;", "-*"])));
+    for ok in ["x;", "-x;", "* - --ab;", "-- -*x;", "***************************x;"] {
+        let mut m = Matcher::new(cg.clone());
+        walk_checking_masks(&mut m, ok);
+    }
+    for bad in [";", "-;", "x-;", "* ;", "-  x;"] {
+        let mut m = Matcher::new(cg.clone());
+        assert!(!(m.accept_bytes(bad.as_bytes()) && m.is_accepting()), "{bad} accepted");
+    }
+    // A non-regular tail (parentheses) keeps its nonterminal; the prefixes still repeat.
+    let text = "root ::= u\nu ::= \"*\" \" \"? u | \"(\" u \")\" | \"x\"";
+    let g = Grammar::from_ebnf(text, "root", &Limits::default()).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, vocab(&["*", " ", "(", ")", "x", "**", "* (", "x)", "))"])));
+    for ok in ["x", "**x", "*(* *x)", "((**(x)))", "* * (x)"] {
+        let mut m = Matcher::new(cg.clone());
+        walk_checking_masks(&mut m, ok);
+    }
+    for bad in ["*", "(x", "x)", "*)x", "(*)"] {
+        let mut m = Matcher::new(cg.clone());
+        assert!(!(m.accept_bytes(bad.as_bytes()) && m.is_accepting()), "{bad} accepted");
+    }
+}
+
+#[test]
+fn right_recursive_chains_share_cached_masks() {
+    // `u ::= p u | "x"` with `p` not regular (it holds u): no repetition, a row per `p`.
+    // After each `-` the rows differ (one more u to complete) but accept the same
+    // continuations, so their future hashes, and the whole-mask cache's keys, are equal:
+    // the chain costs a few fills, not one per `-`. Masks stay exact all along; nesting
+    // (`(`, where a `)` must follow) keeps distinct keys.
+    let text = "root ::= u \";\"\nu ::= p u | \"x\"\np ::= \"-\" | \"(\" u \")\"";
+    let g = Grammar::from_ebnf(text, "root", &Limits::default()).unwrap();
+    let cg = Arc::new(CompiledGrammar::new(&g, vocab(&["-", "--", "(", ")", "x", ";", "x)", "-(", ")-", "x;"])));
+    let mut m = Matcher::new(cg.clone());
+    let chain = "-".repeat(40);
+    walk_checking_masks(&mut m, &format!("{chain}x;"));
+    let (hits, misses) = cg.mask_cache_stats();
+    assert!(misses <= 8, "{misses} fills along a chain of 40 (hits {hits})");
+    assert!(hits >= 30, "{hits} hits");
+    let mut m = Matcher::new(cg.clone());
+    walk_checking_masks(&mut m, "-(--(-x)-x)(x)--x;");
+    let mut m = Matcher::new(cg);
+    for k in 1..6 {
+        assert!(m.accept_bytes(b"("));
+        assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "after {k} (");
+    }
+    assert!(m.accept_bytes(b"x)x)x)x)x)x;") && m.is_accepting());
+}

@@ -1,9 +1,10 @@
 //! Whole-mask cache: a bounded map from the structural state of a matcher to its finished mask.
 //!
-//! The key hashes (128 bits) the lexemes in progress — terminal, DFA state and the structural
-//! hash of the parser row each started at ([`crate::parser::earley::Parser::row_hash`]) — so states
-//! that recur (they dominate JSON: every array element, every object member at one depth)
-//! cost one copy. A position whose key is new looks again by a coarser key that names what
+//! The key hashes (128 bits) the lexemes in progress — terminal, DFA state and the future
+//! hash of the parser row each started at ([`crate::parser::earley::Parser::future_hash`]:
+//! what the parse accepts from there, whatever the stack below) — so states that recur (they
+//! dominate JSON: every array element, every object member at one depth; in code, every
+//! expression at one nesting of blocks, however deep its operators nest) cost one copy. A position whose key is new looks again by a coarser key that names what
 //! its lexemes' states still accept rather than the states ([`crate::Matcher`]'s
 //! `state_key`): states alike on every token then share the mask, which is filed under the
 //! new key too. A mask whose few ids the fill listed is kept as that list (most masks

@@ -468,10 +468,11 @@ impl Matcher {
     }
 
     /// Structural key of the current position for the whole-mask cache: per lexeme in
-    /// progress its terminal, its state and the structural hash of the row it started at
-    /// ([`Parser::row_hash`]). With `by_language`, the state is replaced by what it still
-    /// accepts ([`Lexer::key`]: the language's id where it has one, else its state up to the
-    /// longest token): states of one terminal alike on every token (a string body just after
+    /// progress its terminal, its state and the future hash of the row it started at
+    /// ([`Parser::future_hash`]: what the parse accepts from there, alike in different
+    /// stacks). With `by_language`, the state is replaced by what it still accepts
+    /// ([`Lexer::key`]: the language's id where it has one, else its state up to the longest
+    /// token): states of one terminal alike on every token (a string body just after
     /// its opening quote and after a character, in an automaton that was not minimised) give
     /// equal masks, so that key lets them share the entry. The terminal stays in both because
     /// the parser goes on differently after each. (The by-state key is the one hits use: it
@@ -484,7 +485,7 @@ impl Matcher {
         self.keybuf.clear();
         for i in s.lex_start..s.lex_end {
             let l = self.lex[i as usize];
-            let rh = self.parser.row_hash(l.row);
+            let rh = self.parser.future_hash(cfg, l.row);
             let t = &cfg.terminals[l.term as usize];
             let st = if by_language { Lexer { dfa: t.dfa(), state: l.state, gid: t.gid }.key(k) } else { (l.state, 0) };
             self.keybuf.push((t.gid, st, rh));
@@ -492,7 +493,7 @@ impl Matcher {
         self.keybuf.sort_unstable();
         let mut h = hash_step(by_language as u128, accepting as u64);
         if s.boundary != NO_ROW {
-            let b = self.parser.row_hash(s.boundary);
+            let b = self.parser.future_hash(cfg, s.boundary);
             h = hash_step(hash_step(h, b as u64), (b >> 64) as u64);
         }
         for &(g, (a, b), rh) in &self.keybuf {

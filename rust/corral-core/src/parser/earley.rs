@@ -48,11 +48,25 @@ pub(crate) struct Parser {
     /// key-set state) added at that dot to the row being built ([`Parser::add`]).
     kernel_stamp: Vec<(u32, u32)>,
     stamp: u32,
-    /// Structural hashes of the first `hashes.len()` rows (see [`Parser::row_hash`]).
-    hashes: Vec<u128>,
     /// Future hashes of the first `futures.len()` rows (see [`Parser::future_hash`]).
     futures: Vec<u128>,
+    /// Per row: up to two nonterminals' [`Parser::completion_hash`]es there (`u32::MAX`: none).
+    completions: Vec<[(u32, u128); 2]>,
 }
+
+/// Deepest recursion of [`Parser::completion_hash`] (it is memoised, so a chain of right
+/// recursion recurses one level per row; this bounds a row with many waiters).
+const MAX_COMPLETION_DEPTH: u32 = 64;
+
+/// Most items of a row [`Parser::completion_hash`] reads.
+const MAX_COMPLETION_ITEMS: u32 = 64;
+
+/// Tags of the forms a waiting item's hash takes in [`Parser::future_hash`]: the last
+/// symbol, then a completion; a completion named by its origin row as a whole; the start
+/// rule completing.
+const LAST_TAG: u128 = 0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834;
+const WHOLE_TAG: u128 = 0x6a09_e667_f3bc_c908_b2fb_1366_ea95_7d3e;
+const ACCEPT_TAG: u128 = 0xbb67_ae85_84ca_a73b_3c6e_f372_fe94_f82b;
 
 const LINEAR_DEDUP: usize = 24;
 
@@ -87,48 +101,34 @@ impl Parser {
             self.items.truncate(r.items_start as usize);
             self.row_terms.truncate(r.terms_start as usize);
             self.rows.truncate(n);
-            self.hashes.truncate(n);
             self.futures.truncate(n);
+            self.completions.truncate(n);
         }
     }
 
-    /// A 128-bit hash of row `r`'s structure: its items' dots and, recursively, the structure of
-    /// their origin rows (not their positions). Equal hashes mean the parser continues the same
-    /// way from both rows, so masks can be cached by it. Memoised; computed bottom-up without
-    /// recursion.
-    ///
-    /// Only the items from earlier rows are hashed: the items a row predicts (origin the row
+    /// A 128-bit hash of what row `r` does to the parse from here on, so that masks can be
+    /// cached by it: over the items from earlier rows still waiting for a symbol (and
+    /// whether the row accepts), each with the future hash of its origin row, combined in
+    /// any order; memoised, computed bottom-up. The items a row predicts (origin the row
     /// itself) are a function of those (the closure is static, key-set states included), so
-    /// they add nothing to the key. A key set of 1,000 members predicts 1,000 items at each
-    /// member's end, which the hash read at every such position.
-    pub(crate) fn row_hash(&mut self, r: u32) -> u128 {
-        while self.hashes.len() <= r as usize {
-            let i = self.hashes.len();
-            let row = self.rows[i];
-            let mut h: u128 = hash_step(0, row.accepting as u64);
-            for k in row.items_start..row.items_end {
-                let it = self.items[k as usize];
-                if it.origin as usize == i {
-                    continue;
-                }
-                h = self.item_step(h, it, self.hashes[it.origin as usize]);
-            }
-            self.hashes.push(h);
-        }
-        self.hashes[r as usize]
-    }
-
-    /// A 128-bit hash of what row `r` does to the parse from here on: like
-    /// [`Parser::row_hash`], but over the items still waiting for a symbol only (and
-    /// whether the row accepts), combined in any order. A completed item is never read
+    /// they add nothing: a key set of 1,000 members predicts 1,000 items at each member's
+    /// end, which the hash would read at every such position. A completed item is never read
     /// again: a later row completing a nonterminal reads the items of its origin row that
     /// wait for it, and a row's own predictions are a function of its other items. So two
     /// rows with equal future hashes (in two different parser stacks) accept the same
-    /// continuations and build rows with equal future hashes from equal completions.
+    /// continuations (the same language: what a mask depends on) and build rows with equal
+    /// future hashes from equal completions.
     ///
     /// A row after `a b` read as one symbol and one after `a` `b` read as two differ only
     /// in completed items' origins (`atom ::= SYMBOL .` from the row before `b` or before
     /// `a`) when the repetition is left-recursive, as lowered: their future hashes are equal.
+    ///
+    /// An item waiting for the last symbol of its production stands for that symbol and
+    /// then what completing its left-hand side at its origin does ([`Parser::completion_hash`]),
+    /// not for the origin row as a whole. Where that completion is itself the last step of a
+    /// single item of the origin row (right recursion: C's `unary ::= "*" ws unary` after
+    /// `* * *`), it is that item's completion in turn (Leo's reduction), so the rows along
+    /// such a chain hash alike however deep it is, as their continuations are alike.
     pub(crate) fn future_hash(&mut self, cfg: &Cfg, r: u32) -> u128 {
         while self.futures.len() <= r as usize {
             let i = self.futures.len();
@@ -141,11 +141,75 @@ impl Parser {
                 }
                 // (A sum: the same items in another order give the same hash; a row holds
                 // an item once.)
-                h = h.wrapping_add(self.item_step(0, it, self.futures[it.origin as usize]));
+                let w = match Self::last_symbol(cfg, it) {
+                    Some(next) => {
+                        let c = self.completion_hash(cfg, it.origin, cfg.dots[it.dot as usize].lhs, 0);
+                        hash_step(hash_step(hash_step(LAST_TAG, next.0 as u64), c as u64), (c >> 64) as u64)
+                    }
+                    None => self.item_step(0, it, self.futures[it.origin as usize]),
+                };
+                h = h.wrapping_add(w);
             }
             self.futures.push(h);
         }
         self.futures[r as usize]
+    }
+
+    /// The symbol `it` waits for when it is the last of its production (and neither a key
+    /// set nor inside one): after it, `it` completes its left-hand side.
+    #[inline]
+    fn last_symbol(cfg: &Cfg, it: Item) -> Option<Sym> {
+        let next = cfg.dots[it.dot as usize].next;
+        (it.aux == 0 && next.as_perm().is_none() && cfg.dots[it.dot as usize + 1].next == Sym::END).then_some(next)
+    }
+
+    /// A 128-bit hash of what completing nonterminal `a` at row `o` does to the parse: the
+    /// sum over the items of row `o` waiting for `a` of what each does once advanced (for an
+    /// item from an earlier row that `a` completes: its own completion, recursively; else
+    /// the item with its origin's [`Parser::future_hash`]), plus a constant where the start
+    /// rule completes. One waiter's completion is its hash unchanged, so a chain of right
+    /// recursion hashes as its bottom. Rows before the last must have their future hashes.
+    ///
+    /// A member of a key set is also completed into the key set's items: there, the hash
+    /// names `a` and the origin row's future hash as a whole. So does a row of more than
+    /// [`MAX_COMPLETION_ITEMS`] items (a key set's predictions: not read at every member's
+    /// end). Memoised per row (two symbols); the recursion stops at [`MAX_COMPLETION_DEPTH`]
+    /// with the same whole-row form.
+    fn completion_hash(&mut self, cfg: &Cfg, o: u32, a: u32, depth: u32) -> u128 {
+        let row = self.rows[o as usize];
+        if cfg.perm_member[a as usize].is_some() || depth >= MAX_COMPLETION_DEPTH || row.items_end - row.items_start > MAX_COMPLETION_ITEMS {
+            let f = self.futures[o as usize];
+            return hash_step(hash_step(hash_step(WHOLE_TAG, a as u64), f as u64), (f >> 64) as u64);
+        }
+        if let Some(memo) = self.completions.get(o as usize) {
+            for &(sym, h) in memo {
+                if sym == a {
+                    return h;
+                }
+            }
+        }
+        let want = Sym::n(a);
+        let mut h: u128 = if o == 0 && a == cfg.start { ACCEPT_TAG } else { 0 };
+        for k in row.items_start..row.items_end {
+            let it = self.items[k as usize];
+            if cfg.dots[it.dot as usize].next != want {
+                continue;
+            }
+            let c = if it.origin != o && Self::last_symbol(cfg, it).is_some() {
+                self.completion_hash(cfg, it.origin, cfg.dots[it.dot as usize].lhs, depth + 1)
+            } else {
+                self.item_step(0, it, self.futures[it.origin as usize])
+            };
+            h = h.wrapping_add(c);
+        }
+        if self.completions.len() <= o as usize {
+            self.completions.resize(o as usize + 1, [(u32::MAX, 0); 2]);
+        }
+        let memo = &mut self.completions[o as usize];
+        if let Some(slot) = memo.iter_mut().find(|(sym, _)| *sym == u32::MAX) {
+            *slot = (a, h);
+        }
+        h
     }
 
     /// `h` extended with item `it` (its dot, key-set state) and `o`, a hash of its origin row.

@@ -27,56 +27,34 @@ pub(crate) fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg
         return Err(Error::GrammarInvalid { message: format!("the grammar has no rule named '{root}' (the start rule)"), location: None });
     };
     // Resolve references and collect the rule graph.
-    // (The rule graph in flat lists: two lists per rule were a twentieth of a schema
-    // compile's allocations.)
     let n = ast.rules.len();
-    let mut refs = crate::parser::cfg::Lists::default();
-    let mut mine: Vec<u32> = Vec::new();
-    for r in ast.rules.iter() {
-        let mut err = None;
-        mine.clear();
-        visit_refs(&r.expr, &mut |name, offset| {
-            match index.get(name) {
-                Some(&j) => mine.push(j as u32),
-                None if err.is_none() => {
-                    err = Some(Error::GrammarInvalid {
-                        message: format!("rule '{name}' is used but never defined"),
-                        location: Some(Location::at(&ast.source, offset)),
-                    })
+    let mut refs = rule_refs(ast, &index)?;
+    let (mut regular, mut order) = regular_rules(ast, &refs);
+    // Tail recursion through a regular prefix becomes a repetition (see `unroll_tail`),
+    // until no rule changes (a rule unrolled may become regular and let its users unroll).
+    let mut unrolled: Option<GrammarAst> = None;
+    loop {
+        let cur = unrolled.as_ref().unwrap_or(ast);
+        let mut changed: Vec<(usize, Expr)> = Vec::new();
+        for (i, r) in cur.rules.iter().enumerate() {
+            if !regular[i] {
+                if let Some(e) = unroll_tail(&r.expr, &r.name, &regular, &index) {
+                    changed.push((i, e));
                 }
-                None => {}
-            }
-        });
-        if let Some(e) = err {
-            return Err(e);
-        }
-        refs.push(&mine);
-    }
-    // A rule is regular iff it cannot reach a cycle: peel rules whose references are all peeled.
-    let mut regular = vec![false; n];
-    let mut order = Vec::new();
-    let mut remaining: Vec<usize> = (0..n).map(|i| refs[i].len()).collect();
-    // Who refers to each rule.
-    let rev = crate::parser::cfg::Lists::grouped(n, (0..n).flat_map(|i| refs[i].iter().map(move |&j| (j, i as u32))));
-    // A rule holding a key set is never regular (a key set is not a regular language), nor is
-    // one holding a token (it must not be merged into its users' terminals).
-    for (i, r) in ast.rules.iter().enumerate() {
-        if contains_perm_or_token(&r.expr) {
-            remaining[i] += 1;
-        }
-    }
-    let mut stack: Vec<usize> = (0..n).filter(|&i| remaining[i] == 0).collect();
-    while let Some(i) = stack.pop() {
-        regular[i] = true;
-        order.push(i);
-        for &p in &rev[i] {
-            let p = p as usize;
-            remaining[p] -= 1;
-            if remaining[p] == 0 {
-                stack.push(p);
             }
         }
+        if changed.is_empty() {
+            break;
+        }
+        let mut next = cur.clone();
+        for (i, e) in changed {
+            next.rules[i].expr = e;
+        }
+        refs = rule_refs(&next, &index)?;
+        (regular, order) = regular_rules(&next, &refs);
+        unrolled = Some(next);
     }
+    let ast = unrolled.as_ref().unwrap_or(ast);
     let mut lw = Lowerer {
         rules: &ast.rules,
         index: &index,
@@ -142,6 +120,104 @@ pub(crate) fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg
     }
     let productions = prune_unproductive(&nt_names, productions, &terminals, &mut perms, start, root)?;
     Cfg::with_perms(nt_names, productions, terminals, perms, start, n, limits)
+}
+
+/// Each rule's references, as rule indices (an error for a rule used but never defined).
+fn rule_refs(ast: &GrammarAst, index: &FxHashMap<&str, usize>) -> Result<crate::parser::cfg::Lists> {
+    // (The rule graph in flat lists: two lists per rule were a twentieth of a schema
+    // compile's allocations.)
+    let mut refs = crate::parser::cfg::Lists::default();
+    let mut mine: Vec<u32> = Vec::new();
+    for r in ast.rules.iter() {
+        let mut err = None;
+        mine.clear();
+        visit_refs(&r.expr, &mut |name, offset| match index.get(name) {
+            Some(&j) => mine.push(j as u32),
+            None if err.is_none() => {
+                err = Some(Error::GrammarInvalid {
+                    message: format!("rule '{name}' is used but never defined"),
+                    location: Some(Location::at(&ast.source, offset)),
+                })
+            }
+            None => {}
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        refs.push(&mine);
+    }
+    Ok(refs)
+}
+
+/// Which rules are regular, and those in dependency order. A rule is regular iff it cannot
+/// reach a cycle: peel rules whose references are all peeled. A rule holding a key set is
+/// never regular (a key set is not a regular language), nor is one holding a token (it must
+/// not be merged into its users' terminals).
+fn regular_rules(ast: &GrammarAst, refs: &crate::parser::cfg::Lists) -> (Vec<bool>, Vec<usize>) {
+    let n = ast.rules.len();
+    let mut regular = vec![false; n];
+    let mut order = Vec::new();
+    let mut remaining: Vec<usize> = (0..n).map(|i| refs[i].len()).collect();
+    // Who refers to each rule.
+    let rev = crate::parser::cfg::Lists::grouped(n, (0..n).flat_map(|i| refs[i].iter().map(move |&j| (j, i as u32))));
+    for (i, r) in ast.rules.iter().enumerate() {
+        if contains_perm_or_token(&r.expr) {
+            remaining[i] += 1;
+        }
+    }
+    let mut stack: Vec<usize> = (0..n).filter(|&i| remaining[i] == 0).collect();
+    while let Some(i) = stack.pop() {
+        regular[i] = true;
+        order.push(i);
+        for &p in &rev[i] {
+            let p = p as usize;
+            remaining[p] -= 1;
+            if remaining[p] == 0 {
+                stack.push(p);
+            }
+        }
+    }
+    (regular, order)
+}
+
+/// `A ::= α₁ A | … | αₖ A | β₁ | … | βₘ` with every `αᵢ` regular, as `A ::= (α₁ | … | αₖ)*
+/// (β₁ | … | βₘ)`: the same language (the least solution of the equation), or `None` when
+/// rule `name` (its expression `e`) has no such alternative or nothing else.
+///
+/// Right recursion through a regular prefix (C's `unary ::= ("-" | "*" | …) ws unary | …`,
+/// a list `items ::= item "," items | item`) otherwise pushes a parser row after each
+/// prefix: a token of 64 `*` is a chain of 64 rows, and a mask fill meets such chains below
+/// every operator character (thousands of rows). As a repetition, the prefixes are one
+/// terminal's automaton, which runs through the whole token, and the nodes where it ends
+/// share one row.
+fn unroll_tail(e: &Expr, name: &str, regular: &[bool], index: &FxHashMap<&str, usize>) -> Option<Expr> {
+    let alts: Vec<&Expr> = match e {
+        Expr::Alt(xs) => xs.iter().collect(),
+        e => vec![e],
+    };
+    let is_regular = |x: &Expr| {
+        let mut ok = !contains_perm_or_token(x);
+        visit_refs(x, &mut |r, _| ok &= index.get(r).is_some_and(|&j| regular[j]));
+        ok
+    };
+    let mut loops: Vec<Expr> = Vec::new();
+    let mut rest: Vec<Expr> = Vec::new();
+    for a in alts {
+        if let Expr::Seq(items) = a {
+            if let Some((Expr::Ref { name: last, .. }, init)) = items.split_last() {
+                if last == name && !init.is_empty() && init.iter().all(is_regular) {
+                    loops.push(if init.len() == 1 { init[0].clone() } else { Expr::Seq(init.to_vec()) });
+                    continue;
+                }
+            }
+        }
+        rest.push(a.clone());
+    }
+    if loops.is_empty() || rest.is_empty() {
+        return None;
+    }
+    let one = |mut xs: Vec<Expr>| if xs.len() == 1 { xs.pop().unwrap() } else { Expr::Alt(xs) };
+    Some(Expr::Seq(vec![Expr::Repeat { inner: Box::new(one(loops)), min: 0, max: None }, one(rest)]))
 }
 
 fn contains_perm_or_token(e: &Expr) -> bool {
