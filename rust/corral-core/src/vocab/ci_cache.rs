@@ -948,38 +948,106 @@ impl CiEntry {
             }
         }
         let allowed = union_sets(uniq.iter().map(|u| &u.0.allowed), mask_words);
-        let mut ends: Vec<(u32, u64)> = Vec::new();
-        for &(p, bits) in &uniq {
-            for g in p.level.groups.iter().filter(|g| g.ending != 0) {
-                ends.extend(g.nodes.iter().map(|&n| (n, bits)));
-            }
-        }
-        // Each group's nodes are sorted: the stable sort merges those runs (tens of thousands
-        // of nodes where an identifier ends all along the trie) instead of sorting from scratch.
-        ends.sort_by_key(|e| e.0);
-        let mut groups: Vec<EndGroup> = Vec::new();
-        let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
-        let mut last = (0u64, usize::MAX);
-        let mut i = 0;
-        while i < ends.len() {
-            let (node, mut bits) = ends[i];
-            i += 1;
-            while i < ends.len() && ends[i].0 == node {
-                bits |= ends[i].1;
-                i += 1;
-            }
-            if last.1 == usize::MAX || last.0 != bits {
-                let gi = *group_of.entry(bits).or_insert_with(|| {
-                    groups.push(EndGroup { ending: bits, nodes: Vec::new() });
-                    groups.len() - 1
-                });
-                last = (bits, gi);
-            }
-            groups[last.1].nodes.push(node);
-        }
+        let runs: Vec<(&[u32], u64)> = uniq.iter().flat_map(|&(p, bits)| p.level.groups.iter().filter(|g| g.ending != 0).map(move |g| (&g.nodes[..], bits))).collect();
+        let groups = merge_ends(&runs);
         CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, stamp: AtomicU64::new(memory::now()), ..Default::default() } }
     }
 }
+
+/// The groups of the lexeme ends `runs`: sorted node lists, each with the key bits of the
+/// lexemes ending at its nodes. A node in several runs ends all of their lexemes.
+fn merge_ends(runs: &[(&[u32], u64)]) -> Vec<EndGroup> {
+    // Each group's nodes are sorted runs. The largest run (an identifier ending all
+    // along the trie: 50-110 k nodes) is read in place and merged with the others, sorted
+    // together (a few nodes each, usually); when it is not most of the ends, all of them
+    // are sorted at once (the stable sort merges the runs).
+    let total: usize = runs.iter().map(|r| r.0.len()).sum();
+    let big = runs.iter().enumerate().max_by_key(|(_, r)| r.0.len()).map(|(i, r)| (i, r.0.len())).filter(|&(_, n)| n * 4 >= total * 3);
+    let mut ends: Vec<(u32, u64)> = Vec::new();
+    for (i, &(nodes, bits)) in runs.iter().enumerate() {
+        if big.is_none_or(|(b, _)| b != i) {
+            ends.extend(nodes.iter().map(|&n| (n, bits)));
+        }
+    }
+    ends.sort_by_key(|e| e.0);
+    let (stream, stream_bits): (&[u32], u64) = match big {
+        Some((b, _)) => runs[b],
+        None => (&[], 0),
+    };
+    debug_assert!(stream.windows(2).all(|w| w[0] <= w[1]), "a group's nodes are sorted");
+    let mut groups: Vec<EndGroup> = Vec::new();
+    let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut last = (0u64, usize::MAX);
+    let (mut i, mut k) = (0, 0);
+    while i < ends.len() || k < stream.len() {
+        // The next node of either sequence, with the bits of every end there.
+        let node = match (ends.get(i), stream.get(k)) {
+            (Some(e), Some(&s)) => e.0.min(s),
+            (Some(e), None) => e.0,
+            (None, Some(&s)) => s,
+            (None, None) => unreachable!(),
+        };
+        let mut bits = 0;
+        while i < ends.len() && ends[i].0 == node {
+            bits |= ends[i].1;
+            i += 1;
+        }
+        while k < stream.len() && stream[k] == node {
+            bits |= stream_bits;
+            k += 1;
+        }
+        if last.1 == usize::MAX || last.0 != bits {
+            let gi = *group_of.entry(bits).or_insert_with(|| {
+                groups.push(EndGroup { ending: bits, nodes: Vec::new() });
+                groups.len() - 1
+            });
+            last = (bits, gi);
+        }
+        groups[last.1].nodes.push(node);
+    }
+    groups
+}
+
+/// The union of `parts`, levels below the same nodes for one lexeme each (or for lexemes
+/// sharing a key), each with the key bits of its lexemes: the level for all of them, as
+/// one walk with them together would build it.
+fn union_levels(parts: &[(Arc<Level>, u64)]) -> Level {
+    let mut tokens: Vec<u32> = Vec::new();
+    let mut words = 0;
+    for (l, _) in parts {
+        tokens.extend_from_slice(&l.tokens);
+        words = words.max(l.bits.as_ref().map_or(0, |b| b.len()));
+    }
+    words = words.max(tokens.iter().max().map_or(0, |&m| m as usize / 32 + 1));
+    let bits = (words > 0 && (parts.iter().any(|(l, _)| l.bits.is_some()) || (tokens.len() >= MIN_LEVEL_BITS && tokens.len() > words))).then(|| {
+        let mut b = vec![0u32; words].into_boxed_slice();
+        for (l, _) in parts {
+            if let Some(lb) = &l.bits {
+                for (x, y) in b.iter_mut().zip(lb.iter()) {
+                    *x |= *y;
+                }
+            }
+        }
+        crate::vocab::token_set::set_ids(&mut b, &tokens);
+        b
+    });
+    if bits.is_some() {
+        tokens = Vec::new();
+    } else {
+        tokens.sort_unstable();
+        tokens.dedup();
+    }
+    let runs: Vec<(&[u32], u64)> = parts.iter().flat_map(|(l, bits)| l.groups.iter().filter(|g| g.ending != 0).map(move |g| (&g.nodes[..], *bits))).collect();
+    Level { tokens, bits, groups: merge_ends(&runs), stamp: AtomicU64::new(memory::now()), ..Default::default() }
+}
+
+/// Fewest lexemes for which a large level is built as the union of each one's level
+/// ([`CiCache::level`]).
+const UNION_MIN_LEXEMES: usize = 4;
+
+/// Fewest trie nodes below a level's starts (summed over them) for which it is built as a
+/// union ([`CiCache::level`]).
+const UNION_MIN_NODES: usize = 16_384;
 
 /// The union of `sets`. Usually a key position: a few small sets (the declared names), as
 /// their ids, and at most one large one ("any other key"), as its bitmask shared and the
@@ -1022,7 +1090,7 @@ const MIN_LEVEL_BITS: usize = 1024;
 /// Builds the level below trie nodes `nodes` (sorted: a group's) for `lexers`.
 pub(crate) fn build_level(trie: &TokTrie, nodes: &[u32], lexers: &[Lexer]) -> Level {
     let first = first_bytes(lexers);
-    let roots: Vec<u32> = nodes.iter().copied().filter(|&n| trie.child_bytes(n as usize).intersects(&first)).collect();
+    let roots = trie.with_child_in(nodes, &first);
     let mut tokens: Vec<u32> = Vec::new();
     let mut end = 0;
     let nested = roots.iter().any(|&r| {
@@ -1336,10 +1404,27 @@ impl CiCache {
     /// The level below trie nodes `nodes` (sorted) for `key`: the one built before from the
     /// same nodes for the same key, else a fresh one. Also whether it is cached.
     fn level_of(&self, trie: &TokTrie, nodes: &[u32], key: &[(u32, u32)], lexers: &[Lexer]) -> (Arc<Level>, bool) {
-        let h = {
+        let nh = {
             use std::hash::{Hash, Hasher};
             let mut h = rustc_hash::FxHasher::default();
             nodes.hash(&mut h);
+            h.finish()
+        };
+        self.level_hashed(trie, nodes, nh, key, lexers)
+    }
+
+    /// [`CiCache::level_of`] with the hash of `nodes` given.
+    ///
+    /// Many lexemes below many nodes (a statement's first terminals after the spaces that
+    /// may start a token: 18 lexemes, 100 k nodes in C with Llama 3, 2.4 ms) take the union
+    /// of each one's level ([`union_levels`]), cached on its own: another context's set of
+    /// first terminals (the same statements, with `}` or `else` allowed or not) then costs
+    /// the levels of the lexemes it adds and a merge, not one more walk of them all.
+    fn level_hashed(&self, trie: &TokTrie, nodes: &[u32], nh: u64, key: &[(u32, u32)], lexers: &[Lexer]) -> (Arc<Level>, bool) {
+        let h = {
+            use std::hash::{Hash, Hasher};
+            let mut h = rustc_hash::FxHasher::default();
+            nh.hash(&mut h);
             key.hash(&mut h);
             h.finish()
         };
@@ -1352,7 +1437,23 @@ impl CiCache {
         }
         self.account.miss();
         let t0 = std::time::Instant::now();
-        let l = Arc::new(build_level(trie, nodes, lexers));
+        let large = lexers.len() >= UNION_MIN_LEXEMES && {
+            let first = first_bytes(lexers);
+            trie.with_child_in(nodes, &first).iter().map(|&r| trie.nodes[r as usize].subtree_len as usize).sum::<usize>() >= UNION_MIN_NODES
+        };
+        let l = Arc::new(if large {
+            // (Keys are sorted: lexemes with equal keys are adjacent and share a level.)
+            let mut parts: Vec<(Arc<Level>, u64)> = Vec::new();
+            for (j, (k, lx)) in key.iter().zip(lexers).enumerate() {
+                match parts.last_mut() {
+                    Some(last) if key[j - 1] == *k => last.1 |= 1 << j,
+                    _ => parts.push((self.level_hashed(trie, nodes, nh, std::slice::from_ref(k), std::slice::from_ref(lx)).0, 1 << j)),
+                }
+            }
+            union_levels(&parts)
+        } else {
+            build_level(trie, nodes, lexers)
+        });
         // The level, its key in both maps, the copy of the nodes it is found by, the links.
         let size = l.memory_bytes() + 2 * key.len() * 8 + nodes.len() * 4 + 128;
         if self.charge(size) {
@@ -1470,6 +1571,66 @@ mod tests {
     fn dfa(pattern: &str) -> Dfa {
         let limits = crate::Limits::default();
         Dfa::from_rx(&crate::frontend::regex::parse_regex(pattern, &limits).unwrap(), &limits).unwrap()
+    }
+
+    /// A level of many lexemes below many nodes is the union of each lexeme's level (each
+    /// cached on its own), and equals the level one walk of them together builds: the same
+    /// tokens, the same nodes ending the same lexemes. (Below nested starts, one walk may put
+    /// a node in two groups, the lexemes ending there from each start; the union puts it in
+    /// one, ending all of them: a row completing both is the union of the two rows.)
+    #[test]
+    fn large_levels_are_the_union_of_each_lexemes_level() {
+        let mut toks: Vec<Vec<u8>> = Vec::new();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..40_000 {
+            let mut t = Vec::new();
+            for _ in 0..1 + (x % 8) as usize {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                t.push(b"abcdef abcdef;=(ab"[(x % 18) as usize]);
+            }
+            toks.push(t);
+        }
+        let trie = TokTrie::build(toks.iter().enumerate().map(|(i, b)| (i as u32, &b[..]))).with_below_sets();
+        // Where an identifier ends: every node on a letter.
+        let nodes: Vec<u32> = (0..trie.nodes.len() as u32).filter(|&n| trie.nodes[n as usize].byte.is_ascii_lowercase()).collect();
+        // Two lexemes share a key (the same automaton and state): one level for both.
+        let dfas = [dfa(" ?[a-z]+ ?;"), dfa(" ?="), dfa(";"), dfa(r" ?\(a*"), dfa(" ?[a-z]+ ?;"), dfa("[a-f]*;")];
+        let depth = trie.max_depth();
+        let mut lexers: Vec<Lexer> = dfas.iter().enumerate().map(|(i, d)| Lexer { dfa: d, state: d.start(), gid: if i == 4 { 0 } else { i as u32 } }).collect();
+        lexers.sort_by_key(|l| l.key(depth));
+        let key: Vec<(u32, u32)> = lexers.iter().map(|l| l.key(depth)).collect();
+        let first = first_bytes(&lexers);
+        let below: usize = trie.with_child_in(&nodes, &first).iter().map(|&r| trie.nodes[r as usize].subtree_len as usize).sum();
+        assert!(lexers.len() >= UNION_MIN_LEXEMES && below >= UNION_MIN_NODES, "{below} nodes below");
+        let cache = CiCache::new(1 << 30);
+        let (union, cached) = cache.level_of(&trie, &nodes, &key, &lexers);
+        assert!(cached);
+        let held = cache.levels.read().unwrap().values().map(|v| v.len()).sum::<usize>();
+        assert_eq!(held, 6, "the union and each distinct lexeme's level");
+        let joint = build_level(&trie, &nodes, &lexers);
+        let ids = |l: &Level| {
+            let mut v = l.tokens.clone();
+            if let Some(b) = &l.bits {
+                v.extend((0..b.len() as u32 * 32).filter(|&i| b[i as usize / 32] >> (i % 32) & 1 == 1));
+            }
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let ends = |l: &Level| {
+            let mut v: std::collections::BTreeMap<u32, u64> = Default::default();
+            for g in &l.groups {
+                for &n in &g.nodes {
+                    *v.entry(n).or_default() |= g.ending;
+                }
+            }
+            v
+        };
+        assert!(ids(&joint).len() > 1000 && joint.groups.len() > 2, "a large level: {} ids, {} groups", ids(&joint).len(), joint.groups.len());
+        assert_eq!(ids(&union), ids(&joint));
+        assert_eq!(ends(&union), ends(&joint));
     }
 
     /// A level is built once per (parent nodes, key): a second parent whose group ends at the

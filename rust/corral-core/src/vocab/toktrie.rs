@@ -41,6 +41,10 @@ pub struct TokTrie {
     children: Vec<u32>,
     /// The distinct byte sets of `below` and `children` (index 0: the empty set of a leaf).
     byte_sets: Vec<ByteSet>,
+    /// The nodes with a child edge on byte `b`, sorted, are
+    /// `parents[parent_starts[b]..parent_starts[b + 1]]` ([`TokTrie::with_child_in`]).
+    parents: Vec<u32>,
+    parent_starts: Vec<u32>,
     /// The plain-text slice (`TokTrie::plain_slice`, [`crate::vocab::slice`]), built on first use.
     slice: MemoSlot,
 }
@@ -119,7 +123,21 @@ impl TokTrie {
             first_byte_nodes[n.byte as usize] = n.subtree_len;
             first_byte_node[n.byte as usize] = i as u32;
         }
-        TokTrie { nodes, token_ids, tok_starts, max_depth, reach, first_byte_nodes, first_byte_node, below: Vec::new(), children: Vec::new(), byte_sets: Vec::new(), slice: Default::default() }
+        TokTrie {
+            nodes,
+            token_ids,
+            tok_starts,
+            max_depth,
+            reach,
+            first_byte_nodes,
+            first_byte_node,
+            below: Vec::new(),
+            children: Vec::new(),
+            byte_sets: Vec::new(),
+            parents: Vec::new(),
+            parent_starts: Vec::new(),
+            slice: Default::default(),
+        }
     }
 
     /// Computes each node's [`TokTrie::below_bytes`] and [`TokTrie::child_bytes`] (the
@@ -129,6 +147,7 @@ impl TokTrie {
         let mut sets = ByteSetTable::default();
         let mut below = vec![0u32; n];
         let mut children = vec![0u32; n];
+        let mut by_byte: Vec<Vec<u32>> = vec![Vec::new(); 256];
         // Children come after their parent: from the end, every child's set is known.
         for i in (0..n).rev() {
             let end = i + self.nodes[i].subtree_len as usize;
@@ -138,6 +157,7 @@ impl TokTrie {
             while c < end {
                 set.union_with(&sets.distinct_or_empty(below[c]));
                 direct.insert(self.nodes[c].byte);
+                by_byte[self.nodes[c].byte as usize].push(i as u32);
                 c += self.nodes[c].subtree_len as usize;
             }
             set.union_with(&direct);
@@ -147,6 +167,14 @@ impl TokTrie {
         self.below = below;
         self.children = children;
         self.byte_sets = sets.distinct;
+        // (Pushed from the last node back: each list is in decreasing order.)
+        self.parent_starts = Vec::with_capacity(257);
+        self.parents = Vec::with_capacity(n);
+        for list in by_byte {
+            self.parent_starts.push(self.parents.len() as u32);
+            self.parents.extend(list.into_iter().rev());
+        }
+        self.parent_starts.push(self.parents.len() as u32);
         self
     }
 
@@ -163,6 +191,46 @@ impl TokTrie {
         while c < end {
             out.insert(self.nodes[c].byte);
             c += self.nodes[c].subtree_len as usize;
+        }
+        out
+    }
+
+    /// The nodes of `nodes` (sorted) with a child edge on a byte of `bytes`, in order: where a
+    /// walk of lexemes whose first bytes are `bytes` can go on below a lexeme end.
+    ///
+    /// A group where an identifier ends (tens of thousands of nodes: every node of every
+    /// identifier-like token) has a handful of nodes where an operator or a space follows;
+    /// reading each node's children costs 100-300 µs there. With the sets of
+    /// [`TokTrie::with_below_sets`], the nodes with such a child (a few thousand for a
+    /// dozen punctuation bytes with Llama 3) are looked up in `nodes` instead, by galloping.
+    pub fn with_child_in(&self, nodes: &[u32], bytes: &ByteSet) -> Vec<u32> {
+        let lists = || bytes.iter().map(|b| &self.parents[self.parent_starts[b as usize] as usize..self.parent_starts[b as usize + 1] as usize]);
+        if self.parent_starts.is_empty() || lists().map(|l| l.len()).sum::<usize>() * INDEX_SPEEDUP > nodes.len() {
+            return nodes.iter().copied().filter(|&n| self.child_bytes(n as usize).intersects(bytes)).collect();
+        }
+        let mut out = Vec::new();
+        for list in lists() {
+            let mut j = 0;
+            for &p in list {
+                // Gallop to the first of `nodes[j..]` at least `p`.
+                let mut step = 1;
+                while j + step < nodes.len() && nodes[j + step] < p {
+                    j += step;
+                    step *= 2;
+                }
+                let hi = (j + step + 1).min(nodes.len());
+                j += nodes[j..hi].partition_point(|&x| x < p);
+                if j == nodes.len() {
+                    break;
+                }
+                if nodes[j] == p {
+                    out.push(p);
+                }
+            }
+        }
+        if bytes.len() > 1 {
+            out.sort_unstable();
+            out.dedup();
         }
         out
     }
@@ -282,9 +350,13 @@ impl TokTrie {
 
     /// Heap bytes used.
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + (self.below.len() + self.children.len()) * 4 + self.byte_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.0.get().map_or(0, |s| s.memory_bytes())
+        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + (self.below.len() + self.children.len() + self.parents.len() + self.parent_starts.len()) * 4 + self.byte_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.0.get().map_or(0, |s| s.memory_bytes())
     }
 }
+
+/// How many times smaller than a group the lists [`TokTrie::with_child_in`] looks up must
+/// be (a lookup costs several reads of a node's child set).
+const INDEX_SPEEDUP: usize = 8;
 
 /// The distinct byte sets of [`TokTrie::with_below_sets`], numbered as they come.
 #[derive(Default)]
@@ -320,6 +392,42 @@ impl ByteSetTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `with_child_in` gives what filtering each node's child set gives, by the index
+    /// (rare bytes, many nodes) and by the filter (common bytes or few nodes).
+    #[test]
+    fn with_child_in_matches_the_filter() {
+        let mut toks: Vec<Vec<u8>> = Vec::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..3000 {
+            let mut t = Vec::new();
+            for _ in 0..1 + (x % 9) as usize {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Mostly letters, sometimes a space, a semicolon or a parenthesis.
+                t.push(b"abcdefgh abcdefgh;abcdefgh(abcdefgh"[(x % 35) as usize]);
+            }
+            toks.push(t);
+        }
+        let t = TokTrie::build(toks.iter().enumerate().map(|(i, b)| (i as u32, &b[..]))).with_below_sets();
+        let all: Vec<u32> = (0..t.nodes.len() as u32).collect();
+        let odd: Vec<u32> = all.iter().copied().filter(|n| n % 3 != 0).collect();
+        let few: Vec<u32> = all.iter().copied().step_by(97).collect();
+        for bytes in [&b";"[..], b"(", b";(", b" ;(", b"abc", b"z", b""] {
+            let mut set = crate::runtime::byteset::ByteSet::default();
+            bytes.iter().for_each(|&b| set.insert(b));
+            for nodes in [&all, &odd, &few] {
+                let want: Vec<u32> = nodes.iter().copied().filter(|&n| t.child_bytes(n as usize).intersects(&set)).collect();
+                assert_eq!(t.with_child_in(nodes, &set), want, "bytes {bytes:?}, {} nodes", nodes.len());
+            }
+        }
+        // The index is taken where it should be: a rare byte below every node.
+        let mut semi = crate::runtime::byteset::ByteSet::default();
+        semi.insert(b';');
+        let n_semi = t.parent_starts[b';' as usize + 1] - t.parent_starts[b';' as usize];
+        assert!((n_semi as usize) * INDEX_SPEEDUP <= all.len(), "{n_semi} parents of ';' of {}", all.len());
+    }
 
     /// The ranges of some first bytes hold exactly the nodes under those bytes, in order,
     /// adjacent subtrees as one range; absent bytes add nothing.
