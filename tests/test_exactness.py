@@ -812,6 +812,11 @@ TRICKY = {
     ),
     # Right recursion through a non-regular prefix: rows along a chain share mask-cache keys.
     "right recursion chain": ('root ::= u ";"\nu ::= p u | "x"\np ::= "-" | "(" u ")"', _b("-", "--", "(", ")", "x", ";", "x)", "-(")),
+    # A repetition of regular and recursive alternatives (the regular runs are one terminal).
+    "mixed repetition": (
+        'root ::= "x" (" "? ("[" root "]" | "--" | "." [a-z]+))*',
+        _b("x", "--", "-", " ", "[", "]", ".a", "a", "--.", "x]", " --"),
+    ),
     "json.gbnf-like ws": ('root ::= "{" ws "}" ws\nws ::= | " " | "\\n" [ \\t]{0,3}', _b("{", "}", " ", "\n", "\t", "\n ", "} ", "{\n")),
 }
 

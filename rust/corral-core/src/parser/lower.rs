@@ -30,15 +30,19 @@ pub(crate) fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg
     let n = ast.rules.len();
     let mut refs = rule_refs(ast, &index)?;
     let (mut regular, mut order) = regular_rules(ast, &refs);
-    // Tail recursion through a regular prefix becomes a repetition (see `unroll_tail`),
-    // until no rule changes (a rule unrolled may become regular and let its users unroll).
+    // Tail recursion through a regular prefix becomes a repetition (see `unroll_tail`), and
+    // a repetition's regular alternatives repeat on their own (`split_repeats`), until no
+    // rule changes (a rule unrolled may become regular and let its users unroll).
     let mut unrolled: Option<GrammarAst> = None;
-    loop {
+    // (Each round turns rules regular or rewrites repetitions once; the bound only guards.)
+    for _round in 0..64 {
         let cur = unrolled.as_ref().unwrap_or(ast);
         let mut changed: Vec<(usize, Expr)> = Vec::new();
         for (i, r) in cur.rules.iter().enumerate() {
             if !regular[i] {
-                if let Some(e) = unroll_tail(&r.expr, &r.name, &regular, &index) {
+                let unrolled = unroll_tail(&r.expr, &r.name, &regular, &index);
+                let split = split_repeats(unrolled.as_ref().unwrap_or(&r.expr), &|x: &Expr| expr_is_regular(x, &regular, &index));
+                if let Some(e) = split.or(unrolled) {
                     changed.push((i, e));
                 }
             }
@@ -195,11 +199,7 @@ fn unroll_tail(e: &Expr, name: &str, regular: &[bool], index: &FxHashMap<&str, u
         Expr::Alt(xs) => xs.iter().collect(),
         e => vec![e],
     };
-    let is_regular = |x: &Expr| {
-        let mut ok = !contains_perm_or_token(x);
-        visit_refs(x, &mut |r, _| ok &= index.get(r).is_some_and(|&j| regular[j]));
-        ok
-    };
+    let is_regular = |x: &Expr| expr_is_regular(x, regular, index);
     let mut loops: Vec<Expr> = Vec::new();
     let mut rest: Vec<Expr> = Vec::new();
     for a in alts {
@@ -218,6 +218,68 @@ fn unroll_tail(e: &Expr, name: &str, regular: &[bool], index: &FxHashMap<&str, u
     }
     let one = |mut xs: Vec<Expr>| if xs.len() == 1 { xs.pop().unwrap() } else { Expr::Alt(xs) };
     Some(Expr::Seq(vec![Expr::Repeat { inner: Box::new(one(loops)), min: 0, max: None }, one(rest)]))
+}
+
+/// Whether `x` is a regular expression given which rules are regular.
+fn expr_is_regular(x: &Expr, regular: &[bool], index: &FxHashMap<&str, usize>) -> bool {
+    let mut ok = !contains_perm_or_token(x);
+    visit_refs(x, &mut |r, _| ok &= index.get(r).is_some_and(|&j| regular[j]));
+    ok
+}
+
+/// Each repetition `(r₁ | … | n₁ | …)*` in `e` whose alternatives are some regular (`rᵢ`),
+/// some not (`nᵢ`), as `((r₁ | …)* (n₁ | …))* (r₁ | …)*`: the same language. A regular
+/// prefix of a repeated sequence ending in alternatives distributes over them first
+/// (`(ws ("[" expr "]" | "--"))*` has the alternatives `ws "[" expr "]"` and `ws "--"`).
+/// `None` when nothing changes.
+///
+/// Runs of the regular alternatives are then one terminal's automaton: C's postfix
+/// `x-- -- --` or `a.b.c`, which otherwise push a parser row at each one (a mask fill meets
+/// chains of them below every run of `-` in the vocabulary).
+fn split_repeats(e: &Expr, is_regular: &impl Fn(&Expr) -> bool) -> Option<Expr> {
+    let one = |mut xs: Vec<Expr>| if xs.len() == 1 { xs.pop().unwrap() } else { Expr::Alt(xs) };
+    match e {
+        Expr::Seq(xs) | Expr::Alt(xs) => {
+            let mut changed = false;
+            let ys: Vec<Expr> = xs
+                .iter()
+                .map(|x| match split_repeats(x, is_regular) {
+                    Some(y) => {
+                        changed = true;
+                        y
+                    }
+                    None => x.clone(),
+                })
+                .collect();
+            changed.then(|| if matches!(e, Expr::Seq(_)) { Expr::Seq(ys) } else { Expr::Alt(ys) })
+        }
+        Expr::Repeat { inner, min: 0, max: None } if !is_regular(inner) => {
+            let inner2 = split_repeats(inner, is_regular);
+            let alts: Vec<Expr> = match inner2.as_ref().unwrap_or(inner) {
+                Expr::Alt(xs) => xs.clone(),
+                Expr::Seq(items) => match items.split_last() {
+                    Some((Expr::Alt(xs), prefix)) if prefix.iter().all(is_regular) => xs
+                        .iter()
+                        .map(|a| {
+                            let mut s = prefix.to_vec();
+                            s.push(a.clone());
+                            Expr::Seq(s)
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                },
+                _ => Vec::new(),
+            };
+            let (r, n): (Vec<Expr>, Vec<Expr>) = alts.into_iter().partition(is_regular);
+            if r.is_empty() || n.is_empty() {
+                return inner2.map(|i| Expr::Repeat { inner: Box::new(i), min: 0, max: None });
+            }
+            let runs = Expr::Repeat { inner: Box::new(one(r)), min: 0, max: None };
+            Some(Expr::Seq(vec![Expr::Repeat { inner: Box::new(Expr::Seq(vec![runs.clone(), one(n)])), min: 0, max: None }, runs]))
+        }
+        Expr::Repeat { inner, min, max } => split_repeats(inner, is_regular).map(|i| Expr::Repeat { inner: Box::new(i), min: *min, max: *max }),
+        Expr::Literal(_) | Expr::Terminal(_) | Expr::Ref { .. } | Expr::Token(_) | Expr::Tokens(_) | Expr::Perm(_) => None,
+    }
 }
 
 fn contains_perm_or_token(e: &Expr) -> bool {
@@ -729,3 +791,44 @@ fn flatten_seq<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::automata::dfa::DEAD;
+
+    fn lowered(text: &str) -> Cfg {
+        let limits = Limits::default();
+        lower(&crate::frontend::ebnf::parse(text, &limits).unwrap(), "root", &limits).unwrap()
+    }
+
+    /// Whether some terminal of `cfg` matches all of `s` as one lexeme.
+    fn one_lexeme(cfg: &Cfg, s: &[u8]) -> bool {
+        cfg.terminals.iter().any(|t| {
+            let d = t.dfa();
+            let mut st = d.start();
+            for &b in s {
+                st = d.next(st, b);
+                if st == DEAD {
+                    return false;
+                }
+            }
+            d.is_accepting(st)
+        })
+    }
+
+    /// Tail recursion through a regular prefix repeats the prefix inside one terminal; a
+    /// repetition's regular alternatives (after a regular prefix distributed over them) run
+    /// inside one terminal between its other alternatives.
+    #[test]
+    fn regular_runs_become_one_terminal() {
+        let cfg = lowered("root ::= u\nu ::= (\"-\" | \"*\") \" \"? u | \"x\" | \"(\" u \")\"");
+        assert!(one_lexeme(&cfg, b"-* -*"), "prefixes of u repeat in one terminal");
+        let cfg = lowered("root ::= \"x\" (\" \"? (\"[\" root \"]\" | \"--\" | \".\" [a-z]+))*");
+        assert!(one_lexeme(&cfg, b"-- --.ab--"), "the postfix run is one terminal");
+        assert!(!one_lexeme(&cfg, b"--[x]"), "brackets hold a root: not regular");
+        // Nothing to split: every alternative holds a recursion.
+        let cfg = lowered("root ::= \"x\" (\"[\" root \"]\" | \"(\" root \")\")*");
+        assert!(!one_lexeme(&cfg, b"[x]"));
+    }
+}
