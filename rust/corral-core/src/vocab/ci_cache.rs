@@ -330,7 +330,18 @@ fn walk(trie: &TokTrie, lexers: &[Lexer], ranges: &[(usize, usize, usize)], firs
 /// lexer states reached from each root above it, equal ones merged (an identifier's state
 /// is the same whatever byte it started at). Same tokens and groups as [`walk`] (tokens
 /// reported once per node, groups in another order).
-fn walk_nested(trie: &TokTrie, lexers: &[Lexer], roots: &[u32], mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+fn walk_nested(trie: &TokTrie, lexers: &[Lexer], roots: &[u32], on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
+    // One lexeme (a Lark symbol that may start again after every byte of one: 100 k nested
+    // starts) compares single states, not slices.
+    if lexers.len() == 1 {
+        walk_nested_k::<true>(trie, lexers, roots, on_token)
+    } else {
+        walk_nested_k::<false>(trie, lexers, roots, on_token)
+    }
+}
+
+/// [`walk_nested`]; `ONE`: `lexers` has one lexeme.
+fn walk_nested_k<const ONE: bool>(trie: &TokTrie, lexers: &[Lexer], roots: &[u32], mut on_token: impl FnMut(&[u32])) -> Vec<EndGroup> {
     let nodes = &trie.nodes;
     let k = lexers.len();
     let mut groups: Vec<EndGroup> = Vec::new();
@@ -374,7 +385,8 @@ fn walk_nested(trie: &TokTrie, lexers: &[Lexer], roots: &[u32], mut on_token: im
                         }
                     }
                 }
-                if !alive || (p1..w).step_by(k).any(|u| buf[u..u + k] == buf[w..w + k]) {
+                let seen = if ONE { buf[p1..w].contains(&buf[w]) } else { (p1..w).step_by(k).any(|u| buf[u..u + k] == buf[w..w + k]) };
+                if !alive || seen {
                     buf.truncate(w);
                 } else if ending != 0 && !endings.contains(&ending) {
                     endings.push(ending);
@@ -392,7 +404,8 @@ fn walk_nested(trie: &TokTrie, lexers: &[Lexer], roots: &[u32], mut on_token: im
             if r < roots.len() && roots[r] as usize == i {
                 // A root: a walk starts below it too.
                 r += 1;
-                if !(p1..buf.len()).step_by(k).any(|u| buf[u..u + k] == start[..]) {
+                let seen = if ONE { buf[p1..].contains(&start[0]) } else { (p1..buf.len()).step_by(k).any(|u| buf[u..u + k] == start[..]) };
+                if !seen {
                     buf.extend_from_slice(&start);
                 }
             }
