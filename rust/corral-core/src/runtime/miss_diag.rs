@@ -85,7 +85,11 @@ fn hash_of<T: Hash + ?Sized>(t: &T) -> u64 {
 /// Space `space` gave `id` to the expression `key`.
 pub fn id_given<K: Hash>(space: Space, key: &K, id: u32) {
     let d = diag();
-    let before = d.last.lock().unwrap_or_else(|p| p.into_inner()).insert((space, hash_of(key)), id);
+    let before = d
+        .last
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert((space, hash_of(key)), id);
     if let Some(before) = before {
         let mut again = d.again.lock().unwrap_or_else(|p| p.into_inner());
         let first = again.get(&(space, before)).map_or(before, |a| a.0);
@@ -95,11 +99,18 @@ pub fn id_given<K: Hash>(space: Space, key: &K, id: u32) {
 }
 
 /// A key element's ids mapped by `f` (an element with `language` set holds a language id).
-fn map_key(key: &[(u32, u32)], language: u32, f: impl Fn(Space, u32) -> Option<u32>) -> Vec<(u32, u32)> {
+fn map_key(
+    key: &[(u32, u32)],
+    language: u32,
+    f: impl Fn(Space, u32) -> Option<u32>,
+) -> Vec<(u32, u32)> {
     key.iter()
         .map(|&(a, b)| match a & language {
             0 => (f(Space::Terminal, a).unwrap_or(a), b),
-            _ => (f(Space::Language, a & !language).map_or(a, |i| i | language), b),
+            _ => (
+                f(Space::Language, a & !language).map_or(a, |i| i | language),
+                b,
+            ),
         })
         .collect()
 }
@@ -107,7 +118,10 @@ fn map_key(key: &[(u32, u32)], language: u32, f: impl Fn(Space, u32) -> Option<u
 /// The hash of (`nodes`, `key`) under the first ids given to its expressions.
 fn first_hash(nodes: &[u32], key: &[(u32, u32)], language: u32) -> u64 {
     let again = diag().again.lock().unwrap_or_else(|p| p.into_inner());
-    hash_of(&(nodes, map_key(key, language, |s, id| again.get(&(s, id)).map(|a| a.0))))
+    hash_of(&(
+        nodes,
+        map_key(key, language, |s, id| again.get(&(s, id)).map(|a| a.0)),
+    ))
 }
 
 /// A build under way ([`start`]).
@@ -122,7 +136,13 @@ pub struct Build {
 /// elements with bit `language` set are language ids, at tick `now`: classifies it. Also the key under the
 /// previous ids when an id in it was given again (to look up whether that entry is cached:
 /// [`stale_cached`]).
-pub fn start(level: bool, nodes: &[u32], key: &[(u32, u32)], language: u32, now: u64) -> (Build, Option<Vec<(u32, u32)>>) {
+pub fn start(
+    level: bool,
+    nodes: &[u32],
+    key: &[(u32, u32)],
+    language: u32,
+    now: u64,
+) -> (Build, Option<Vec<(u32, u32)>>) {
     let d = diag();
     let first = first_hash(nodes, key, language);
     let (new_raw, new_first) = {
@@ -135,7 +155,12 @@ pub fn start(level: bool, nodes: &[u32], key: &[(u32, u32)], language: u32, now:
         (true, true) => 0,
     };
     d.counts.class[level as usize][class].fetch_add(1, Relaxed);
-    if let Some(stamp) = d.evicted.lock().unwrap_or_else(|p| p.into_inner()).remove(&first) {
+    if let Some(stamp) = d
+        .evicted
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&first)
+    {
         let ticks = now.saturating_sub(stamp);
         let b = (64 - ticks.leading_zeros() as usize).min(11);
         d.counts.distance[level as usize][b].fetch_add(1, Relaxed);
@@ -148,7 +173,15 @@ pub fn start(level: bool, nodes: &[u32], key: &[(u32, u32)], language: u32, now:
         c.set(c.get() + 1);
         c.get() - 1
     });
-    (Build { level, again: class != 0, depth, t0: std::time::Instant::now() }, prev)
+    (
+        Build {
+            level,
+            again: class != 0,
+            depth,
+            t0: std::time::Instant::now(),
+        },
+        prev,
+    )
 }
 
 /// The reissued key's entry under the previous ids was cached.
@@ -182,7 +215,11 @@ pub fn done(b: Build) {
 /// An entry (`nodes` empty) or level for `key`, last used at tick `stamp`, was evicted.
 pub fn evicted(nodes: &[u32], key: &[(u32, u32)], language: u32, stamp: u64) {
     let first = first_hash(nodes, key, language);
-    diag().evicted.lock().unwrap_or_else(|p| p.into_inner()).insert(first, stamp);
+    diag()
+        .evicted
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(first, stamp);
 }
 
 /// The counters by name (empty when off).
@@ -192,23 +229,39 @@ pub fn counters() -> Vec<(String, u64)> {
     }
     let c = &diag().counts;
     let g = |a: &AtomicU64| a.load(Relaxed);
-    let mut out = vec![("reissued_terminal_ids".to_string(), g(&c.reissued[0])), ("reissued_language_ids".to_string(), g(&c.reissued[1]))];
+    let mut out = vec![
+        ("reissued_terminal_ids".to_string(), g(&c.reissued[0])),
+        ("reissued_language_ids".to_string(), g(&c.reissued[1])),
+    ];
     for (i, what) in ["entry", "level"].iter().enumerate() {
         for (j, class) in ["cold", "evicted", "reissued"].iter().enumerate() {
             out.push((format!("{what}_builds_{class}"), g(&c.class[i][j])));
         }
-        out.push((format!("{what}_reissued_previous_cached"), g(&c.stale_cached[i])));
+        out.push((
+            format!("{what}_reissued_previous_cached"),
+            g(&c.stale_cached[i]),
+        ));
         out.push((format!("{what}_builds_by_fills"), g(&c.fg[i])));
         out.push((format!("{what}_builds_by_warmup"), g(&c.bg[i])));
         for (j, class) in ["cold", "again"].iter().enumerate() {
             let r = &c.cost[i][j];
             out.push((format!("{what}_fill_builds_{class}"), g(&r[0])));
-            out.push((format!("{what}_fill_builds_{class}_ms"), g(&r[1]) / 1_000_000));
+            out.push((
+                format!("{what}_fill_builds_{class}_ms"),
+                g(&r[1]) / 1_000_000,
+            ));
             out.push((format!("{what}_fill_builds_{class}_over_50us"), g(&r[2])));
-            out.push((format!("{what}_fill_builds_{class}_over_50us_ms"), g(&r[3]) / 1_000_000));
+            out.push((
+                format!("{what}_fill_builds_{class}_over_50us_ms"),
+                g(&r[3]) / 1_000_000,
+            ));
         }
         for b in 0..12 {
-            let name = if b < 11 { format!("{what}_again_after_ticks_under_2^{b}") } else { format!("{what}_again_after_ticks_2^10_or_more") };
+            let name = if b < 11 {
+                format!("{what}_again_after_ticks_under_2^{b}")
+            } else {
+                format!("{what}_again_after_ticks_2^10_or_more")
+            };
             out.push((name, g(&c.distance[i][b])));
         }
     }
@@ -237,7 +290,14 @@ mod tests {
     #[test]
     fn builds_are_classified_by_their_keys() {
         const LANG: u32 = 1 << 31;
-        let before = ["reissued_terminal", "cold", "evicted", "reissued", "after_64_to_128"].map(count);
+        let before = [
+            "reissued_terminal",
+            "cold",
+            "evicted",
+            "reissued",
+            "after_64_to_128",
+        ]
+        .map(count);
         id_given(Space::Terminal, &"builds_are_classified", 900_001);
         let (b, prev) = start(false, &[], &[(900_001, 3)], LANG, 10);
         assert!(prev.is_none());
@@ -246,10 +306,21 @@ mod tests {
         id_given(Space::Terminal, &"builds_are_classified", 900_002);
         let (b, prev) = start(false, &[], &[(900_002, 3)], LANG, 120);
         done(b);
-        assert_eq!(prev, Some(vec![(900_001, 3)]), "the key under the previous id");
+        assert_eq!(
+            prev,
+            Some(vec![(900_001, 3)]),
+            "the key under the previous id"
+        );
         let (b, _) = start(false, &[], &[(900_002, 3)], LANG, 130);
         done(b);
-        let after = ["reissued_terminal", "cold", "evicted", "reissued", "after_64_to_128"].map(count);
+        let after = [
+            "reissued_terminal",
+            "cold",
+            "evicted",
+            "reissued",
+            "after_64_to_128",
+        ]
+        .map(count);
         let delta: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
         assert_eq!(delta, [1, 1, 1, 1, 1], "one id given again; one cold, one evicted, one reissued build; 100 ticks since last use");
         assert_eq!(DEPTH.with(|d| d.get()), 0);
