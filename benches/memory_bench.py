@@ -30,6 +30,7 @@ import json
 import math
 import os
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -229,6 +230,11 @@ def child(args: argparse.Namespace) -> int:
             one(item.spec, item.walks)
         gc.collect()
         passes.append({"rss_mb": round(rss_mb(), 1), "seconds": round(time.time() - t0, 1)})
+        if mod_name == "corral":
+            import corral
+
+            if hasattr(corral, "memory_stats"):  # per pass: the counters at its end
+                passes[-1]["memory_stats"] = corral.memory_stats()
         series.append((p, len(files), round(time.time() - t0, 1), passes[-1]["rss_mb"]))
     out = {
         "engine": name, "version": engine.version, "base_rss_mb": round(base, 1), "after_vocab_rss_mb": round(after_vocab, 1),
@@ -237,6 +243,8 @@ def child(args: argparse.Namespace) -> int:
         "fill_us": {q: fills.pct(q) for q in (50, 90, 99, 99.9)}, "fills": fills.n,
     }
     out["thread_cpu_s"] = thread_cpu_s()
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    out["rusage"] = {"user_s": round(ru.ru_utime, 2), "sys_s": round(ru.ru_stime, 2), "minor_faults": ru.ru_minflt, "major_faults": ru.ru_majflt}
     if args.smaps:
         out["smaps_mb"] = smaps + [(args.passes - 1, len(files), smaps_mb())]
     if pass_stats:

@@ -96,7 +96,11 @@ def memory_stats() -> Dict[str, Any]:
     ``compiled_grammars``, ``automata``, ``terminal_ids``, ``language_ids`` and
     ``schema_automata`` (the JSON Schema compiler's patterns, formats and key sets) a dict of
     ``bytes`` (evictable), ``pinned_bytes``, ``hits``, ``misses``, ``evictions`` and
-    ``refused`` (entries not kept because the budget was full at the time).
+    ``refused`` (entries not kept because the budget was full at the time). With
+    ``CORRAL_MISS_DIAG=1`` in the environment (a measuring tool: it keeps a hash of every
+    key met) it also has ``diagnostics``: why token sets were rebuilt (keys never met, met
+    and evicted, or new only because a terminal or language id was given again), how long
+    before the evicted entry was last used, and what the fills' builds cost.
 
     >>> import corral
     >>> v = corral.Vocabulary.from_bytes([b"a", b"b", b""], eos_token_ids=[2])

@@ -735,6 +735,13 @@ fn memory_stats(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
     }
     d.set_item("caches", caches)?;
     d.set_item("env_error", s.env_error)?;
+    if !s.diagnostics.is_empty() {
+        let diag = PyDict::new(py);
+        for (name, n) in &s.diagnostics {
+            diag.set_item(name, n)?;
+        }
+        d.set_item("diagnostics", diag)?;
+    }
     Ok(d)
 }
 

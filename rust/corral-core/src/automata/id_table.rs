@@ -22,12 +22,13 @@ pub(crate) struct IdTable<K> {
     weight: fn(&K) -> usize,
     /// The next id to give.
     next: u32,
+    kind: Kind,
 }
 
 impl<K: Eq + Hash> IdTable<K> {
     /// An empty table of `kind`, weighing its keys by `weight`.
     pub(crate) fn new(kind: Kind, weight: fn(&K) -> usize) -> IdTable<K> {
-        IdTable { by_key: FxHashMap::default(), account: Arc::new(Account::new(kind)), weight, next: 0 }
+        IdTable { by_key: FxHashMap::default(), account: Arc::new(Account::new(kind)), weight, next: 0, kind }
     }
 
     /// The id of `key`, if it has one (stamped used).
@@ -77,6 +78,10 @@ impl<K: Eq + Hash> IdTable<K> {
         }
         let id = self.next;
         self.next += 1;
+        if crate::runtime::miss_diag::enabled() {
+            let space = if self.kind == Kind::LanguageIds { crate::runtime::miss_diag::Space::Language } else { crate::runtime::miss_diag::Space::Terminal };
+            crate::runtime::miss_diag::id_given(space, &key, id);
+        }
         self.insert(key, id);
         Some(id)
     }

@@ -677,6 +677,8 @@ pub struct Stats {
     pub kinds: Vec<KindStats>,
     /// A `CORRAL_MEMORY_BUDGET` that could not be read.
     pub env_error: Option<String>,
+    /// Why token sets were rebuilt, with `CORRAL_MISS_DIAG=1` ([`crate::runtime::miss_diag`]; else empty).
+    pub diagnostics: Vec<(String, u64)>,
 }
 
 /// The budget, the bytes each kind of cache holds, hits, misses and evictions.
@@ -715,6 +717,7 @@ pub fn stats() -> Stats {
         eviction_passes: g.passes.load(Relaxed),
         kinds,
         env_error: g.env_error.clone(),
+        diagnostics: crate::runtime::miss_diag::counters(),
     }
 }
 

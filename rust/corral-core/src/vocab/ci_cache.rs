@@ -16,6 +16,7 @@ use crate::vocab::token_set::{TokenCollector, TokenSet, MAX_NEAR};
 use crate::vocab::toktrie::TokTrie;
 use rustc_hash::FxHashMap;
 use crate::runtime::memory::{self, Account, Kind, Victim};
+use crate::runtime::miss_diag;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, RwLock, Weak};
 
@@ -1313,6 +1314,13 @@ impl CiCache {
     /// `nested`: building a near state's entry for a derivation; then only states split off
     /// earlier in the refinement serve as near states, so derivations cannot cycle.
     fn insert_built(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: &[Lexer], mask_words: usize, nested: bool) -> Arc<CiEntry> {
+        let diag = miss_diag::enabled().then(|| {
+            let (b, prev) = miss_diag::start(false, &[], key, LANGUAGE, memory::now());
+            if prev.is_some_and(|p| self.map.read().unwrap_or_else(|p| p.into_inner()).contains_key(&p)) {
+                miss_diag::stale_cached(false);
+            }
+            b
+        });
         let t0 = std::time::Instant::now();
         let joint = if key.len() > 1 { Self::joint_slice(trie, key, lexers, &self.map) } else { None };
         let e = if let Some(partial) = joint {
@@ -1385,6 +1393,9 @@ impl CiCache {
                 None => CiEntry::build_unsliced(trie, lexers, mask_words),
             }))
         };
+        if let Some(b) = diag {
+            miss_diag::done(b);
+        }
         let size = e.allowed.memory_bytes() + e.level.memory_bytes() + key.len() * 8 + 64;
         if self.charge(size) {
             e.level.set_charged();
@@ -1449,6 +1460,20 @@ impl CiCache {
             return (l, true);
         }
         self.account.miss();
+        let diag = miss_diag::enabled().then(|| {
+            let (b, prev) = miss_diag::start(true, nodes, key, LANGUAGE, memory::now());
+            let cached = |p: Key| {
+                use std::hash::{Hash, Hasher};
+                let mut h = rustc_hash::FxHasher::default();
+                nh.hash(&mut h);
+                p.hash(&mut h);
+                self.levels.read().unwrap_or_else(|p| p.into_inner()).get(&h.finish()).is_some_and(|v| v.iter().any(|e| e.nodes[..] == nodes[..] && e.key == p))
+            };
+            if prev.is_some_and(cached) {
+                miss_diag::stale_cached(true);
+            }
+            b
+        });
         let t0 = std::time::Instant::now();
         let large = lexers.len() >= UNION_MIN_LEXEMES && {
             let first = first_bytes(lexers);
@@ -1467,6 +1492,9 @@ impl CiCache {
         } else {
             build_level(trie, nodes, lexers)
         });
+        if let Some(b) = diag {
+            miss_diag::done(b);
+        }
         // The level, its key in both maps, the copy of the nodes it is found by, the links.
         let size = l.memory_bytes() + 2 * key.len() * 8 + nodes.len() * 4 + 128;
         if self.charge(size) {
@@ -1549,7 +1577,12 @@ impl memory::Cache for CiCache {
             let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
             for k in &keys {
                 if map.get(k).is_some_and(|s| Arc::strong_count(&s.entry) == 1) {
-                    gone.extend(map.remove(k));
+                    if let Some(s) = map.remove(k) {
+                        if miss_diag::enabled() {
+                            miss_diag::evicted(&[], k, LANGUAGE, s.stamp.load(Relaxed));
+                        }
+                        gone.push(s);
+                    }
                 }
             }
         }
@@ -1566,6 +1599,9 @@ impl memory::Cache for CiCache {
             self.account.refund(s.bytes + s.entry.level.uncharge(), true);
         }
         for l in &gone_levels {
+            if miss_diag::enabled() {
+                miss_diag::evicted(&l.nodes, &l.key, LANGUAGE, l.level.stamp.load(Relaxed));
+            }
             self.account.refund(l.bytes + l.level.uncharge(), true);
         }
     }
