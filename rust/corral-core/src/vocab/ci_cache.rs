@@ -988,12 +988,26 @@ fn merge_ends(runs: &[(&[u32], u64)]) -> Vec<EndGroup> {
         Some((b, _)) => runs[b],
         None => (&[], 0),
     };
-    debug_assert!(stream.windows(2).all(|w| w[0] <= w[1]), "a group's nodes are sorted");
+    debug_assert!(stream.windows(2).all(|w| w[0] < w[1]), "a group's nodes are sorted, each once");
     let mut groups: Vec<EndGroup> = Vec::new();
     let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
     let mut last = (0u64, usize::MAX);
     let (mut i, mut k) = (0, 0);
     while i < ends.len() || k < stream.len() {
+        // The stream's nodes before the next other end, at once (most of the output).
+        let upto = ends.get(i).map_or(stream.len(), |e| k + stream[k..].partition_point(|&n| n < e.0));
+        if upto > k {
+            if last.1 == usize::MAX || last.0 != stream_bits {
+                let gi = *group_of.entry(stream_bits).or_insert_with(|| {
+                    groups.push(EndGroup { ending: stream_bits, nodes: Vec::new() });
+                    groups.len() - 1
+                });
+                last = (stream_bits, gi);
+            }
+            groups[last.1].nodes.extend_from_slice(&stream[k..upto]);
+            k = upto;
+            continue;
+        }
         // The next node of either sequence, with the bits of every end there.
         let node = match (ends.get(i), stream.get(k)) {
             (Some(e), Some(&s)) => e.0.min(s),
