@@ -971,59 +971,25 @@ impl CiEntry {
 /// The groups of the lexeme ends `runs`: sorted node lists, each with the key bits of the
 /// lexemes ending at its nodes. A node in several runs ends all of their lexemes.
 fn merge_ends(runs: &[(&[u32], u64)]) -> Vec<EndGroup> {
-    // Each group's nodes are sorted runs. The largest run (an identifier ending all
-    // along the trie: 50-110 k nodes) is read in place and merged with the others, sorted
-    // together (a few nodes each, usually); when it is not most of the ends, all of them
-    // are sorted at once (the stable sort merges the runs).
+    // Each group's nodes are sorted runs, each node once. The largest runs (an identifier, a
+    // Scheme symbol or number ending all along the trie: 50-160 k nodes each) are read in
+    // place, each copied at once up to where another run has a node; the others (a few
+    // nodes each, usually) are gathered and sorted.
     let total: usize = runs.iter().map(|r| r.0.len()).sum();
-    let big = runs.iter().enumerate().max_by_key(|(_, r)| r.0.len()).map(|(i, r)| (i, r.0.len())).filter(|&(_, n)| n * 4 >= total * 3);
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(runs[i].0.len()));
+    let n_streams = order.iter().take(MAX_STREAMS).take_while(|&&i| runs[i].0.len() * 16 >= total && !runs[i].0.is_empty()).count();
+    let streams: Vec<(&[u32], u64)> = order[..n_streams].iter().map(|&i| runs[i]).collect();
     let mut ends: Vec<(u32, u64)> = Vec::new();
-    for (i, &(nodes, bits)) in runs.iter().enumerate() {
-        if big.is_none_or(|(b, _)| b != i) {
-            ends.extend(nodes.iter().map(|&n| (n, bits)));
-        }
+    for &i in &order[n_streams..] {
+        ends.extend(runs[i].0.iter().map(|&n| (n, runs[i].1)));
     }
     ends.sort_by_key(|e| e.0);
-    let (stream, stream_bits): (&[u32], u64) = match big {
-        Some((b, _)) => runs[b],
-        None => (&[], 0),
-    };
-    debug_assert!(stream.windows(2).all(|w| w[0] < w[1]), "a group's nodes are sorted, each once");
+    debug_assert!(streams.iter().all(|s| s.0.windows(2).all(|w| w[0] < w[1])), "a group's nodes are sorted, each once");
     let mut groups: Vec<EndGroup> = Vec::new();
     let mut group_of: FxHashMap<u64, usize> = FxHashMap::default();
     let mut last = (0u64, usize::MAX);
-    let (mut i, mut k) = (0, 0);
-    while i < ends.len() || k < stream.len() {
-        // The stream's nodes before the next other end, at once (most of the output).
-        let upto = ends.get(i).map_or(stream.len(), |e| k + stream[k..].partition_point(|&n| n < e.0));
-        if upto > k {
-            if last.1 == usize::MAX || last.0 != stream_bits {
-                let gi = *group_of.entry(stream_bits).or_insert_with(|| {
-                    groups.push(EndGroup { ending: stream_bits, nodes: Vec::new() });
-                    groups.len() - 1
-                });
-                last = (stream_bits, gi);
-            }
-            groups[last.1].nodes.extend_from_slice(&stream[k..upto]);
-            k = upto;
-            continue;
-        }
-        // The next node of either sequence, with the bits of every end there.
-        let node = match (ends.get(i), stream.get(k)) {
-            (Some(e), Some(&s)) => e.0.min(s),
-            (Some(e), None) => e.0,
-            (None, Some(&s)) => s,
-            (None, None) => unreachable!(),
-        };
-        let mut bits = 0;
-        while i < ends.len() && ends[i].0 == node {
-            bits |= ends[i].1;
-            i += 1;
-        }
-        while k < stream.len() && stream[k] == node {
-            bits |= stream_bits;
-            k += 1;
-        }
+    let mut group = |bits: u64, groups: &mut Vec<EndGroup>| -> usize {
         if last.1 == usize::MAX || last.0 != bits {
             let gi = *group_of.entry(bits).or_insert_with(|| {
                 groups.push(EndGroup { ending: bits, nodes: Vec::new() });
@@ -1031,10 +997,57 @@ fn merge_ends(runs: &[(&[u32], u64)]) -> Vec<EndGroup> {
             });
             last = (bits, gi);
         }
-        groups[last.1].nodes.push(node);
+        last.1
+    };
+    const ENDS: usize = usize::MAX;
+    let mut pos = vec![0usize; streams.len()];
+    let mut i = 0;
+    loop {
+        // The smallest head, which source holds it (alone or not) and the next smallest.
+        let (mut min, mut next, mut who, mut alone) = (u32::MAX, u32::MAX, ENDS, true);
+        let heads = streams.iter().enumerate().filter_map(|(s, st)| st.0.get(pos[s]).map(|&h| (s, h))).chain(ends.get(i).map(|e| (ENDS, e.0)));
+        for (s, h) in heads {
+            if h < min {
+                next = min;
+                (min, who, alone) = (h, s, true);
+            } else if h == min {
+                alone = false;
+            } else if h < next {
+                next = h;
+            }
+        }
+        if min == u32::MAX && who == ENDS && i >= ends.len() {
+            break;
+        }
+        if alone && who != ENDS {
+            // A stream's nodes before any other source's next node, at once.
+            let (run, bits) = streams[who];
+            let upto = pos[who] + run[pos[who]..].partition_point(|&n| n < next);
+            let gi = group(bits, &mut groups);
+            groups[gi].nodes.extend_from_slice(&run[pos[who]..upto]);
+            pos[who] = upto;
+            continue;
+        }
+        // One node, with the bits of every end there.
+        let mut bits = 0;
+        for (s, st) in streams.iter().enumerate() {
+            if st.0.get(pos[s]) == Some(&min) {
+                bits |= st.1;
+                pos[s] += 1;
+            }
+        }
+        while i < ends.len() && ends[i].0 == min {
+            bits |= ends[i].1;
+            i += 1;
+        }
+        let gi = group(bits, &mut groups);
+        groups[gi].nodes.push(min);
     }
     groups
 }
+
+/// Most runs [`merge_ends`] reads in place.
+const MAX_STREAMS: usize = 4;
 
 /// The union of `parts`, levels below the same nodes for one lexeme each (or for lexemes
 /// sharing a key), each with the key bits of its lexemes: the level for all of them, as
