@@ -1005,8 +1005,7 @@ fn merge_ends(runs: &[(&[u32], u64)]) -> Vec<EndGroup> {
     loop {
         // The smallest head, which source holds it (alone or not) and the next smallest.
         let (mut min, mut next, mut who, mut alone) = (u32::MAX, u32::MAX, ENDS, true);
-        let heads = streams.iter().enumerate().filter_map(|(s, st)| st.0.get(pos[s]).map(|&h| (s, h))).chain(ends.get(i).map(|e| (ENDS, e.0)));
-        for (s, h) in heads {
+        let mut see = |s: usize, h: u32| {
             if h < min {
                 next = min;
                 (min, who, alone) = (h, s, true);
@@ -1015,6 +1014,14 @@ fn merge_ends(runs: &[(&[u32], u64)]) -> Vec<EndGroup> {
             } else if h < next {
                 next = h;
             }
+        };
+        for (s, st) in streams.iter().enumerate() {
+            if let Some(&h) = st.0.get(pos[s]) {
+                see(s, h);
+            }
+        }
+        if let Some(e) = ends.get(i) {
+            see(ENDS, e.0);
         }
         if min == u32::MAX && who == ENDS && i >= ends.len() {
             break;
