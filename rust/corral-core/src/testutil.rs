@@ -98,3 +98,21 @@ pub fn thread_policies() -> Vec<(String, u32)> {
     }
     out
 }
+
+/// `n` pseudo-random tokens of 1 to `max_len` bytes of `alphabet` (a byte may repeat in it to
+/// weigh it), from a xorshift generator seeded with `seed` (not 0): a synthetic vocabulary.
+pub fn random_tokens(n: usize, max_len: u64, alphabet: &[u8], seed: u64) -> Vec<Vec<u8>> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            (0..1 + x % max_len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    alphabet[(x % alphabet.len() as u64) as usize]
+                })
+                .collect()
+        })
+        .collect()
+}

@@ -528,25 +528,23 @@ fn tail_recursion_through_a_regular_prefix_is_one_terminal() {
     // Without the rewrite: a nonterminal for u (two productions) besides root and the start.
     assert!(g.num_productions() <= 2, "{} productions", g.num_productions());
     let cg = Arc::new(CompiledGrammar::new(&g, vocab(&["-", "*", "--", " ", "- ", "**", "x", "ab", ";", "*x", "x;", "-*"])));
-    for ok in ["x;", "-x;", "* - --ab;", "-- -*x;", "***************************x;"] {
-        let mut m = Matcher::new(cg.clone());
-        walk_checking_masks(&mut m, ok);
-    }
-    for bad in [";", "-;", "x-;", "* ;", "-  x;"] {
-        let mut m = Matcher::new(cg.clone());
-        assert!(!(m.accept_bytes(bad.as_bytes()) && m.is_accepting()), "{bad} accepted");
-    }
+    check_language(&cg, &["x;", "-x;", "* - --ab;", "-- -*x;", "***************************x;"], &[";", "-;", "x-;", "* ;", "-  x;"]);
     // A non-regular tail (parentheses) keeps its nonterminal; the prefixes still repeat.
     let text = "root ::= u\nu ::= \"*\" \" \"? u | \"(\" u \")\" | \"x\"";
     let g = Grammar::from_ebnf(text, "root", &Limits::default()).unwrap();
     let cg = Arc::new(CompiledGrammar::new(&g, vocab(&["*", " ", "(", ")", "x", "**", "* (", "x)", "))"])));
-    for ok in ["x", "**x", "*(* *x)", "((**(x)))", "* * (x)"] {
-        let mut m = Matcher::new(cg.clone());
-        walk_checking_masks(&mut m, ok);
+    check_language(&cg, &["x", "**x", "*(* *x)", "((**(x)))", "* * (x)"], &["*", "(x", "x)", "*)x", "(*)"]);
+}
+
+/// Each of `ok` is accepted, masks exact at every byte ([`walk_checking_masks`]); none of
+/// `bad` is.
+fn check_language(cg: &Arc<CompiledGrammar>, ok: &[&str], bad: &[&str]) {
+    for text in ok {
+        walk_checking_masks(&mut Matcher::new(cg.clone()), text);
     }
-    for bad in ["*", "(x", "x)", "*)x", "(*)"] {
+    for text in bad {
         let mut m = Matcher::new(cg.clone());
-        assert!(!(m.accept_bytes(bad.as_bytes()) && m.is_accepting()), "{bad} accepted");
+        assert!(!(m.accept_bytes(text.as_bytes()) && m.is_accepting()), "{text} accepted");
     }
 }
 

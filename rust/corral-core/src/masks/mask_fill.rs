@@ -14,9 +14,8 @@
 //!
 //! Otherwise the levels do not merge paths: a trie node reached through two different
 //! sequences of groups gets two parser rows, one per path, where the plain walk's chart has
-//! one (the C grammar of `benches/grammar_bench.py` pushes thousands of rows at some fills,
-//! chains of levels a hundred deep on groups of a few nodes, hardly any two of them with the
-//! same level and future hash). On
+//! one (runs of operators inside long tokens, ` ****` in C, push a row per operator where
+//! lowering could not make the run one terminal: `crate::parser::lower`). On
 //! grammars where terminals of different lengths end all along a token (`root ::= "" |
 //! root "ab" | root .+`), the number of paths grows exponentially with the token's length
 //! (1.5x per byte there: 0.2 s for a 32-byte token, 1 s for 36 bytes; on the grammar of
@@ -393,10 +392,9 @@ pub(crate) const MIN_LEVEL_ROWS: usize = 1024;
 
 /// ...and up to this many (nor more than the trie has nodes) while the rows past
 /// [`MIN_LEVEL_ROWS`] take less time than [`LEVEL_WALKS`] plain walks of the trie would
-/// ([`PLAIN_WALK_NS_PER_NODE`]). The C grammar of `benches/grammar_bench.py` pushes
-/// thousands at some positions (with Llama 3, going on past 1,024 rows cut its fills' p99 by
-/// about a third); where the paths multiply exponentially a row can cost milliseconds (rows
-/// of thousands of items), and the time bounds the fill.
+/// ([`PLAIN_WALK_NS_PER_NODE`]): a fill through long chains of small groups may push
+/// thousands, each far cheaper than a walk; where the paths multiply exponentially a row can
+/// cost milliseconds (rows of thousands of items), and the time bounds the fill.
 pub(crate) const MAX_LEVEL_ROWS: usize = 1 << 16;
 
 /// See [`MAX_LEVEL_ROWS`].
@@ -592,8 +590,8 @@ impl Filler {
                 // Under a row with the future hash of the one `level` was built under, the
                 // same lexemes go on below the nodes `level` was built from as they did there:
                 // only the group's other nodes need a level ([`Level::rest`]).
-                // (Not on a few nodes: looking costs more than it saves on the C grammar's
-                // chains of small groups, and nearly all of a Scheme chain's groups are large.)
+                // (Not on a few nodes: on chains of small groups, looking costs more than it
+                // saves; nearly all of a Scheme chain's groups are large.)
                 let same = group.nodes.len() >= REST_MIN_NODES
                     && from.is_some_and(|(r, _)| self.lex[lvl + 1].1 == self.lex[lvl].1 && parser.future_hash(cfg, row) == parser.future_hash(cfg, r));
                 // (`None`: the level was built from none of the group's nodes.)

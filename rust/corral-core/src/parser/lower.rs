@@ -33,16 +33,17 @@ pub(crate) fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg
     // Tail recursion through a regular prefix becomes a repetition (see `unroll_tail`), and
     // a repetition's regular alternatives repeat on their own (`split_repeats`), until no
     // rule changes (a rule unrolled may become regular and let its users unroll).
-    let mut unrolled: Option<GrammarAst> = None;
-    // (Each round turns rules regular or rewrites repetitions once; the bound only guards.)
+    // (A copy of the AST only once a rule changes; each round turns rules regular or rewrites
+    // repetitions once, and the bound only guards.)
+    let mut rewritten: Option<GrammarAst> = None;
     for _round in 0..64 {
-        let cur = unrolled.as_ref().unwrap_or(ast);
+        let cur = rewritten.as_ref().unwrap_or(ast);
+        let is_regular = |x: &Expr| expr_is_regular(x, &regular, &index);
         let mut changed: Vec<(usize, Expr)> = Vec::new();
         for (i, r) in cur.rules.iter().enumerate() {
             if !regular[i] {
-                let unrolled = unroll_tail(&r.expr, &r.name, &regular, &index);
-                let split = split_repeats(unrolled.as_ref().unwrap_or(&r.expr), &|x: &Expr| expr_is_regular(x, &regular, &index));
-                if let Some(e) = split.or(unrolled) {
+                let tail = unroll_tail(&r.expr, &r.name, &is_regular);
+                if let Some(e) = split_repeats(tail.as_ref().unwrap_or(&r.expr), &is_regular).or(tail) {
                     changed.push((i, e));
                 }
             }
@@ -50,15 +51,14 @@ pub(crate) fn lower(ast: &GrammarAst, root: &str, limits: &Limits) -> Result<Cfg
         if changed.is_empty() {
             break;
         }
-        let mut next = cur.clone();
+        let next = rewritten.get_or_insert_with(|| ast.clone());
         for (i, e) in changed {
             next.rules[i].expr = e;
         }
-        refs = rule_refs(&next, &index)?;
-        (regular, order) = regular_rules(&next, &refs);
-        unrolled = Some(next);
+        refs = rule_refs(next, &index)?;
+        (regular, order) = regular_rules(next, &refs);
     }
-    let ast = unrolled.as_ref().unwrap_or(ast);
+    let ast = rewritten.as_ref().unwrap_or(ast);
     let mut lw = Lowerer {
         rules: &ast.rules,
         index: &index,
@@ -194,12 +194,11 @@ fn regular_rules(ast: &GrammarAst, refs: &crate::parser::cfg::Lists) -> (Vec<boo
 /// every operator character (thousands of rows). As a repetition, the prefixes are one
 /// terminal's automaton, which runs through the whole token, and the nodes where it ends
 /// share one row.
-fn unroll_tail(e: &Expr, name: &str, regular: &[bool], index: &FxHashMap<&str, usize>) -> Option<Expr> {
+fn unroll_tail(e: &Expr, name: &str, is_regular: &impl Fn(&Expr) -> bool) -> Option<Expr> {
     let alts: Vec<&Expr> = match e {
         Expr::Alt(xs) => xs.iter().collect(),
         e => vec![e],
     };
-    let is_regular = |x: &Expr| expr_is_regular(x, regular, index);
     let mut loops: Vec<Expr> = Vec::new();
     let mut rest: Vec<Expr> = Vec::new();
     for a in alts {
@@ -216,15 +215,33 @@ fn unroll_tail(e: &Expr, name: &str, regular: &[bool], index: &FxHashMap<&str, u
     if loops.is_empty() || rest.is_empty() {
         return None;
     }
-    let one = |mut xs: Vec<Expr>| if xs.len() == 1 { xs.pop().unwrap() } else { Expr::Alt(xs) };
-    Some(Expr::Seq(vec![Expr::Repeat { inner: Box::new(one(loops)), min: 0, max: None }, one(rest)]))
+    Some(Expr::Seq(vec![star(alt_of(loops)), alt_of(rest)]))
 }
 
-/// Whether `x` is a regular expression given which rules are regular.
-fn expr_is_regular(x: &Expr, regular: &[bool], index: &FxHashMap<&str, usize>) -> bool {
-    let mut ok = !contains_perm_or_token(x);
-    visit_refs(x, &mut |r, _| ok &= index.get(r).is_some_and(|&j| regular[j]));
-    ok
+/// `x*`.
+fn star(x: Expr) -> Expr {
+    Expr::Repeat { inner: Box::new(x), min: 0, max: None }
+}
+
+/// The alternatives `xs` (not empty) as one expression.
+fn alt_of(mut xs: Vec<Expr>) -> Expr {
+    if xs.len() == 1 {
+        xs.pop().expect("one alternative")
+    } else {
+        Expr::Alt(xs)
+    }
+}
+
+/// Whether `e` is a regular expression given which rules are regular (a key set or a token
+/// is not).
+fn expr_is_regular(e: &Expr, regular: &[bool], index: &FxHashMap<&str, usize>) -> bool {
+    match e {
+        Expr::Literal(_) | Expr::Terminal(_) => true,
+        Expr::Ref { name, .. } => index.get(name.as_str()).is_some_and(|&j| regular[j]),
+        Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().all(|x| expr_is_regular(x, regular, index)),
+        Expr::Repeat { inner, .. } => expr_is_regular(inner, regular, index),
+        Expr::Perm(_) | Expr::Token(_) | Expr::Tokens(_) => false,
+    }
 }
 
 /// Each repetition `(r₁ | … | n₁ | …)*` in `e` whose alternatives are some regular (`rᵢ`),
@@ -237,7 +254,6 @@ fn expr_is_regular(x: &Expr, regular: &[bool], index: &FxHashMap<&str, usize>) -
 /// `x-- -- --` or `a.b.c`, which otherwise push a parser row at each one (a mask fill meets
 /// chains of them below every run of `-` in the vocabulary).
 fn split_repeats(e: &Expr, is_regular: &impl Fn(&Expr) -> bool) -> Option<Expr> {
-    let one = |mut xs: Vec<Expr>| if xs.len() == 1 { xs.pop().unwrap() } else { Expr::Alt(xs) };
     match e {
         Expr::Seq(xs) | Expr::Alt(xs) => {
             let mut changed = false;
@@ -270,12 +286,12 @@ fn split_repeats(e: &Expr, is_regular: &impl Fn(&Expr) -> bool) -> Option<Expr> 
                 },
                 _ => Vec::new(),
             };
-            let (r, n): (Vec<Expr>, Vec<Expr>) = alts.into_iter().partition(is_regular);
+            let (r, n): (Vec<Expr>, Vec<Expr>) = alts.into_iter().partition(|x| is_regular(x));
             if r.is_empty() || n.is_empty() {
-                return inner2.map(|i| Expr::Repeat { inner: Box::new(i), min: 0, max: None });
+                return inner2.map(star);
             }
-            let runs = Expr::Repeat { inner: Box::new(one(r)), min: 0, max: None };
-            Some(Expr::Seq(vec![Expr::Repeat { inner: Box::new(Expr::Seq(vec![runs.clone(), one(n)])), min: 0, max: None }, runs]))
+            let runs = star(alt_of(r));
+            Some(Expr::Seq(vec![star(Expr::Seq(vec![runs.clone(), alt_of(n)])), runs]))
         }
         Expr::Repeat { inner, min, max } => split_repeats(inner, is_regular).map(|i| Expr::Repeat { inner: Box::new(i), min: *min, max: *max }),
         Expr::Literal(_) | Expr::Terminal(_) | Expr::Ref { .. } | Expr::Token(_) | Expr::Tokens(_) | Expr::Perm(_) => None,
@@ -380,13 +396,7 @@ struct Lowerer<'a> {
 
 impl Lowerer<'_> {
     fn is_regular(&self, e: &Expr) -> bool {
-        match e {
-            Expr::Literal(_) | Expr::Terminal(_) => true,
-            Expr::Ref { name, .. } => self.regular[self.index[name.as_str()]],
-            Expr::Seq(xs) | Expr::Alt(xs) => xs.iter().all(|x| self.is_regular(x)),
-            Expr::Repeat { inner, .. } => self.is_regular(inner),
-            Expr::Perm(_) | Expr::Token(_) | Expr::Tokens(_) => false,
-        }
+        expr_is_regular(e, &self.regular, self.index)
     }
 
     fn to_rx(&self, e: &Expr) -> Result<Rx> {
@@ -790,7 +800,6 @@ fn flatten_seq<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
         _ => out.push(e),
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -290,14 +290,8 @@ mod tests {
     #[test]
     fn builds_are_classified_by_their_keys() {
         const LANG: u32 = 1 << 31;
-        let before = [
-            "reissued_terminal",
-            "cold",
-            "evicted",
-            "reissued",
-            "after_64_to_128",
-        ]
-        .map(count);
+        const COUNTS: [&str; 5] = ["reissued_terminal", "cold", "evicted", "reissued", "after_64_to_128"];
+        let before = COUNTS.map(count);
         id_given(Space::Terminal, &"builds_are_classified", 900_001);
         let (b, prev) = start(false, &[], &[(900_001, 3)], LANG, 10);
         assert!(prev.is_none());
@@ -313,14 +307,7 @@ mod tests {
         );
         let (b, _) = start(false, &[], &[(900_002, 3)], LANG, 130);
         done(b);
-        let after = [
-            "reissued_terminal",
-            "cold",
-            "evicted",
-            "reissued",
-            "after_64_to_128",
-        ]
-        .map(count);
+        let after = COUNTS.map(count);
         let delta: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
         assert_eq!(delta, [1, 1, 1, 1, 1], "one id given again; one cold, one evicted, one reissued build; 100 ticks since last use");
         assert_eq!(DEPTH.with(|d| d.get()), 0);

@@ -1023,8 +1023,8 @@ fn merge_ends(runs: &[(&[u32], u64)]) -> Vec<EndGroup> {
         if let Some(e) = ends.get(i) {
             see(ENDS, e.0);
         }
-        if min == u32::MAX && who == ENDS && i >= ends.len() {
-            break;
+        if min == u32::MAX {
+            break; // (Node indices are below the trie's size.)
         }
         if alone && who != ENDS {
             // A stream's nodes before any other source's next node, at once.
@@ -1135,10 +1135,17 @@ fn union_sets<'a>(sets: impl Iterator<Item = &'a TokenSet> + Clone, mask_words: 
 /// Fewest tokens a level keeps as a bitmask ([`Level::bits`]).
 const MIN_LEVEL_BITS: usize = 1024;
 
-/// Builds the level below trie nodes `nodes` (sorted: a group's) for `lexers`.
-pub(crate) fn build_level(trie: &TokTrie, nodes: &[u32], lexers: &[Lexer]) -> Level {
+/// Builds the level below trie nodes `nodes` (sorted: a group's) for `lexers`, by one walk
+/// of them all (the reference the cache's levels are tested against).
+#[cfg(test)]
+fn build_level(trie: &TokTrie, nodes: &[u32], lexers: &[Lexer]) -> Level {
     let first = first_bytes(lexers);
-    let roots = trie.with_child_in(nodes, &first);
+    level_below(trie, &trie.with_child_in(nodes, &first), &first, lexers)
+}
+
+/// The level below a group's nodes `roots` that have a child on a byte of `first` (`lexers`'
+/// first bytes; [`TokTrie::with_child_in`]), by one walk of the lexemes together.
+fn level_below(trie: &TokTrie, roots: &[u32], first: &ByteSet, lexers: &[Lexer]) -> Level {
     let mut tokens: Vec<u32> = Vec::new();
     let mut end = 0;
     let nested = roots.iter().any(|&r| {
@@ -1147,9 +1154,9 @@ pub(crate) fn build_level(trie: &TokTrie, nodes: &[u32], lexers: &[Lexer]) -> Le
         inside
     });
     let groups = if nested {
-        walk_nested(trie, lexers, &roots, |ids| tokens.extend_from_slice(ids))
+        walk_nested(trie, lexers, roots, |ids| tokens.extend_from_slice(ids))
     } else {
-        walk(trie, lexers, &below(trie, &roots), &first, |ids| tokens.extend_from_slice(ids))
+        walk(trie, lexers, &below(trie, roots), first, |ids| tokens.extend_from_slice(ids))
     };
     let words = tokens.iter().max().map_or(0, |&m| m as usize / 32 + 1);
     let bits = (tokens.len() >= MIN_LEVEL_BITS && tokens.len() > words).then(|| {
@@ -1236,6 +1243,15 @@ struct LevelSlot {
     level: Arc<Level>,
     bytes: usize,
     cost_ns: u64,
+}
+
+/// The key of the levels built below nodes whose hash is `nh` for `key` in [`CiCache`]'s map.
+fn level_hash(nh: u64, key: &[(u32, u32)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    nh.hash(&mut h);
+    key.hash(&mut h);
+    h.finish()
 }
 
 /// Levels by what they are built from: a parent group's nodes and the next key.
@@ -1479,13 +1495,7 @@ impl CiCache {
     /// first terminals (the same statements, with `}` or `else` allowed or not) then costs
     /// the levels of the lexemes it adds and a merge, not one more walk of them all.
     fn level_hashed(&self, trie: &TokTrie, nodes: &[u32], nh: u64, key: &[(u32, u32)], lexers: &[Lexer]) -> (Arc<Level>, bool) {
-        let h = {
-            use std::hash::{Hash, Hasher};
-            let mut h = rustc_hash::FxHasher::default();
-            nh.hash(&mut h);
-            key.hash(&mut h);
-            h.finish()
-        };
+        let h = level_hash(nh, key);
         let same = |e: &&LevelSlot| e.nodes[..] == nodes[..] && e.key[..] == *key;
         let shared = self.levels.read().unwrap_or_else(|p| p.into_inner()).get(&h).and_then(|v| v.iter().find(same).map(|e| e.level.clone()));
         if let Some(l) = shared {
@@ -1496,23 +1506,16 @@ impl CiCache {
         self.account.miss();
         let diag = miss_diag::enabled().then(|| {
             let (b, prev) = miss_diag::start(true, nodes, key, LANGUAGE, memory::now());
-            let cached = |p: Key| {
-                use std::hash::{Hash, Hasher};
-                let mut h = rustc_hash::FxHasher::default();
-                nh.hash(&mut h);
-                p.hash(&mut h);
-                self.levels.read().unwrap_or_else(|p| p.into_inner()).get(&h.finish()).is_some_and(|v| v.iter().any(|e| e.nodes[..] == nodes[..] && e.key == p))
-            };
+            let cached = |p: Key| self.levels.read().unwrap_or_else(|p| p.into_inner()).get(&level_hash(nh, &p)).is_some_and(|v| v.iter().any(|e| e.nodes[..] == nodes[..] && e.key == p));
             if prev.is_some_and(cached) {
                 miss_diag::stale_cached(true);
             }
             b
         });
         let t0 = std::time::Instant::now();
-        let large = lexers.len() >= UNION_MIN_LEXEMES && {
-            let first = first_bytes(lexers);
-            trie.with_child_in(nodes, &first).iter().map(|&r| trie.nodes[r as usize].subtree_len as usize).sum::<usize>() >= UNION_MIN_NODES
-        };
+        let first = first_bytes(lexers);
+        let roots = trie.with_child_in(nodes, &first);
+        let large = lexers.len() >= UNION_MIN_LEXEMES && roots.iter().map(|&r| trie.nodes[r as usize].subtree_len as usize).sum::<usize>() >= UNION_MIN_NODES;
         let l = Arc::new(if large {
             // (Keys are sorted: lexemes with equal keys are adjacent and share a level.)
             let mut parts: Vec<(Arc<Level>, u64)> = Vec::new();
@@ -1524,7 +1527,7 @@ impl CiCache {
             }
             union_levels(&parts)
         } else {
-            build_level(trie, nodes, lexers)
+            level_below(trie, &roots, &first, lexers)
         });
         if let Some(b) = diag {
             miss_diag::done(b);
@@ -1663,18 +1666,7 @@ mod tests {
     /// one, ending all of them: a row completing both is the union of the two rows.)
     #[test]
     fn large_levels_are_the_union_of_each_lexemes_level() {
-        let mut toks: Vec<Vec<u8>> = Vec::new();
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        for _ in 0..40_000 {
-            let mut t = Vec::new();
-            for _ in 0..1 + (x % 8) as usize {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                t.push(b"abcdef abcdef;=(ab"[(x % 18) as usize]);
-            }
-            toks.push(t);
-        }
+        let toks = crate::testutil::random_tokens(40_000, 8, b"abcdef abcdef;=(ab", 0x2545_f491_4f6c_dd1d);
         let trie = TokTrie::build(toks.iter().enumerate().map(|(i, b)| (i as u32, &b[..]))).with_below_sets();
         // Where an identifier ends: every node on a letter.
         let nodes: Vec<u32> = (0..trie.nodes.len() as u32).filter(|&n| trie.nodes[n as usize].byte.is_ascii_lowercase()).collect();

@@ -397,19 +397,8 @@ mod tests {
     /// (rare bytes, many nodes) and by the filter (common bytes or few nodes).
     #[test]
     fn with_child_in_matches_the_filter() {
-        let mut toks: Vec<Vec<u8>> = Vec::new();
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        for _ in 0..3000 {
-            let mut t = Vec::new();
-            for _ in 0..1 + (x % 9) as usize {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                // Mostly letters, sometimes a space, a semicolon or a parenthesis.
-                t.push(b"abcdefgh abcdefgh;abcdefgh(abcdefgh"[(x % 35) as usize]);
-            }
-            toks.push(t);
-        }
+        // Mostly letters, sometimes a space, a semicolon or a parenthesis.
+        let toks = crate::testutil::random_tokens(3000, 9, b"abcdefgh abcdefgh;abcdefgh(abcdefgh", 0x9e37_79b9_7f4a_7c15);
         let t = TokTrie::build(toks.iter().enumerate().map(|(i, b)| (i as u32, &b[..]))).with_below_sets();
         let all: Vec<u32> = (0..t.nodes.len() as u32).collect();
         let odd: Vec<u32> = all.iter().copied().filter(|n| n % 3 != 0).collect();
