@@ -573,3 +573,30 @@ fn right_recursive_chains_share_cached_masks() {
     }
     assert!(m.accept_bytes(b"x)x)x)x)x)x;") && m.is_accepting());
 }
+
+#[test]
+fn lexemes_in_one_state_share_a_key_however_many() {
+    // A comment may end after any byte and words may follow without a space (`s` after `s`),
+    // so inside a comment a word of n letters so far is n lexemes of `s` in one state, each
+    // started at another byte. The cache key counts each state once: after the first word,
+    // longer words cost no new token-set walk (a key counting the lexemes missed at each
+    // new length). Masks stay exact.
+    let text = "root ::= item*\nitem ::= s | c | \" \" | \"(\" item* \")\"\ns ::= [a-z]+\nc ::= \";\" [^\\n]*";
+    let g = Grammar::from_ebnf(text, "root", &Limits::default()).unwrap();
+    let mut toks: Vec<String> = (32u8..127).map(|b| (b as char).to_string()).collect();
+    toks.extend(["\n", " abc", " de", "fgh", "; ", " ab", "c d"].map(String::from));
+    let v = vocab(&toks.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    let cg = Arc::new(CompiledGrammar::new(&g, v.clone()));
+    let mut m = Matcher::new(cg);
+    let input = "(; ab abc abcd abcde abcdef abcdefg abcdefgh)";
+    let second_word = input.find(" abc ").unwrap() + 1;
+    let mut misses = Vec::new();
+    for (i, b) in input.bytes().enumerate() {
+        assert_eq!(mask_tokens(&mut m), accepted_tokens(&mut m), "at byte {i}");
+        if i >= second_word {
+            misses.push((i, v.cache().stats().1));
+        }
+        assert!(m.accept_bytes(&[b]), "byte {i}");
+    }
+    assert!(misses.windows(2).all(|w| w[0].1 == w[1].1), "token-set misses after the first word: {misses:?}");
+}

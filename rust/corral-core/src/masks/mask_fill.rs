@@ -40,8 +40,8 @@ use std::sync::Arc;
 /// Reusable scratch space for mask filling (one per matcher).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Filler {
-    /// Per level: the sorted lexemes and their key.
-    lex: Vec<(Vec<Lexeme>, Vec<(u32, u32)>)>,
+    /// Per level: its lexemes sorted by key element, and its key ([`Filler::set_level`]).
+    lex: Vec<LevelLexemes>,
     completed: Vec<(u32, u32)>,
     work: Vec<Lexeme>,
     /// Per depth of the plain walk: its position ([`Frame`]).
@@ -74,6 +74,31 @@ pub(crate) struct Filler {
     memo: RowMemo,
     /// The steps the current plain walk took, by state and byte.
     steps: StepMemo,
+}
+
+/// A level's lexemes in key order and its cache key: one element per distinct
+/// [`Lexer::key`], the lexemes sharing it side by side.
+///
+/// Lexemes with one key element end at the same trie nodes and allow the same tokens, so
+/// the level is walked once per element: a symbol that may have started after any earlier
+/// byte (a Lark comment that may end anywhere, followed by symbols) is several lexemes in one
+/// state, their number growing along the text, and a key counting them would miss the cache
+/// at every step. A group's [`crate::vocab::ci_cache::EndGroup::ending`] bit `j` ends every
+/// lexeme of element `j`.
+#[derive(Debug, Clone, Default)]
+struct LevelLexemes {
+    sorted: Vec<Lexeme>,
+    key: Vec<(u32, u32)>,
+    /// Per key element: the end of its lexemes in `sorted` (they start at the previous end).
+    ends: Vec<u32>,
+}
+
+impl LevelLexemes {
+    /// The lexemes of key element `j`.
+    fn members(&self, j: usize) -> &[Lexeme] {
+        let a = if j == 0 { 0 } else { self.ends[j - 1] as usize };
+        &self.sorted[a..self.ends[j] as usize]
+    }
 }
 
 /// Fewest nodes of a group below which [`Filler::descend`] looks for a [`Level::rest`].
@@ -429,14 +454,13 @@ impl Filler {
             mask[..mask_words].fill(0);
             return true;
         }
-        if cur.len() > MAX_KEY_LEXEMES {
+        self.depth = trie.max_depth();
+        if self.set_level(cfg, 0, cur) > MAX_KEY_LEXEMES {
             self.dense = true;
             mask[..mask_words].fill(0);
             return self.walk_whole(cfg, trie, parser, cur, mask);
         }
-        self.depth = trie.max_depth();
-        self.set_level(cfg, 0, cur);
-        let entry = ci.get(trie, &self.lex[0].1, || self.lexers_of(cfg, 0), mask_words);
+        let entry = ci.get(trie, &self.lex[0].key, || self.lexers_of(cfg, 0), mask_words);
         entry.allowed.write_to(mask, mask_words);
         match &entry.allowed {
             TokenSet::Ids(ids) => self.ids.extend_from_slice(ids),
@@ -513,8 +537,9 @@ impl Filler {
         })
     }
 
-    /// Stores `lex` in canonical order (and its key) as level `lvl`'s lexemes.
-    fn set_level(&mut self, cfg: &Cfg, lvl: usize, lex: &[Lexeme]) {
+    /// Stores `lex` in canonical order (and its key) as level `lvl`'s lexemes; returns the
+    /// key's length.
+    fn set_level(&mut self, cfg: &Cfg, lvl: usize, lex: &[Lexeme]) -> usize {
         if self.lex.len() <= lvl {
             self.lex.resize_with(lvl + 1, Default::default);
         }
@@ -527,20 +552,27 @@ impl Filler {
         }));
         // Lexemes with equal keys behave alike; the row only orders them deterministically.
         keyed.sort_unstable_by_key(|(k, l)| (*k, l.row, l.term, l.state));
-        let (sorted, key) = &mut self.lex[lvl];
+        let LevelLexemes { sorted, key, ends } = &mut self.lex[lvl];
         sorted.clear();
         key.clear();
+        ends.clear();
         for (k, l) in keyed.iter() {
+            if key.last() == Some(k) {
+                *ends.last_mut().unwrap() += 1;
+            } else {
+                key.push(*k);
+                ends.push(sorted.len() as u32 + 1);
+            }
             sorted.push(*l);
-            key.push(*k);
         }
+        key.len()
     }
 
     /// The lexers of level `lvl`'s lexemes, in key order.
     fn lexers_of<'c>(&self, cfg: &'c Cfg, lvl: usize) -> Vec<Lexer<'c>> {
-        self.lex[lvl]
-            .0
-            .iter()
+        let lex = &self.lex[lvl];
+        (0..lex.key.len())
+            .map(|j| lex.members(j)[0])
             .map(|l| {
                 let t = &cfg.terminals[l.term as usize];
                 Lexer { dfa: t.dfa(), state: l.state, gid: t.gid }
@@ -566,8 +598,7 @@ impl Filler {
             while bits != 0 {
                 let j = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                let l = self.lex[lvl].0[j];
-                self.completed.push((l.row, l.term));
+                self.completed.extend(self.lex[lvl].members(j).iter().map(|l| (l.row, l.term)));
             }
             let row = parser.push_row(cfg, &self.completed);
             // A row of thousands of items (a key set of 20,000 members) costs a millisecond:
@@ -578,7 +609,8 @@ impl Filler {
             let mut next = std::mem::take(&mut self.work);
             next.clear();
             start_lexemes(cfg, parser, row, &mut next);
-            if next.len() > MAX_KEY_LEXEMES {
+            let too_many = !next.is_empty() && self.set_level(cfg, lvl + 1, &next) > MAX_KEY_LEXEMES;
+            if too_many {
                 self.dense = true;
                 if !self.walk_full(cfg, trie, parser, &group.nodes, true, &next, mask) {
                     self.work = next;
@@ -586,14 +618,13 @@ impl Filler {
                     return false;
                 }
             } else if !next.is_empty() {
-                self.set_level(cfg, lvl + 1, &next);
                 // Under a row with the future hash of the one `level` was built under, the
                 // same lexemes go on below the nodes `level` was built from as they did there:
                 // only the group's other nodes need a level ([`Level::rest`]).
                 // (Not on a few nodes: on chains of small groups, looking costs more than it
                 // saves; nearly all of a Scheme chain's groups are large.)
                 let same = group.nodes.len() >= REST_MIN_NODES
-                    && from.is_some_and(|(r, _)| self.lex[lvl + 1].1 == self.lex[lvl].1 && parser.future_hash(cfg, row) == parser.future_hash(cfg, r));
+                    && from.is_some_and(|(r, _)| self.lex[lvl + 1].key == self.lex[lvl].key && parser.future_hash(cfg, row) == parser.future_hash(cfg, r));
                 // (`None`: the level was built from none of the group's nodes.)
                 let rest = if same { ci.rest(level, g as u32, || difference(&group.nodes, from.unwrap().1)) } else { None };
                 // The level below the group's nodes, or below its rest (indexed apart).
@@ -606,11 +637,11 @@ impl Filler {
                     Some(r) => (g as u32 | REST, r),
                     None => (g as u32, &group.nodes),
                 };
-                let child = match level.child(index, &self.lex[lvl + 1].1) {
+                let child = match level.child(index, &self.lex[lvl + 1].key) {
                     Some(c) => c,
                     None => {
                         let lexers = self.lexers_of(cfg, lvl + 1);
-                        ci.level(trie, level, index, nodes, &self.lex[lvl + 1].1, &lexers)
+                        ci.level(trie, level, index, nodes, &self.lex[lvl + 1].key, &lexers)
                     }
                 };
                 if let Some(bits) = &child.bits {
