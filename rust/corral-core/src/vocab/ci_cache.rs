@@ -1089,6 +1089,37 @@ fn union_levels(parts: &[(Arc<Level>, u64)]) -> Level {
     Level { tokens, bits, groups: merge_ends(&runs), stamp: AtomicU64::new(memory::now()), ..Default::default() }
 }
 
+/// The level below the nodes of `parts` together, each below the nodes under one first byte
+/// ([`TokTrie::by_first_byte`]), in node order ([`CiCache::part_level`]). Walks below different
+/// runs share no node and no token: the groups are each part's in turn, the tokens all of
+/// them.
+fn concat_levels(parts: &[Arc<Level>]) -> Level {
+    let mut tokens: Vec<u32> = parts.iter().flat_map(|l| l.tokens.iter().copied()).collect();
+    let words = parts.iter().filter_map(|l| l.bits.as_ref().map(|b| b.len())).max().unwrap_or(0).max(tokens.iter().max().map_or(0, |&m| m as usize / 32 + 1));
+    let bits = (parts.iter().any(|l| l.bits.is_some()) || (tokens.len() >= MIN_LEVEL_BITS && tokens.len() > words)).then(|| {
+        let mut b = vec![0u32; words].into_boxed_slice();
+        for lb in parts.iter().filter_map(|l| l.bits.as_ref()) {
+            for (x, y) in b.iter_mut().zip(lb.iter()) {
+                *x |= *y;
+            }
+        }
+        crate::vocab::token_set::set_ids(&mut b, &tokens);
+        b
+    });
+    if bits.is_some() {
+        tokens = Vec::new();
+    }
+    let mut groups: Vec<EndGroup> = Vec::new();
+    for g in parts.iter().flat_map(|l| l.groups.iter()) {
+        match groups.iter_mut().find(|h| h.ending == g.ending) {
+            Some(h) => h.nodes.extend_from_slice(&g.nodes),
+            None => groups.push(g.clone()),
+        }
+    }
+    debug_assert!(groups.iter().all(|g| g.nodes.windows(2).all(|w| w[0] < w[1])), "parts in node order");
+    Level { tokens, bits, groups, stamp: AtomicU64::new(memory::now()), ..Default::default() }
+}
+
 /// Fewest lexemes for which a large level is built as the union of each one's level
 /// ([`CiCache::level`]).
 const UNION_MIN_LEXEMES: usize = 4;
@@ -1251,6 +1282,14 @@ fn level_hash(nh: u64, key: &[(u32, u32)]) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
     nh.hash(&mut h);
     key.hash(&mut h);
+    h.finish()
+}
+
+/// The hash of a sorted list of trie nodes (a group's) in [`level_hash`].
+fn nodes_hash(nodes: &[u32]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    nodes.hash(&mut h);
     h.finish()
 }
 
@@ -1478,13 +1517,7 @@ impl CiCache {
     /// The level below trie nodes `nodes` (sorted) for `key`: the one built before from the
     /// same nodes for the same key, else a fresh one. Also whether it is cached.
     fn level_of(&self, trie: &TokTrie, nodes: &[u32], key: &[(u32, u32)], lexers: &[Lexer]) -> (Arc<Level>, bool) {
-        let nh = {
-            use std::hash::{Hash, Hasher};
-            let mut h = rustc_hash::FxHasher::default();
-            nodes.hash(&mut h);
-            h.finish()
-        };
-        self.level_hashed(trie, nodes, nh, key, lexers)
+        self.level_hashed(trie, nodes, nodes_hash(nodes), key, lexers)
     }
 
     /// [`CiCache::level_of`] with the hash of `nodes` given.
@@ -1496,39 +1529,51 @@ impl CiCache {
     /// the levels of the lexemes it adds and a merge, not one more walk of them all.
     fn level_hashed(&self, trie: &TokTrie, nodes: &[u32], nh: u64, key: &[(u32, u32)], lexers: &[Lexer]) -> (Arc<Level>, bool) {
         let h = level_hash(nh, key);
-        let same = |e: &&LevelSlot| e.nodes[..] == nodes[..] && e.key[..] == *key;
-        let shared = self.levels.read().unwrap_or_else(|p| p.into_inner()).get(&h).and_then(|v| v.iter().find(same).map(|e| e.level.clone()));
-        if let Some(l) = shared {
-            l.touch();
-            self.account.hit();
+        if let Some(l) = self.cached_level(h, nodes, key) {
             return (l, true);
         }
+        self.build_level(h, nodes, key, || {
+            let first = first_bytes(lexers);
+            let roots = trie.with_child_in(nodes, &first);
+            if lexers.len() >= UNION_MIN_LEXEMES && trie.nodes_below(&roots) >= UNION_MIN_NODES {
+                // (Keys are sorted: lexemes with equal keys are adjacent and share a level.)
+                let mut parts: Vec<(Arc<Level>, u64)> = Vec::new();
+                for (j, (k, lx)) in key.iter().zip(lexers).enumerate() {
+                    match parts.last_mut() {
+                        Some(last) if key[j - 1] == *k => last.1 |= 1 << j,
+                        _ => parts.push((self.part_level(trie, nodes, nh, k, lx), 1 << j)),
+                    }
+                }
+                union_levels(&parts)
+            } else {
+                level_below(trie, &roots, &first, lexers)
+            }
+        })
+    }
+
+    /// The cached level with content hash `h`, built below `nodes` for `key`.
+    fn cached_level(&self, h: u64, nodes: &[u32], key: &[(u32, u32)]) -> Option<Arc<Level>> {
+        let same = |e: &&LevelSlot| e.nodes[..] == nodes[..] && e.key[..] == *key;
+        let l = self.levels.read().unwrap_or_else(|p| p.into_inner()).get(&h).and_then(|v| v.iter().find(same).map(|e| e.level.clone()))?;
+        l.touch();
+        self.account.hit();
+        Some(l)
+    }
+
+    /// Builds the level below `nodes` for `key` (a miss; `h`: its content hash) and caches
+    /// it within budget. Also whether it is cached.
+    fn build_level(&self, h: u64, nodes: &[u32], key: &[(u32, u32)], build: impl FnOnce() -> Level) -> (Arc<Level>, bool) {
         self.account.miss();
         let diag = miss_diag::enabled().then(|| {
             let (b, prev) = miss_diag::start(true, nodes, key, LANGUAGE, memory::now());
-            let cached = |p: Key| self.levels.read().unwrap_or_else(|p| p.into_inner()).get(&level_hash(nh, &p)).is_some_and(|v| v.iter().any(|e| e.nodes[..] == nodes[..] && e.key == p));
+            let cached = |p: Key| self.levels.read().unwrap_or_else(|p| p.into_inner()).get(&level_hash(nodes_hash(nodes), &p)).is_some_and(|v| v.iter().any(|e| e.nodes[..] == nodes[..] && e.key == p));
             if prev.is_some_and(cached) {
                 miss_diag::stale_cached(true);
             }
             b
         });
         let t0 = std::time::Instant::now();
-        let first = first_bytes(lexers);
-        let roots = trie.with_child_in(nodes, &first);
-        let large = lexers.len() >= UNION_MIN_LEXEMES && roots.iter().map(|&r| trie.nodes[r as usize].subtree_len as usize).sum::<usize>() >= UNION_MIN_NODES;
-        let l = Arc::new(if large {
-            // (Keys are sorted: lexemes with equal keys are adjacent and share a level.)
-            let mut parts: Vec<(Arc<Level>, u64)> = Vec::new();
-            for (j, (k, lx)) in key.iter().zip(lexers).enumerate() {
-                match parts.last_mut() {
-                    Some(last) if key[j - 1] == *k => last.1 |= 1 << j,
-                    _ => parts.push((self.level_hashed(trie, nodes, nh, std::slice::from_ref(k), std::slice::from_ref(lx)).0, 1 << j)),
-                }
-            }
-            union_levels(&parts)
-        } else {
-            level_below(trie, &roots, &first, lexers)
-        });
+        let l = Arc::new(build());
         if let Some(b) = diag {
             miss_diag::done(b);
         }
@@ -1537,7 +1582,7 @@ impl CiCache {
         if self.charge(size) {
             let mut levels = self.levels.write().unwrap_or_else(|p| p.into_inner());
             let v = levels.entry(h).or_default();
-            if let Some(e) = v.iter().find(same) {
+            if let Some(e) = v.iter().find(|e| e.nodes[..] == nodes[..] && e.key[..] == *key) {
                 // Built meanwhile by another thread: that one is the cached one.
                 let other = e.level.clone();
                 drop(levels);
@@ -1549,6 +1594,37 @@ impl CiCache {
             return (l, true);
         }
         (l, false)
+    }
+
+    /// One lexeme's part of a union level ([`CiCache::level_hashed`]): its level below
+    /// `nodes`.
+    ///
+    /// Where it starts below many nodes (a Scheme symbol after a symbol's end anywhere in
+    /// the trie: 20-125 k nodes), it is the concatenation of its levels below the nodes under
+    /// each first byte, each cached on its own ([`concat_levels`]): another context's set of ends (another lexeme
+    /// ending along with the symbol on a few first bytes, another set of nodes with children
+    /// it starts on) then costs the walks below the runs whose nodes differ, not one of them
+    /// all. Only the parts are kept (not their concatenation).
+    fn part_level(&self, trie: &TokTrie, nodes: &[u32], nh: u64, k: &(u32, u32), lx: &Lexer) -> Arc<Level> {
+        let key = std::slice::from_ref(k);
+        let lexers = std::slice::from_ref(lx);
+        let h = level_hash(nh, key);
+        if let Some(l) = self.cached_level(h, nodes, key) {
+            return l;
+        }
+        let first = first_bytes(lexers);
+        let roots = trie.with_child_in(nodes, &first);
+        if trie.nodes_below(&roots) < UNION_MIN_NODES {
+            return self.build_level(h, nodes, key, || level_below(trie, &roots, &first, lexers)).0;
+        }
+        let parts: Vec<Arc<Level>> = trie
+            .by_first_byte(&roots)
+            .map(|chunk| {
+                let h = level_hash(nodes_hash(chunk), key);
+                self.cached_level(h, chunk, key).unwrap_or_else(|| self.build_level(h, chunk, key, || level_below(trie, chunk, &first, lexers)).0)
+            })
+            .collect();
+        Arc::new(concat_levels(&parts))
     }
 
     /// Group `g`'s nodes `level` was not built from, or `None` when that is all of them
@@ -1682,8 +1758,12 @@ mod tests {
         let cache = CiCache::new(1 << 30);
         let (union, cached) = cache.level_of(&trie, &nodes, &key, &lexers);
         assert!(cached);
-        let held = cache.levels.read().unwrap().values().map(|v| v.len()).sum::<usize>();
-        assert_eq!(held, 6, "the union and each distinct lexeme's level");
+        // The union, each distinct lexeme's level below few nodes, and the parts of those
+        // below many nodes, one per first byte ([`CiCache::part_level`]).
+        let held = || cache.levels.read().unwrap().values().flat_map(|v| v.iter().map(|e| e.nodes.to_vec())).collect::<std::collections::BTreeSet<Vec<u32>>>();
+        let before = held();
+        let chunked = lexers.iter().filter(|l| trie.nodes_below(&trie.with_child_in(&nodes, &first_bytes(std::slice::from_ref(l)))) >= UNION_MIN_NODES).count();
+        assert!(chunked >= 1 && before.iter().any(|n| n.len() < nodes.len()), "some lexeme's level is cut by first byte");
         let joint = build_level(&trie, &nodes, &lexers);
         let ids = |l: &Level| {
             let mut v = l.tokens.clone();
@@ -1706,6 +1786,20 @@ mod tests {
         assert!(ids(&joint).len() > 1000 && joint.groups.len() > 2, "a large level: {} ids, {} groups", ids(&joint).len(), joint.groups.len());
         assert_eq!(ids(&union), ids(&joint));
         assert_eq!(ends(&union), ends(&joint));
+        // Ends that differ under one first byte only: the parts under the others are reused.
+        let mut c = 0;
+        while trie.nodes[c].byte != b'c' {
+            c += trie.nodes[c].subtree_len as usize;
+        }
+        let under_c = |n: u32| (c..c + trie.nodes[c].subtree_len as usize).contains(&(n as usize));
+        let nodes2: Vec<u32> = nodes.iter().copied().filter(|&n| !under_c(n) || n % 3 != 0).collect();
+        let (union2, _) = cache.level_of(&trie, &nodes2, &key, &lexers);
+        let joint2 = build_level(&trie, &nodes2, &lexers);
+        assert_eq!(ids(&union2), ids(&joint2));
+        assert_eq!(ends(&union2), ends(&joint2));
+        let new: Vec<Vec<u32>> = held().difference(&before).cloned().collect();
+        assert!(new.iter().any(|n| n.len() < nodes2.len()), "a part was built under c");
+        assert!(new.iter().all(|n| n[..] == nodes2[..] || n.iter().all(|&x| under_c(x))), "parts under other first bytes are reused");
     }
 
     /// A level is built once per (parent nodes, key): a second parent whose group ends at the

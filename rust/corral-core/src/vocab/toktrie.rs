@@ -278,6 +278,34 @@ impl TokTrie {
         total
     }
 
+    /// Nodes in the subtrees of `roots` (sorted), each subtree counted once: what a walk below
+    /// them visits at most.
+    pub fn nodes_below(&self, roots: &[u32]) -> usize {
+        let mut end = 0;
+        let mut total = 0;
+        for &r in roots {
+            let (r, e) = (r as usize, r as usize + self.nodes[r as usize].subtree_len as usize);
+            if e > end {
+                total += e - r.max(end);
+                end = e;
+            }
+        }
+        total
+    }
+
+    /// `nodes` (sorted) cut into the runs under each first byte, in order.
+    pub fn by_first_byte<'n>(&self, nodes: &'n [u32]) -> impl Iterator<Item = &'n [u32]> + 'n {
+        let firsts: Vec<(u32, u32)> = self.first_byte_node.iter().filter(|&&i| i != u32::MAX).map(|&i| (i, i + self.nodes[i as usize].subtree_len)).collect();
+        let mut rest = nodes;
+        std::iter::from_fn(move || {
+            let &n = rest.first()?;
+            let end = firsts[firsts.partition_point(|f| f.0 <= n) - 1].1;
+            let (run, more) = rest.split_at(rest.partition_point(|&x| x < end));
+            rest = more;
+            Some(run)
+        })
+    }
+
     /// The `(start, end, base depth)` node ranges of the subtrees of the first bytes in
     /// `bytes`, in node order (adjacent subtrees merged): a walk from a state only these bytes
     /// continue visits them instead of stepping over every first-level node (one cache miss
@@ -395,6 +423,31 @@ mod tests {
 
     /// `with_child_in` gives what filtering each node's child set gives, by the index
     /// (rare bytes, many nodes) and by the filter (common bytes or few nodes).
+    #[test]
+    fn runs_by_first_byte_and_nodes_below() {
+        let toks = crate::testutil::random_tokens(5_000, 6, b"abc d;", 7);
+        let trie = TokTrie::build(toks.iter().enumerate().map(|(i, b)| (i as u32, &b[..])));
+        let nodes: Vec<u32> = (0..trie.nodes.len() as u32).filter(|n| n % 7 == 0 || n % 11 == 0).collect();
+        let runs: Vec<&[u32]> = trie.by_first_byte(&nodes).collect();
+        assert_eq!(runs.concat(), nodes);
+        let first = |n: u32| {
+            let mut i = n as usize;
+            while trie.nodes[i].depth > 1 {
+                i -= 1;
+            }
+            i
+        };
+        for run in &runs {
+            assert!(!run.is_empty() && run.iter().all(|&n| first(n) == first(run[0])));
+        }
+        assert!(runs.windows(2).all(|w| first(w[0][0]) != first(w[1][0])));
+        let mut seen = vec![false; trie.nodes.len()];
+        for &r in &nodes {
+            seen[r as usize..r as usize + trie.nodes[r as usize].subtree_len as usize].iter_mut().for_each(|s| *s = true);
+        }
+        assert_eq!(trie.nodes_below(&nodes), seen.iter().filter(|&&s| s).count());
+    }
+
     #[test]
     fn with_child_in_matches_the_filter() {
         // Mostly letters, sometimes a space, a semicolon or a parenthesis.
