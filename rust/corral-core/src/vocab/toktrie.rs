@@ -206,7 +206,25 @@ impl TokTrie {
     pub fn with_child_in(&self, nodes: &[u32], bytes: &ByteSet) -> Vec<u32> {
         let lists = || bytes.iter().map(|b| &self.parents[self.parent_starts[b as usize] as usize..self.parent_starts[b as usize + 1] as usize]);
         if self.parent_starts.is_empty() || lists().map(|l| l.len()).sum::<usize>() * INDEX_SPEEDUP > nodes.len() {
-            return nodes.iter().copied().filter(|&n| self.child_bytes(n as usize).intersects(bytes)).collect();
+            if self.children.is_empty() || nodes.len() < SCAN_TABLE_NODES {
+                return nodes.iter().copied().filter(|&n| self.child_bytes(n as usize).intersects(bytes)).collect();
+            }
+            // Which distinct child sets meet `bytes`, once (a bit each): each node then reads
+            // one bit instead of its set, scattered over the table.
+            let mut meets = vec![0u64; self.byte_sets.len().div_ceil(64)];
+            for (k, set) in self.byte_sets.iter().enumerate() {
+                if set.intersects(bytes) {
+                    meets[k / 64] |= 1 << (k % 64);
+                }
+            }
+            return nodes
+                .iter()
+                .copied()
+                .filter(|&n| {
+                    let k = self.children[n as usize] as usize;
+                    meets[k / 64] >> (k % 64) & 1 == 1
+                })
+                .collect();
         }
         let mut out = Vec::new();
         for list in lists() {
@@ -386,6 +404,10 @@ impl TokTrie {
 /// be (a lookup costs several reads of a node's child set).
 const INDEX_SPEEDUP: usize = 8;
 
+/// Fewest nodes for which [`TokTrie::with_child_in`]'s scan first tabulates which distinct
+/// child sets meet the bytes.
+const SCAN_TABLE_NODES: usize = 2048;
+
 /// The distinct byte sets of [`TokTrie::with_below_sets`], numbered as they come.
 #[derive(Default)]
 struct ByteSetTable {
@@ -456,6 +478,7 @@ mod tests {
         let all: Vec<u32> = (0..t.nodes.len() as u32).collect();
         let odd: Vec<u32> = all.iter().copied().filter(|n| n % 3 != 0).collect();
         let few: Vec<u32> = all.iter().copied().step_by(97).collect();
+        assert!(odd.len() >= SCAN_TABLE_NODES && few.len() < SCAN_TABLE_NODES, "the scans with and without the table");
         for bytes in [&b";"[..], b"(", b";(", b" ;(", b"abc", b"z", b""] {
             let mut set = crate::runtime::byteset::ByteSet::default();
             bytes.iter().for_each(|&b| set.insert(b));
