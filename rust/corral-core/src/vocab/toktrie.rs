@@ -37,8 +37,11 @@ pub struct TokTrie {
     first_byte_node: Vec<u32>,
     /// For each node, the index in `byte_sets` of the bytes on the edges strictly below it.
     below: Vec<u32>,
-    /// For each node, the index in `byte_sets` of the bytes on its child edges.
+    /// For each node, the index in `child_sets` of the bytes on its child edges.
     children: Vec<u32>,
+    /// The distinct sets of `children` (index 0: the empty set of a leaf): far fewer than
+    /// `byte_sets`, so a scan can tabulate them ([`TokTrie::with_child_in`]).
+    child_sets: Vec<ByteSet>,
     /// The distinct byte sets of `below` and `children` (index 0: the empty set of a leaf).
     byte_sets: Vec<ByteSet>,
     /// The nodes with a child edge on byte `b`, sorted, are
@@ -133,6 +136,7 @@ impl TokTrie {
             first_byte_node,
             below: Vec::new(),
             children: Vec::new(),
+            child_sets: Vec::new(),
             byte_sets: Vec::new(),
             parents: Vec::new(),
             parent_starts: Vec::new(),
@@ -145,6 +149,7 @@ impl TokTrie {
     pub fn with_below_sets(mut self) -> TokTrie {
         let n = self.nodes.len();
         let mut sets = ByteSetTable::default();
+        let mut child_sets = ByteSetTable::default();
         let mut below = vec![0u32; n];
         let mut children = vec![0u32; n];
         let mut by_byte: Vec<Vec<u32>> = vec![Vec::new(); 256];
@@ -162,11 +167,12 @@ impl TokTrie {
             }
             set.union_with(&direct);
             below[i] = sets.intern(set);
-            children[i] = sets.intern(direct);
+            children[i] = child_sets.intern(direct);
         }
         self.below = below;
         self.children = children;
         self.byte_sets = sets.distinct;
+        self.child_sets = child_sets.distinct;
         // (Pushed from the last node back: each list is in decreasing order.)
         self.parent_starts = Vec::with_capacity(257);
         self.parents = Vec::with_capacity(n);
@@ -183,7 +189,7 @@ impl TokTrie {
     #[inline]
     pub fn child_bytes(&self, i: usize) -> ByteSet {
         if let Some(&k) = self.children.get(i) {
-            return self.byte_sets[k as usize];
+            return self.child_sets[k as usize];
         }
         let mut out = ByteSet::default();
         let end = i + self.nodes[i].subtree_len as usize;
@@ -206,13 +212,14 @@ impl TokTrie {
     pub fn with_child_in(&self, nodes: &[u32], bytes: &ByteSet) -> Vec<u32> {
         let lists = || bytes.iter().map(|b| &self.parents[self.parent_starts[b as usize] as usize..self.parent_starts[b as usize + 1] as usize]);
         if self.parent_starts.is_empty() || lists().map(|l| l.len()).sum::<usize>() * INDEX_SPEEDUP > nodes.len() {
-            if self.children.is_empty() || nodes.len() < SCAN_TABLE_NODES {
+            if self.children.is_empty() || nodes.len() < SCAN_TABLE_NODES.max(self.child_sets.len()) {
                 return nodes.iter().copied().filter(|&n| self.child_bytes(n as usize).intersects(bytes)).collect();
             }
-            // Which distinct child sets meet `bytes`, once (a bit each): each node then reads
-            // one bit instead of its set, scattered over the table.
-            let mut meets = vec![0u64; self.byte_sets.len().div_ceil(64)];
-            for (k, set) in self.byte_sets.iter().enumerate() {
+            // Which distinct child sets meet `bytes`, once (a bit each; only for more nodes
+            // than sets): each node then reads one bit instead of its set, scattered over the
+            // table.
+            let mut meets = vec![0u64; self.child_sets.len().div_ceil(64)];
+            for (k, set) in self.child_sets.iter().enumerate() {
                 if set.intersects(bytes) {
                     meets[k / 64] |= 1 << (k % 64);
                 }
@@ -396,7 +403,7 @@ impl TokTrie {
 
     /// Heap bytes used.
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + (self.below.len() + self.children.len() + self.parents.len() + self.parent_starts.len()) * 4 + self.byte_sets.len() * 32 + self.token_ids.len() * 4 + self.slice.0.get().map_or(0, |s| s.memory_bytes())
+        self.nodes.len() * (std::mem::size_of::<Node>() + 2 + 4) + (self.below.len() + self.children.len() + self.parents.len() + self.parent_starts.len()) * 4 + (self.byte_sets.len() + self.child_sets.len()) * 32 + self.token_ids.len() * 4 + self.slice.0.get().map_or(0, |s| s.memory_bytes())
     }
 }
 
@@ -404,8 +411,8 @@ impl TokTrie {
 /// be (a lookup costs several reads of a node's child set).
 const INDEX_SPEEDUP: usize = 8;
 
-/// Fewest nodes for which [`TokTrie::with_child_in`]'s scan first tabulates which distinct
-/// child sets meet the bytes.
+/// Fewest nodes (and no fewer than the distinct child sets) for which
+/// [`TokTrie::with_child_in`]'s scan first tabulates which child sets meet the bytes.
 const SCAN_TABLE_NODES: usize = 2048;
 
 /// The distinct byte sets of [`TokTrie::with_below_sets`], numbered as they come.
@@ -478,7 +485,7 @@ mod tests {
         let all: Vec<u32> = (0..t.nodes.len() as u32).collect();
         let odd: Vec<u32> = all.iter().copied().filter(|n| n % 3 != 0).collect();
         let few: Vec<u32> = all.iter().copied().step_by(97).collect();
-        assert!(odd.len() >= SCAN_TABLE_NODES && few.len() < SCAN_TABLE_NODES, "the scans with and without the table");
+        assert!(odd.len() >= SCAN_TABLE_NODES.max(t.child_sets.len()) && few.len() < SCAN_TABLE_NODES, "the scans with and without the table");
         for bytes in [&b";"[..], b"(", b";(", b" ;(", b"abc", b"z", b""] {
             let mut set = crate::runtime::byteset::ByteSet::default();
             bytes.iter().for_each(|&b| set.insert(b));
