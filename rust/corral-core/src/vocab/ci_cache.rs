@@ -948,21 +948,12 @@ impl CiEntry {
         Some(CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, stamp: AtomicU64::new(memory::now()), ..Default::default() } })
     }
 
-    /// The entry of a key whose lexeme `j` has entry `parts[j]`: the same result as one joint
-    /// walk (a token allowed by continuing some lexeme; a node ends lexeme `j` iff it ends it
-    /// alone), without walking the trie again.
+    /// The entry of a key whose element `j` has entry `parts[j]`: the same result as one joint
+    /// walk (a token allowed by continuing some lexeme; a node ends element `j` iff it ends it
+    /// alone), without walking the trie again. (A key names each lexer state once.)
     pub fn union(parts: &[Arc<CiEntry>], mask_words: usize) -> CiEntry {
-        // Lexemes with equal keys share one entry (an identifier started at each of the last
-        // few bytes, in one state): each distinct entry once, with the bits of all of them.
-        let mut uniq: Vec<(&Arc<CiEntry>, u64)> = Vec::new();
-        for (j, p) in parts.iter().enumerate() {
-            match uniq.iter_mut().find(|u| Arc::ptr_eq(u.0, p)) {
-                Some(u) => u.1 |= 1u64 << j,
-                None => uniq.push((p, 1u64 << j)),
-            }
-        }
-        let allowed = union_sets(uniq.iter().map(|u| &u.0.allowed), mask_words);
-        let runs: Vec<(&[u32], u64)> = uniq.iter().flat_map(|&(p, bits)| p.level.groups.iter().filter(|g| g.ending != 0).map(move |g| (&g.nodes[..], bits))).collect();
+        let allowed = union_sets(parts.iter().map(|p| &p.allowed), mask_words);
+        let runs: Vec<(&[u32], u64)> = parts.iter().enumerate().flat_map(|(j, p)| p.level.groups.iter().filter(|g| g.ending != 0).map(move |g| (&g.nodes[..], 1u64 << j))).collect();
         let groups = merge_ends(&runs);
         CiEntry { allowed, level: Level { tokens: Vec::new(), bits: None, groups, stamp: AtomicU64::new(memory::now()), ..Default::default() } }
     }
@@ -1060,20 +1051,21 @@ const MAX_STREAMS: usize = 4;
 /// sharing a key), each with the key bits of its lexemes: the level for all of them, as
 /// one walk with them together would build it.
 fn union_levels(parts: &[(Arc<Level>, u64)]) -> Level {
-    let mut tokens: Vec<u32> = Vec::new();
-    let mut words = 0;
-    for (l, _) in parts {
-        tokens.extend_from_slice(&l.tokens);
-        words = words.max(l.bits.as_ref().map_or(0, |b| b.len()));
-    }
-    words = words.max(tokens.iter().max().map_or(0, |&m| m as usize / 32 + 1));
-    let bits = (words > 0 && (parts.iter().any(|(l, _)| l.bits.is_some()) || (tokens.len() >= MIN_LEVEL_BITS && tokens.len() > words))).then(|| {
+    let (tokens, bits) = tokens_of(parts.iter().map(|(l, _)| &**l));
+    let runs: Vec<(&[u32], u64)> = parts.iter().flat_map(|(l, bits)| l.groups.iter().filter(|g| g.ending != 0).map(move |g| (&g.nodes[..], *bits))).collect();
+    Level { tokens, bits, groups: merge_ends(&runs), stamp: AtomicU64::new(memory::now()), ..Default::default() }
+}
+
+/// The tokens of `levels` together, as a [`Level`] keeps them: a sorted list, or a bitmask
+/// when one of them has one or when they are many.
+fn tokens_of<'a>(levels: impl Iterator<Item = &'a Level> + Clone) -> (Vec<u32>, Option<Box<[u32]>>) {
+    let mut tokens: Vec<u32> = levels.clone().flat_map(|l| l.tokens.iter().copied()).collect();
+    let words = levels.clone().filter_map(|l| l.bits.as_ref().map(|b| b.len())).max().unwrap_or(0).max(tokens.iter().max().map_or(0, |&m| m as usize / 32 + 1));
+    let bits = (words > 0 && (levels.clone().any(|l| l.bits.is_some()) || (tokens.len() >= MIN_LEVEL_BITS && tokens.len() > words))).then(|| {
         let mut b = vec![0u32; words].into_boxed_slice();
-        for (l, _) in parts {
-            if let Some(lb) = &l.bits {
-                for (x, y) in b.iter_mut().zip(lb.iter()) {
-                    *x |= *y;
-                }
+        for lb in levels.filter_map(|l| l.bits.as_ref()) {
+            for (x, y) in b.iter_mut().zip(lb.iter()) {
+                *x |= *y;
             }
         }
         crate::vocab::token_set::set_ids(&mut b, &tokens);
@@ -1085,8 +1077,7 @@ fn union_levels(parts: &[(Arc<Level>, u64)]) -> Level {
         tokens.sort_unstable();
         tokens.dedup();
     }
-    let runs: Vec<(&[u32], u64)> = parts.iter().flat_map(|(l, bits)| l.groups.iter().filter(|g| g.ending != 0).map(move |g| (&g.nodes[..], *bits))).collect();
-    Level { tokens, bits, groups: merge_ends(&runs), stamp: AtomicU64::new(memory::now()), ..Default::default() }
+    (tokens, bits)
 }
 
 /// The level below the nodes of `parts` together, each below the nodes under one first byte
@@ -1094,21 +1085,7 @@ fn union_levels(parts: &[(Arc<Level>, u64)]) -> Level {
 /// runs share no node and no token: the groups are each part's in turn, the tokens all of
 /// them.
 fn concat_levels(parts: &[Arc<Level>]) -> Level {
-    let mut tokens: Vec<u32> = parts.iter().flat_map(|l| l.tokens.iter().copied()).collect();
-    let words = parts.iter().filter_map(|l| l.bits.as_ref().map(|b| b.len())).max().unwrap_or(0).max(tokens.iter().max().map_or(0, |&m| m as usize / 32 + 1));
-    let bits = (parts.iter().any(|l| l.bits.is_some()) || (tokens.len() >= MIN_LEVEL_BITS && tokens.len() > words)).then(|| {
-        let mut b = vec![0u32; words].into_boxed_slice();
-        for lb in parts.iter().filter_map(|l| l.bits.as_ref()) {
-            for (x, y) in b.iter_mut().zip(lb.iter()) {
-                *x |= *y;
-            }
-        }
-        crate::vocab::token_set::set_ids(&mut b, &tokens);
-        b
-    });
-    if bits.is_some() {
-        tokens = Vec::new();
-    }
+    let (tokens, bits) = tokens_of(parts.iter().map(|l| &**l));
     let mut groups: Vec<EndGroup> = Vec::new();
     for g in parts.iter().flat_map(|l| l.groups.iter()) {
         match groups.iter_mut().find(|h| h.ending == g.ending) {
@@ -1336,6 +1313,7 @@ impl CiCache {
 
     /// The entry for `key` (the [`Lexer::key`]s of `lexers`), building it on a miss.
     pub fn get<'d>(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: impl FnOnce() -> Vec<Lexer<'d>>, mask_words: usize) -> Arc<CiEntry> {
+        debug_assert!(key.windows(2).all(|w| w[0] < w[1]), "a key names each lexer state once, in order");
         if let Some(s) = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key) {
             s.touch();
             self.account.hit();
@@ -1528,6 +1506,7 @@ impl CiCache {
     /// first terminals (the same statements, with `}` or `else` allowed or not) then costs
     /// the levels of the lexemes it adds and a merge, not one more walk of them all.
     fn level_hashed(&self, trie: &TokTrie, nodes: &[u32], nh: u64, key: &[(u32, u32)], lexers: &[Lexer]) -> (Arc<Level>, bool) {
+        debug_assert!(key.windows(2).all(|w| w[0] < w[1]), "a key names each lexer state once, in order");
         let h = level_hash(nh, key);
         if let Some(l) = self.cached_level(h, nodes, key) {
             return (l, true);
@@ -1536,14 +1515,7 @@ impl CiCache {
             let first = first_bytes(lexers);
             let roots = trie.with_child_in(nodes, &first);
             if lexers.len() >= UNION_MIN_LEXEMES && trie.nodes_below(&roots) >= UNION_MIN_NODES {
-                // (Keys are sorted: lexemes with equal keys are adjacent and share a level.)
-                let mut parts: Vec<(Arc<Level>, u64)> = Vec::new();
-                for (j, (k, lx)) in key.iter().zip(lexers).enumerate() {
-                    match parts.last_mut() {
-                        Some(last) if key[j - 1] == *k => last.1 |= 1 << j,
-                        _ => parts.push((self.part_level(trie, nodes, nh, k, lx), 1 << j)),
-                    }
-                }
+                let parts: Vec<(Arc<Level>, u64)> = key.iter().zip(lexers).enumerate().map(|(j, (k, lx))| (self.part_level(trie, nodes, nh, k, lx), 1 << j)).collect();
                 union_levels(&parts)
             } else {
                 level_below(trie, &roots, &first, lexers)
@@ -1746,10 +1718,9 @@ mod tests {
         let trie = TokTrie::build(toks.iter().enumerate().map(|(i, b)| (i as u32, &b[..]))).with_below_sets();
         // Where an identifier ends: every node on a letter.
         let nodes: Vec<u32> = (0..trie.nodes.len() as u32).filter(|&n| trie.nodes[n as usize].byte.is_ascii_lowercase()).collect();
-        // Two lexemes share a key (the same automaton and state): one level for both.
-        let dfas = [dfa(" ?[a-z]+ ?;"), dfa(" ?="), dfa(";"), dfa(r" ?\(a*"), dfa(" ?[a-z]+ ?;"), dfa("[a-f]*;")];
+        let dfas = [dfa(" ?[a-z]+ ?;"), dfa(" ?="), dfa(";"), dfa(r" ?\(a*"), dfa("[a-f]*;")];
         let depth = trie.max_depth();
-        let mut lexers: Vec<Lexer> = dfas.iter().enumerate().map(|(i, d)| Lexer { dfa: d, state: d.start(), gid: if i == 4 { 0 } else { i as u32 } }).collect();
+        let mut lexers: Vec<Lexer> = dfas.iter().enumerate().map(|(i, d)| Lexer { dfa: d, state: d.start(), gid: i as u32 }).collect();
         lexers.sort_by_key(|l| l.key(depth));
         let key: Vec<(u32, u32)> = lexers.iter().map(|l| l.key(depth)).collect();
         let first = first_bytes(&lexers);

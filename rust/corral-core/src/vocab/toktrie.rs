@@ -42,7 +42,7 @@ pub struct TokTrie {
     /// The distinct sets of `children` (index 0: the empty set of a leaf): far fewer than
     /// `byte_sets`, so a scan can tabulate them ([`TokTrie::with_child_in`]).
     child_sets: Vec<ByteSet>,
-    /// The distinct byte sets of `below` and `children` (index 0: the empty set of a leaf).
+    /// The distinct byte sets of `below` (index 0: the empty set of a leaf).
     byte_sets: Vec<ByteSet>,
     /// The nodes with a child edge on byte `b`, sorted, are
     /// `parents[parent_starts[b]..parent_starts[b + 1]]` ([`TokTrie::with_child_in`]).
@@ -450,8 +450,8 @@ impl ByteSetTable {
 mod tests {
     use super::*;
 
-    /// `with_child_in` gives what filtering each node's child set gives, by the index
-    /// (rare bytes, many nodes) and by the filter (common bytes or few nodes).
+    /// Nodes cut by first byte: every run under one first byte, in order, each first byte
+    /// once; `nodes_below` counts each node under them once.
     #[test]
     fn runs_by_first_byte_and_nodes_below() {
         let toks = crate::testutil::random_tokens(5_000, 6, b"abc d;", 7);
@@ -477,6 +477,9 @@ mod tests {
         assert_eq!(trie.nodes_below(&nodes), seen.iter().filter(|&&s| s).count());
     }
 
+    /// `with_child_in` gives what filtering each node's child set gives, by the index
+    /// (rare bytes, many nodes) and by the scan (common bytes or few nodes; over many nodes,
+    /// through a table of which child sets meet the bytes).
     #[test]
     fn with_child_in_matches_the_filter() {
         // Mostly letters, sometimes a space, a semicolon or a parenthesis.
