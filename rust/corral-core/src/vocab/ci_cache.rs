@@ -1338,7 +1338,10 @@ impl CiCache {
     /// The cached entry for `key`, or a fresh one (see [`CiCache::insert_built`]).
     fn entry(&self, trie: &TokTrie, key: &[(u32, u32)], lexers: &[Lexer], mask_words: usize, nested: bool) -> Arc<CiEntry> {
         // (The read guard must be gone before `insert_built` takes the write lock.)
-        let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).map(|s| s.entry.clone());
+        let hit = self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).map(|s| {
+            s.touch();
+            s.entry.clone()
+        });
         hit.unwrap_or_else(|| self.insert_built(trie, key, lexers, mask_words, nested))
     }
 
@@ -1418,7 +1421,13 @@ impl CiCache {
                 let near = Lexer { state: t, ..l };
                 (near, [near.key(depth)])
             };
-            let cached = |key: &[(u32, u32)]| self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).map(|s| s.entry.clone());
+            // (A near state's entry that serves derivations is in use: stamped, like a hit.)
+            let cached = |key: &[(u32, u32)]| {
+                self.map.read().unwrap_or_else(|p| p.into_inner()).get(key).map(|s| {
+                    s.touch();
+                    s.entry.clone()
+                })
+            };
             // First a derivation from a cached near state within the smaller budget: when it
             // succeeds, whether the slice serves this state does not matter (it only chose
             // the budget), and the search for that (over the pairs the state reaches along
