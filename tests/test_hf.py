@@ -11,6 +11,7 @@ pytestmark = pytest.mark.torch
 
 import corral
 import corral.hf
+from slow_fill import SLOW_TEXT
 import tokenizers_util as tu
 
 transformers = pytest.importorskip("transformers")
@@ -229,7 +230,6 @@ def test_processor_takes_an_empty_batch_and_new_batch_sizes():
 
 # An ambiguous branch whose fill after a long text takes ~0.1 s, and an unambiguous one after "0".
 TWO_BRANCHES = 'root ::= "0" [a-z ]* | amb\namb ::= [a-z ]* (amb | "")'
-SLOW_TEXT = " the cat sat on the mat and then it went away to sleep for a while" * 8
 
 
 def test_fill_past_budget_ends_only_that_row(caplog):

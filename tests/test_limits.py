@@ -7,6 +7,7 @@ import time
 import pytest
 
 import corral
+from slow_fill import AMBIGUOUS
 
 
 def test_huge_repetition_bound_names_the_limit():
@@ -107,9 +108,6 @@ def test_compile_time_budget():
     with pytest.raises(corral.CompileTimeoutError) as e:
         corral.Grammar.from_ebnf(f"root ::= ({words})+", limits={"max_compile_ms": 1, "max_nfa_states": 10_000_000, "max_dfa_states": 10_000_000})
     assert e.value.limit_name == "max_compile_ms" and isinstance(e.value, corral.LimitExceededError)
-
-
-AMBIGUOUS = 'root ::= [a-z ]* (root | "")'  # every split of the text into runs: Earley's worst case
 
 
 def test_fill_time_budget_raises_and_leaves_the_matcher_as_it_was():

@@ -36,6 +36,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import corral
+from slow_fill import AMBIGUOUS, SLOW_TEXT
 from corral.sglang import SGLANG_AVAILABLE, CorralGrammar, CorralGrammarBackend
 
 V = 50257
@@ -450,13 +451,6 @@ def test_structural_tag_goes_to_corral(backend):
     m = corral.Matcher(corral.compile(direct, g.vocab))
     text = b'say <f>{"a": 1}</f>'
     assert m.accept_bytes(text) and g.matcher.accept_bytes(text) and g.matcher.is_accepting() == m.is_accepting()
-
-
-# Every split of the text into runs: a fill after this text runs far past 1 ms (test_limits.py).
-AMBIGUOUS = 'root ::= [a-z ]* (root | "")'
-# Long enough that the fill after it stays past 1 ms on warm caches (~1 ms after one
-# sentence: the runs in one state share a key).
-SLOW_TEXT = " the cat sat on the mat and then it went away to sleep for a while" * 8
 
 
 def test_fill_past_budget_ends_only_that_request(backend, vocab, caplog):

@@ -25,6 +25,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
 import corral
+from slow_fill import AMBIGUOUS, SLOW_TEXT
 from corral.vllm import VLLM_AVAILABLE, CorralBackend, CorralGrammar, LogitsProcessor, StructuredOutputOptions
 
 V = 50257
@@ -263,13 +264,6 @@ def test_validate_tokens_does_not_advance(backend, vocab):
     assert g.matcher.num_accepted == 0 and g.num_processed_tokens == 0
     assert g.validate_tokens([]) == []
     assert isinstance(np.asarray(backend.allocate_token_bitmask(2)), np.ndarray)
-
-
-# Every split of the text into runs: a fill after this text runs far past 1 ms (test_limits.py).
-AMBIGUOUS = 'root ::= [a-z ]* (root | "")'
-# Long enough that the fill after it stays past 1 ms on warm caches (~1 ms after one
-# sentence: the runs in one state share a key).
-SLOW_TEXT = " the cat sat on the mat and then it went away to sleep for a while" * 8
 
 
 def test_fill_past_budget_ends_only_that_request(vocab, caplog):

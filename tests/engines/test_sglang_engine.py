@@ -26,6 +26,7 @@ import corral  # noqa: E402
 import corral.sglang as cs  # noqa: E402
 
 from .sglang_harness import MODEL_VOCAB, Server, allowed, run_engine, write_gpt2_model, write_model  # noqa: E402
+from slow_fill import AMBIGUOUS, SLOW_TEXT  # noqa: E402
 
 if sglang.__version__ not in cs.SUPPORTED_SGLANG_VERSIONS:
     pytest.skip(f"SGLang {sglang.__version__} is not a supported version", allow_module_level=True)
@@ -367,11 +368,6 @@ def test_refused_request_aborts_alone(server, vocab, params, needle):
     _, mask = server.step_mask([good, good2])
     assert allowed(mask[0]) == Direct(corral.Grammar.from_regex("[0-9]+"), vocab).row()
     assert allowed(mask[1]) == Direct(corral.Grammar.from_json_schema(PERSON), vocab).row()
-
-
-# Every split of the text into runs: a fill after this text runs far past 1 ms (test_limits.py).
-AMBIGUOUS = 'root ::= [a-z ]* (root | "")'
-SLOW_TEXT = " the cat sat on the mat and then it went away to sleep for a while"
 
 
 def test_fill_past_its_budget_ends_only_that_request(server, vocab, caplog):

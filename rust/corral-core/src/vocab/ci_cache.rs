@@ -1582,10 +1582,10 @@ impl CiCache {
     ///
     /// Where it starts below many nodes (a Scheme symbol after a symbol's end anywhere in
     /// the trie: 20-125 k nodes), it is the concatenation of its levels below the nodes under
-    /// each first byte, each cached on its own ([`concat_levels`]): another context's set of ends (another lexeme
-    /// ending along with the symbol on a few first bytes, another set of nodes with children
-    /// it starts on) then costs the walks below the runs whose nodes differ, not one of them
-    /// all. Only the parts are kept (not their concatenation).
+    /// each first byte, each cached on its own ([`concat_levels`]): another context's set of
+    /// ends (another lexeme ending along with the symbol on a few first bytes, another set of
+    /// nodes with children it starts on) then costs the walks below the runs whose nodes
+    /// differ, not one of them all. Only the parts are kept (not their concatenation).
     fn part_level(&self, trie: &TokTrie, nodes: &[u32], nh: u64, k: &(u32, u32), lx: &Lexer) -> Arc<Level> {
         let key = std::slice::from_ref(k);
         let lexers = std::slice::from_ref(lx);
