@@ -116,9 +116,12 @@ pub struct Level {
     pub bits: Option<Box<[u32]>>,
     /// Where terminals end with bytes to follow.
     pub groups: Vec<EndGroup>,
-    /// Cached next levels by group and key. The cache's map of levels by content owns them
-    /// (and charges them to the budget); a level it evicted is gone from here too.
-    children: RwLock<FxHashMap<u32, FxHashMap<Key, Weak<Level>>>>,
+    /// Cached next levels by group and key: one map keyed by the group's index and the key's
+    /// hash ([`key_hash`]), holding the key itself to compare (one probe per lookup; a map of
+    /// maps took a third of the lookups' cost in cache misses on Scheme's long chains of
+    /// levels). The cache's map of levels by content owns them (and charges them to the
+    /// budget); a level it evicted is gone from here too.
+    children: RwLock<FxHashMap<(u32, u64), (Box<[(u32, u32)]>, Weak<Level>)>>,
     /// When it was last used ([`memory::now`]).
     stamp: AtomicU64,
     /// Per group: its nodes this level was not built from, computed on first use
@@ -144,7 +147,11 @@ impl Level {
     /// The cached next level below group `g` for `key`, if present.
     pub fn child(&self, g: u32, key: &[(u32, u32)]) -> Option<Arc<Level>> {
         let map = self.children.read().unwrap_or_else(|p| p.into_inner());
-        let l = map.get(&g)?.get(key)?.upgrade()?;
+        let (k, l) = map.get(&(g, key_hash(key)))?;
+        if **k != *key {
+            return None;
+        }
+        let l = l.upgrade()?;
         l.touch();
         Some(l)
     }
@@ -191,8 +198,9 @@ impl Level {
     }
 
     fn insert_child(&self, g: u32, key: &[(u32, u32)], level: &Arc<Level>) {
+        // (Two keys with one hash below one group: the later one is kept.)
         let mut map = self.children.write().unwrap_or_else(|p| p.into_inner());
-        map.entry(g).or_default().insert(key.to_vec(), Arc::downgrade(level));
+        map.insert((g, key_hash(key)), (key.into(), Arc::downgrade(level)));
     }
 
     /// Stamps it used now (a store only when the clock moved since).
@@ -680,30 +688,36 @@ impl SetEdits for BaseEdits<'_> {
     }
 }
 
-/// Nodes a walk from `lexers` may visit, bounded two bytes deep: the subtrees of the
-/// second-level nodes some lexeme survives (whitespace opens the huge space subtree, then
-/// dies on the next byte of nearly every token in it).
-fn estimated_walk(trie: &TokTrie, lexers: &[Lexer], first: &ByteSet) -> usize {
+/// Whether a walk from `lexers` may visit at least `limit` nodes, bounded two bytes deep:
+/// the subtrees of the second-level nodes some lexeme survives (whitespace opens the huge
+/// space subtree, then dies on the next byte of nearly every token in it). Stops counting at
+/// `limit` (a full count read every second-level node: 5% of C's first fills).
+fn walk_at_least(trie: &TokTrie, lexers: &[Lexer], first: &ByteSet, limit: usize) -> bool {
     let nodes = &trie.nodes;
     let mut total = 0;
+    let mut after: Vec<(usize, u32)> = Vec::with_capacity(lexers.len());
     let mut i = 0;
     while i < nodes.len() {
         let n = nodes[i];
         let end = i + n.subtree_len as usize;
         if first.contains(n.byte) {
-            let after: Vec<(usize, u32)> = lexers.iter().enumerate().map(|(j, l)| (j, l.dfa.next(l.state, n.byte))).filter(|&(_, s)| s != DEAD).collect();
+            after.clear();
+            after.extend(lexers.iter().enumerate().map(|(j, l)| (j, l.dfa.next(l.state, n.byte))).filter(|&(_, s)| s != DEAD));
             let mut c = i + 1;
             while c < end {
                 let child = nodes[c];
                 if after.iter().any(|&(j, s)| lexers[j].dfa.next(s, child.byte) != DEAD) {
                     total += child.subtree_len as usize;
+                    if total >= limit {
+                        return true;
+                    }
                 }
                 c += child.subtree_len as usize;
             }
         }
         i = end;
     }
-    total
+    false
 }
 
 /// Bytes that can continue one of the lexemes.
@@ -864,7 +878,7 @@ impl CiEntry {
         // fill latency), merged in node order. Only when the first bytes open most of a large
         // trie: waking a second thread costs tens to hundreds of microseconds, ten times a
         // walk under a literal key's two first bytes.
-        let big = trie.nodes_under(&first) >= PARALLEL_WALK_NODES && estimated_walk(trie, lexers, &first) >= PARALLEL_WALK_NODES;
+        let big = trie.nodes_under(&first) >= PARALLEL_WALK_NODES && walk_at_least(trie, lexers, &first, PARALLEL_WALK_NODES);
         let (allowed, groups) = if big && crate::runtime::warmup::may_use_pool() {
             let halves = whole(trie, 2);
             let (mid, rest) = halves.split_at(1);
@@ -1262,6 +1276,14 @@ fn level_hash(nh: u64, key: &[(u32, u32)]) -> u64 {
     h.finish()
 }
 
+/// The hash of a key in [`Level`]'s links to its children.
+fn key_hash(key: &[(u32, u32)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    key.hash(&mut h);
+    h.finish()
+}
+
 /// The hash of a sorted list of trie nodes (a group's) in [`level_hash`].
 fn nodes_hash(nodes: &[u32]) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -1275,10 +1297,7 @@ type LevelsByContent = FxHashMap<u64, Vec<LevelSlot>>;
 
 /// The eviction handle of a level-0 entry (even) and of the levels under one content hash (odd).
 fn entry_handle(key: &[(u32, u32)]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = rustc_hash::FxHasher::default();
-    key.hash(&mut h);
-    h.finish() << 1
+    key_hash(key) << 1
 }
 
 fn levels_handle(h: u64) -> u64 {
