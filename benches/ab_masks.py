@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,22 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     total = bad = 0
     for g in gb.GRAMMARS:
         spec = gb.grammar_spec(g)
-
-        def build(m):
-            if g.kind == "gbnf":
-                return m.Grammar.from_ebnf(spec["text"])
-            if g.kind == "lark":
-                return m.Grammar.from_lark(spec["text"])
-            if g.kind == "structural_tag":
-                return m.Grammar.from_structural_tag(spec["tag"])
-            return m.Grammar.from_json_schema(spec["text"])
-
-        cgs = {k: m.CompiledGrammar(build(m), voc[k]) for k, m in mods.items()}
-        hand = gb.hand_texts(g)
-        prior = {t for s in hand for t in tk(s)}
-        rnd = gb.random_texts(gb.corral_for_walks(g, spec, cvocab), tok, args.random, random.Random(f"ab:{g.name}"), 120, prior)
+        cgs = {k: m.CompiledGrammar(gb.native_grammar(m, g, spec), voc[k]) for k, m in mods.items()}
         n = 0
-        for text in hand + rnd:
+        for text in gb.ab_texts(g, spec, tok, tk, cvocab, args.random):
             ids = tk(text)
             ms = {k: mods[k].Matcher(cgs[k]) for k in mods}
             for t in [*ids, None]:

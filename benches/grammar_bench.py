@@ -162,6 +162,26 @@ def corral_for_walks(g: G, spec: dict, vocab):
     return corral.CompiledGrammar(gr, vocab)
 
 
+def native_grammar(m, g: G, spec: dict):
+    """Grammar `g` built by the extension module `m` (a build loaded with
+    ``ab_builds.load``), in corral's default mode: for comparing two builds."""
+    if g.kind == "gbnf":
+        return m.Grammar.from_ebnf(spec["text"])
+    if g.kind == "lark":
+        return m.Grammar.from_lark(spec["text"])
+    if g.kind == "structural_tag":
+        return m.Grammar.from_structural_tag(spec["tag"])
+    return m.Grammar.from_json_schema(spec["text"])
+
+
+def ab_texts(g: G, spec: dict, tok, tk, vocab, n_random: int) -> list[str]:
+    """The hand-written texts of `g` plus `n_random` random ones seeded by its name (the
+    texts the A/B scripts run on both builds)."""
+    hand = hand_texts(g)
+    prior = {t for s in hand for t in tk(s)}
+    return hand + random_texts(corral_for_walks(g, spec, vocab), tok, n_random, random.Random(f"ab:{g.name}"), 120, prior)
+
+
 def random_texts(cg, tok, n: int, rng: random.Random, max_tokens: int, prior: set[int] | None = None,
                  tries: int = 20) -> list[str]:
     """Up to `n` texts sampled by walking corral's matcher. Each step draws among the allowed
