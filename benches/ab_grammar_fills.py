@@ -28,8 +28,6 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from ab_builds import load  # noqa: E402
-
 
 def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(len(xs) * q))]
@@ -47,16 +45,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    import corral
     import grammar_bench as gb
-    import vocabs
 
-    mods = {"A": load(args.a, "ab_a._native"), "B": load(args.b, "ab_b._native")}
-    tok = vocabs.load(args.tokenizer)
-    tk = gb.wl.Tokenized(tok)
-    toks = [bytes(t) for t in tok.token_bytes]
-    cvocab = corral.Vocabulary.from_bytes(tok.token_bytes, eos_token_ids=tok.eos_ids, special_token_ids=tok.special_ids,
-                                          vocab_size=tok.vocab_size)
+    mods, tok, tk, toks, cvocab = gb.ab_setup(args.a, args.b, args.tokenizer)
     mask = np.zeros((1, (tok.vocab_size + 31) // 32), dtype=np.int32)
     by_id = {g.name: g for g in gb.GRAMMARS}
     for name in args.grammars.split(","):

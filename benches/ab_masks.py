@@ -20,8 +20,6 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from ab_builds import load  # noqa: E402
-
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -33,17 +31,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    import corral
     import grammar_bench as gb
-    import vocabs
 
-    mods = {"A": load(args.a, "ab_a._native"), "B": load(args.b, "ab_b._native")}
-    tok = vocabs.load(args.tokenizer)
-    tk = gb.wl.Tokenized(tok)
-    toks = [bytes(t) for t in tok.token_bytes]
+    mods, tok, tk, toks, cvocab = gb.ab_setup(args.a, args.b, args.tokenizer)
     voc = {k: m.Vocabulary(toks, list(tok.eos_ids), list(tok.special_ids), tok.vocab_size) for k, m in mods.items()}
-    cvocab = corral.Vocabulary.from_bytes(tok.token_bytes, eos_token_ids=tok.eos_ids, special_token_ids=tok.special_ids,
-                                          vocab_size=tok.vocab_size)
     words = (tok.vocab_size + 31) // 32
     masks = {k: np.zeros(words, np.int32) for k in mods}
     total = bad = 0

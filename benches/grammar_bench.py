@@ -174,6 +174,20 @@ def native_grammar(m, g: G, spec: dict):
     return m.Grammar.from_json_schema(spec["text"])
 
 
+def ab_setup(a: str, b: str, tokenizer: str):
+    """What the A/B scripts share: builds `a` and `b` loaded side by side (``ab_builds.load``)
+    as ``{"A": ..., "B": ...}``, the tokenizer, its tokenizing function, its token bytes, and a
+    vocabulary of the installed corral (for sampling random texts)."""
+    import corral
+    from ab_builds import load
+
+    mods = {"A": load(a, "ab_a._native"), "B": load(b, "ab_b._native")}
+    tok = vocabs.load(tokenizer)
+    cvocab = corral.Vocabulary.from_bytes(tok.token_bytes, eos_token_ids=tok.eos_ids, special_token_ids=tok.special_ids,
+                                          vocab_size=tok.vocab_size)
+    return mods, tok, wl.Tokenized(tok), [bytes(t) for t in tok.token_bytes], cvocab
+
+
 def ab_texts(g: G, spec: dict, tok, tk, vocab, n_random: int) -> list[str]:
     """The hand-written texts of `g` plus `n_random` random ones seeded by its name (the
     texts the A/B scripts run on both builds)."""
