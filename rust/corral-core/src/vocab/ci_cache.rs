@@ -117,10 +117,10 @@ pub struct Level {
     /// Where terminals end with bytes to follow.
     pub groups: Vec<EndGroup>,
     /// Cached next levels by group and key: one map keyed by the group's index and the key's
-    /// hash ([`key_hash`]), holding the key itself to compare (one probe per lookup; a map of
-    /// maps took a third of the lookups' cost in cache misses on Scheme's long chains of
-    /// levels). The cache's map of levels by content owns them (and charges them to the
-    /// budget); a level it evicted is gone from here too.
+    /// hash ([`key_hash`]), holding the key itself to compare (one probe per lookup, where a
+    /// map per group took two, each a likely cache miss on a cold level). The cache's map of
+    /// levels by content owns them (and charges them to the budget); a level it evicted is
+    /// gone from here too.
     children: RwLock<FxHashMap<(u32, u64), (Box<[(u32, u32)]>, Weak<Level>)>>,
     /// When it was last used ([`memory::now`]).
     stamp: AtomicU64,
@@ -1889,7 +1889,6 @@ mod tests {
         assert_eq!(cache.memory_bytes(), 0, "the level and its rests refunded");
     }
 
-    /// One pass below nested roots finds the tokens and groups of one walk per root.
     /// An entry derived from a near state's ([`CiEntry::derive`]) equals the state's own walk:
     /// the same tokens, and the same end nodes, in order, where the near state's ends (kept
     /// where the two agree) and the state's own ends (where they differ) interleave — a
@@ -1933,6 +1932,7 @@ mod tests {
         assert!(derived >= 3, "{derived} states derived");
     }
 
+    /// One pass below nested roots finds the tokens and groups of one walk per root.
     #[test]
     fn nested_walk_matches_a_walk_per_root() {
         let toks: Vec<&[u8]> = vec![b"a", b"ab", b"abc", b"abc1", b"ab1", b"a1", b"a12", b"1", b"12", b"b", b"bc", b"x", b"xa", b"xab1", b"1a", b"ab c", b"abcd2"];
